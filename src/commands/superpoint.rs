@@ -1,0 +1,82 @@
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use ndarray::{Array1, Array2};
+use serde_json::json;
+
+use sp_dust3r::image::Frame;
+use sp_dust3r::superpoint::{Keypoints, PostParams, SuperPoint, HUB_MODEL};
+use sp_dust3r::weights;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Folder with model.safetensors + config.json (else $SP_DUST3R_SUPERPOINT_WEIGHTS, the
+    /// Hugging Face cache, or a download).
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// Input image, PNG or JPEG.
+    #[arg(long)]
+    image: PathBuf,
+    /// Keep the N best keypoints; -1 keeps all.
+    #[arg(long, default_value_t = 1024, allow_hyphen_values = true)]
+    max_keypoints: i64,
+    /// Keep keypoints whose score is strictly above T.
+    #[arg(long, default_value_t = 0.005)]
+    threshold: f32,
+    /// Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it.
+    #[arg(long, default_value_t = 4)]
+    nms_radius: i64,
+    /// Run the whole job K times and report median stage times.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Output NPZ: keypoints (N,2) [x, y] in input pixels, scores (N,), descriptors (N,256).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let params = PostParams::new(args.threshold, args.nms_radius, 4, args.max_keypoints)?;
+    let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
+    tracing::info!("SuperPoint weights from {} ({:?})", resolved.dir.display(), resolved.source);
+    let model = SuperPoint::load(&resolved.dir)?;
+
+    let mut times = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut result = Keypoints::default();
+    for _ in 0..args.repeat {
+        let t = Instant::now();
+        let frame = Frame::open(&args.image)?;
+        times[0].push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let luma = frame.to_luma();
+        let luma_ms = t.elapsed().as_secs_f64() * 1e3;
+        let (keypoints, stages) = model.detect(&luma, &params)?;
+        times[1].push(luma_ms + stages.preprocess_ms);
+        times[2].push(stages.forward_ms);
+        times[3].push(stages.postprocess_ms);
+        result = keypoints;
+    }
+    write_npz(&args.out, &result).with_context(|| format!("writing {}", args.out.display()))?;
+    let m = |i: usize| super::median(&times[i]);
+    println!(
+        "{}",
+        json!({
+            "num_keypoints": result.len(),
+            "timing_ms": {"decode": m(0), "preprocess": m(1), "forward": m(2), "postprocess": m(3)},
+        })
+    );
+    Ok(())
+}
+
+fn write_npz(path: &std::path::Path, kp: &Keypoints) -> anyhow::Result<()> {
+    let n = kp.len();
+    let xy = Array2::from_shape_vec((n, 2), kp.xy.iter().flatten().copied().collect())?;
+    let scores = Array1::from_vec(kp.scores.clone());
+    let desc = Array2::from_shape_vec((n, kp.descriptor_dim), kp.descriptors.clone())?;
+    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(path)?);
+    npz.add_array("keypoints", &xy)?;
+    npz.add_array("scores", &scores)?;
+    npz.add_array("descriptors", &desc)?;
+    npz.finish()?;
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! sp_dust3r: SuperPoint features and DUSt3R pair reconstruction for ROS 2 camera streams.
+//!
+//! Data flows image -> preprocess -> backend -> post-processing -> (geometry) -> ROS messages;
+//! one module per stage. Neither the compute core nor the models know about ROS.
+
+pub mod image;
+pub mod superpoint;
+pub mod tensor;
+pub mod weights;

@@ -1,0 +1,28 @@
+//! The compute core: NHWC feature maps and the few kernels the networks need, built on the
+//! `gemm` crate (AVX-512 kernels enabled, chosen at run time) and a rayon worker pool.
+//!
+//! Activations are NHWC with a one-pixel zero border ([`FeatureMap`]). With that layout a 3x3
+//! convolution needs no im2col copy: over the padded grid the three horizontal taps of one kernel
+//! row are contiguous in memory, so the whole convolution is three accumulating GEMMs per band
+//! of output pixels (K = 3 x C_in), reading the input in place.
+
+mod conv;
+mod map;
+mod matmul;
+mod ops;
+
+pub use conv::{Conv1x1, Conv3x3};
+pub use map::FeatureMap;
+pub use matmul::matmul;
+pub use ops::{l2_normalize_rows, max_filter_2d, softmax_rows};
+
+/// Errors of the compute core: shape mismatches between operands.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TensorError {
+    #[error("{op}: expected {expected} input channels, got {got}")]
+    Channels { op: &'static str, expected: usize, got: usize },
+    #[error("{op}: operand of {len} elements is too small for the requested {what}")]
+    TooSmall { op: &'static str, what: &'static str, len: usize },
+    #[error("{op}: {what}")]
+    Shape { op: &'static str, what: String },
+}

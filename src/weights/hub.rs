@@ -1,0 +1,135 @@
+use std::path::{Path, PathBuf};
+
+use super::WeightsError;
+
+/// A model published on the Hugging Face Hub, pinned to the revision this code was checked
+/// against, with the environment variable that may point at a local copy.
+#[derive(Clone, Copy, Debug)]
+pub struct HubModel {
+    /// Human name, for messages.
+    pub name: &'static str,
+    pub repo: &'static str,
+    pub revision: &'static str,
+    pub env_var: &'static str,
+    pub files: &'static [&'static str],
+}
+
+/// Where the weights were found, for the log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WeightSource {
+    Argument,
+    Environment,
+    HfCache,
+    Downloaded,
+}
+
+#[derive(Clone, Debug)]
+pub struct ResolvedWeights {
+    pub dir: PathBuf,
+    pub source: WeightSource,
+}
+
+impl ResolvedWeights {
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// The Hugging Face hub cache: `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+/// `~/.cache/huggingface/hub` (the same order as the Python `huggingface_hub`).
+pub fn hub_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HF_HUB_CACHE").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(home) = std::env::var_os("HF_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home).join("hub");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    home.join(".cache").join("huggingface").join("hub")
+}
+
+fn offline() -> bool {
+    std::env::var("HF_HUB_OFFLINE")
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+        .unwrap_or(false)
+}
+
+/// Finds the weights of `model`, in order: `explicit` (the `--weights` argument), the model's
+/// environment variable, the Hugging Face cache at the pinned revision, else a download of that
+/// revision into the cache (with a progress bar) unless `HF_HUB_OFFLINE` is set.
+///
+/// An explicit folder or variable that lacks a file is an error of its own, not a reason to go
+/// looking elsewhere: the user said where the weights are.
+pub fn resolve(model: &HubModel, explicit: Option<&Path>) -> Result<ResolvedWeights, WeightsError> {
+    if let Some(path) = explicit {
+        return check_folder(model, path, "--weights".to_string(), WeightSource::Argument);
+    }
+    if let Some(path) = std::env::var_os(model.env_var).filter(|v| !v.is_empty()) {
+        return check_folder(model, Path::new(&path), model.env_var.to_string(), WeightSource::Environment);
+    }
+    let cache = hub_cache_dir();
+    let snapshot = cache
+        .join(format!("models--{}", model.repo.replace('/', "--")))
+        .join("snapshots")
+        .join(model.revision);
+    if model.files.iter().all(|f| snapshot.join(f).is_file()) {
+        return Ok(ResolvedWeights { dir: snapshot, source: WeightSource::HfCache });
+    }
+    let why = if offline() {
+        "HF_HUB_OFFLINE is set, so no download was tried.".to_string()
+    } else {
+        match download(model, &cache) {
+            Ok(dir) => return Ok(ResolvedWeights { dir, source: WeightSource::Downloaded }),
+            Err(e) => format!("The download failed: {e}"),
+        }
+    };
+    Err(WeightsError::NotFound {
+        model: model.name,
+        files: model.files.join(" + "),
+        env_var: model.env_var,
+        repo: model.repo,
+        revision: model.revision,
+        cache: cache.display().to_string(),
+        why,
+    })
+}
+
+fn check_folder(
+    model: &HubModel,
+    path: &Path,
+    origin: String,
+    source: WeightSource,
+) -> Result<ResolvedWeights, WeightsError> {
+    // A path to the .safetensors file itself is taken as its folder.
+    let dir = if path.is_file() { path.parent().unwrap_or(Path::new(".")) } else { path };
+    let missing: Vec<&str> = model.files.iter().copied().filter(|f| !dir.join(f).is_file()).collect();
+    if missing.is_empty() {
+        Ok(ResolvedWeights { dir: dir.to_path_buf(), source })
+    } else {
+        Err(WeightsError::IncompleteFolder { origin, path: dir.to_path_buf(), missing: missing.join(" and ") })
+    }
+}
+
+/// Downloads the pinned revision into the cache (hf-hub writes the same blobs/snapshots layout
+/// as the Python client, so both share the files). `HF_ENDPOINT` selects a mirror.
+fn download(model: &HubModel, cache: &Path) -> Result<PathBuf, String> {
+    let mut builder = hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::new(cache.to_path_buf()))
+        .with_progress(true)
+        .with_retries(2);
+    if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
+        builder = builder.with_endpoint(endpoint);
+    }
+    let api = builder.build().map_err(|e| e.to_string())?;
+    let repo = api.repo(hf_hub::Repo::with_revision(
+        model.repo.to_string(),
+        hf_hub::RepoType::Model,
+        model.revision.to_string(),
+    ));
+    let mut dir = None;
+    for file in model.files {
+        tracing::info!("downloading {} {} from {}", model.repo, file, repo.url(file));
+        let path = repo.download(file).map_err(|e| format!("{file}: {e}"))?;
+        dir = path.parent().map(Path::to_path_buf);
+    }
+    dir.ok_or_else(|| "no files to download".to_string())
+}

@@ -1,0 +1,91 @@
+use std::borrow::Cow;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use safetensors::tensor::{Dtype, Metadata};
+use safetensors::SafeTensors;
+
+use super::WeightsError;
+
+/// A safetensors file, memory-mapped: tensors are read in place (a 2 GB checkpoint costs page
+/// cache, not heap) and only the header is parsed up front, which also validates that every
+/// tensor lies inside the file, so a truncated download is caught here.
+pub struct WeightFile {
+    path: PathBuf,
+    mmap: Mmap,
+    data_start: usize,
+    metadata: Metadata,
+}
+
+impl WeightFile {
+    pub fn open(path: &Path) -> Result<Self, WeightsError> {
+        let io = |source| WeightsError::Io { path: path.to_path_buf(), source };
+        let file = File::open(path).map_err(io)?;
+        // SAFETY: the map is read-only; a file truncated underneath us by another process is the
+        // one hazard, the same one every mmap-based loader (PyTorch, safetensors) accepts.
+        let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
+        let (header_len, metadata) = SafeTensors::read_metadata(&mmap).map_err(|e| {
+            WeightsError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("{e}; the file has {} bytes", mmap.len()),
+            }
+        })?;
+        Ok(Self { path: path.to_path_buf(), mmap, data_start: 8 + header_len, metadata })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The first of `names` that the file holds (checkpoints spell some keys in two ways).
+    pub fn find_name<'n>(&self, names: &[&'n str]) -> Option<&'n str> {
+        names.iter().copied().find(|n| self.metadata.info(n).is_some())
+    }
+
+    /// A float32 tensor by name (or the first present alternative), checked against `shape`.
+    /// Borrowed from the map when aligned, copied otherwise.
+    pub fn f32_tensor(&self, names: &[&str], shape: &[usize]) -> Result<Cow<'_, [f32]>, WeightsError> {
+        let Some(name) = self.find_name(names) else {
+            let alternatives = if names.len() > 1 {
+                format!(" (also looked for {})", names[1..].join(", "))
+            } else {
+                String::new()
+            };
+            return Err(WeightsError::MissingTensor {
+                path: self.path.clone(),
+                name: names.first().copied().unwrap_or_default().to_string(),
+                alternatives,
+            });
+        };
+        let info = self.metadata.info(name).ok_or_else(|| WeightsError::MissingTensor {
+            path: self.path.clone(),
+            name: name.to_string(),
+            alternatives: String::new(),
+        })?;
+        if info.shape != shape {
+            return Err(WeightsError::WrongShape {
+                path: self.path.clone(),
+                name: name.to_string(),
+                got: info.shape.clone(),
+                expected: shape.to_vec(),
+            });
+        }
+        if info.dtype != Dtype::F32 {
+            return Err(WeightsError::WrongDtype {
+                path: self.path.clone(),
+                name: name.to_string(),
+                got: format!("{:?}", info.dtype),
+            });
+        }
+        let (begin, end) = info.data_offsets;
+        // read_metadata validated the offsets against the file length.
+        let bytes = &self.mmap[self.data_start + begin..self.data_start + end];
+        Ok(match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            Ok(values) if cfg!(target_endian = "little") => Cow::Borrowed(values),
+            _ => Cow::Owned(
+                bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            ),
+        })
+    }
+}
