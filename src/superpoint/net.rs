@@ -100,12 +100,14 @@ impl SuperPointNet {
             return Err(SuperPointError::InputSize { width: width as u32, height: height as u32 });
         }
         let mut x = FeatureMap::from_plane(height, width, plane)?;
+        let last = self.blocks.len() - 1;
         for (i, [a, b]) in self.blocks.iter().enumerate() {
-            x = a.forward(&x, true)?;
-            x = b.forward(&x, true)?;
-            if i + 1 < self.blocks.len() {
-                x = x.max_pool_2x2();
-            }
+            x = match i {
+                // 1 -> 64 channels at full resolution: fused, so its 480x640x64 outputs stay in cache.
+                0 => a.forward_pair_relu_pooled(b, &x)?,
+                i if i < last => b.forward_relu_pooled(&a.forward(&x, true)?)?,
+                _ => b.forward(&a.forward(&x, true)?, true)?,
+            };
         }
         Ok(x)
     }

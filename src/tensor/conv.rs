@@ -86,18 +86,6 @@ impl Conv3x3 {
     pub fn out_channels(&self) -> usize {
         self.c_out
     }
-
-    /// Applies the convolution (and a fused ReLU when `relu`).
-    pub fn forward(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
-        if input.channels() != self.c_in {
-            return Err(TensorError::Channels { op: "conv3x3", expected: self.c_in, got: input.channels() });
-        }
-        let pw = input.padded_width();
-        // Kernel row dy of output pixel o (padded index) starts at padded pixel o - pw - 1 + dy*pw.
-        let taps: Vec<(usize, &[f32])> =
-            (0..3).map(|dy| (dy * pw, self.rows[dy].as_slice())).collect();
-        shifted_gemm(input, 0, self.c_in, 3 * self.c_in, &taps, &self.bias, relu, pw + 1)
-    }
 }
 
 impl Conv1x1 {
@@ -148,8 +136,17 @@ impl Conv1x1 {
                 got: input.channels(),
             });
         }
-        let taps = [(0usize, self.weight.as_slice())];
-        shifted_gemm(input, first_channel, input.channels(), self.c_in, &taps, &self.bias, relu, 0)
+        let view = ShiftedGemm {
+            src: input.raw(),
+            first_channel,
+            row_stride: input.channels(),
+            k: self.c_in,
+            taps: vec![(0, self.weight.as_slice())],
+            bias: &self.bias,
+            relu,
+            back: 0,
+        };
+        view.run_all(input.height(), input.width())
     }
 
     pub fn forward(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
@@ -165,49 +162,270 @@ fn block_rows(count: usize, c_in: usize, c_out: usize) -> usize {
     by_cache.min(by_balance)
 }
 
-/// The shared body of both convolutions: for each block of output pixels (padded indices over
-/// the interior rows), `out = bias + sum_taps A_tap x W_tap`, where `A_tap` is the input viewed
-/// as rows of `k` values with row stride `row_stride`, starting `tap_offset` pixels after the
-/// block's first output pixel minus `back` pixels.
-#[allow(clippy::too_many_arguments)]
-fn shifted_gemm(
-    input: &FeatureMap,
+/// Below this many input channels a 3x3 convolution runs as a direct kernel: with K = 3 x C_in
+/// that small, a GEMM spends its time packing, not multiplying (SuperPoint's first layer).
+const DIRECT_MAX_C_IN: usize = 4;
+
+/// Convolution rows per band of the fused conv + pool kernels: two pooled rows. Small enough
+/// that a band's input, output and weights stay in L2.
+const BAND_ROWS: usize = 4;
+
+/// The padded-pixel view of one convolution: where the taps read, and with what weights.
+struct ShiftedGemm<'a> {
+    src: &'a [f32],
     first_channel: usize,
+    /// Elements between consecutive pixels of `src`.
     row_stride: usize,
     k: usize,
-    taps: &[(usize, &[f32])],
-    bias: &[f32],
+    /// (offset in pixels, `k x c_out` weights) per GEMM.
+    taps: Vec<(usize, &'a [f32])>,
+    bias: &'a [f32],
     relu: bool,
+    /// Pixels between an output pixel and the first input pixel its taps read, before offsets.
     back: usize,
-) -> Result<FeatureMap, TensorError> {
-    let (h, w) = (input.height(), input.width());
-    let pw = input.padded_width();
-    let c_out = bias.len();
-    let mut out = FeatureMap::zeros(h, w, c_out);
-    if h == 0 || w == 0 {
-        return Ok(out);
-    }
-    // Output pixels from interior (0, 0) to interior (h-1, w-1), junk border columns included.
-    let first = pw + 1;
-    let count = h * pw - 2;
-    let rows = block_rows(count, k, c_out);
-    let src = input.raw();
-    let dst = &mut out.raw_mut()[first * c_out..(first + count) * c_out];
-    dst.par_chunks_mut(rows * c_out).enumerate().try_for_each(|(i, block)| {
-        let o0 = first + i * rows;
+}
+
+impl ShiftedGemm<'_> {
+    /// Output pixels `o0 .. o0 + block.len() / c_out` (padded indices) into `block`.
+    fn run(&self, o0: usize, block: &mut [f32]) -> Result<(), TensorError> {
+        let c_out = self.bias.len();
         let m = block.len() / c_out;
         for r in block.chunks_exact_mut(c_out) {
-            r.copy_from_slice(bias);
+            r.copy_from_slice(self.bias);
         }
-        for &(offset, weight) in taps {
-            let a = (o0 - back + offset) * row_stride + first_channel;
-            matmul(block, c_out, &src[a..], row_stride, weight, c_out, (m, c_out, k), true)?;
+        for &(offset, weight) in &self.taps {
+            let a = (o0 - self.back + offset) * self.row_stride + self.first_channel;
+            let lhs = self.src.get(a..).ok_or(TensorError::TooSmall { op: "conv", what: "input", len: self.src.len() })?;
+            matmul(block, c_out, lhs, self.row_stride, weight, c_out, (m, c_out, self.k), true)?;
         }
-        if relu {
+        if self.relu {
             block.iter_mut().for_each(|v| *v = v.max(0.0));
         }
-        Ok::<_, TensorError>(())
-    })?;
-    out.clear_side_borders();
+        Ok(())
+    }
+
+    /// The whole interior of an `h x w` map into a new map, blocks in parallel.
+    fn run_all(&self, h: usize, w: usize) -> Result<FeatureMap, TensorError> {
+        let c_out = self.bias.len();
+        let mut out = FeatureMap::zeros(h, w, c_out);
+        if h == 0 || w == 0 {
+            return Ok(out);
+        }
+        let pw = w + 2;
+        // Output pixels from interior (0, 0) to interior (h-1, w-1), junk border columns included.
+        let first = pw + 1;
+        let count = h * pw - 2;
+        let rows = block_rows(count, self.k, c_out);
+        let dst = &mut out.raw_mut()[first * c_out..(first + count) * c_out];
+        dst.par_chunks_mut(rows * c_out)
+            .enumerate()
+            .try_for_each(|(i, block)| self.run(first + i * rows, block))?;
+        out.clear_side_borders();
+        Ok(out)
+    }
+}
+
+impl Conv3x3 {
+    fn gemm_view<'a>(&'a self, input: &'a FeatureMap, relu: bool) -> ShiftedGemm<'a> {
+        let pw = input.padded_width();
+        ShiftedGemm {
+            src: input.raw(),
+            first_channel: 0,
+            row_stride: self.c_in,
+            k: 3 * self.c_in,
+            // Kernel row dy of output pixel o starts at padded pixel o - pw - 1 + dy * pw.
+            taps: (0..3).map(|dy| (dy * pw, self.rows[dy].as_slice())).collect(),
+            bias: &self.bias,
+            relu,
+            back: pw + 1,
+        }
+    }
+
+    /// Output row `y` (interior pixels only, `width x c_out`) by the direct kernel.
+    fn direct_row(&self, input: &FeatureMap, y: usize, relu: bool, dst: &mut [f32]) {
+        direct_row(input.raw(), input.padded_width(), self.c_in, &self.rows, &self.bias, y, relu, dst);
+    }
+
+    /// Applies the convolution (and a fused ReLU when `relu`).
+    pub fn forward(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
+        self.check_input(input)?;
+        let (h, w) = (input.height(), input.width());
+        if self.c_in > DIRECT_MAX_C_IN {
+            return self.gemm_view(input, relu).run_all(h, w);
+        }
+        let mut out = FeatureMap::zeros(h, w, self.c_out);
+        let (pw, c_out) = (w + 2, self.c_out);
+        out.raw_mut()
+            .par_chunks_mut(pw * c_out)
+            .enumerate()
+            .filter(|(y, _)| (1..=h).contains(y))
+            .for_each(|(y, row)| self.direct_row(input, y - 1, relu, &mut row[c_out..(w + 1) * c_out]));
+        Ok(out)
+    }
+
+    fn check_input(&self, input: &FeatureMap) -> Result<(), TensorError> {
+        if input.channels() != self.c_in {
+            return Err(TensorError::Channels { op: "conv3x3", expected: self.c_in, got: input.channels() });
+        }
+        Ok(())
+    }
+
+    /// `max_pool_2x2(relu(conv(input)))` without materialising the full-resolution output:
+    /// bands of rows are convolved and pooled while in cache.
+    pub fn forward_relu_pooled(&self, input: &FeatureMap) -> Result<FeatureMap, TensorError> {
+        self.check_input(input)?;
+        let view = self.gemm_view(input, true);
+        pooled_bands(input.height(), input.width(), self.c_out, |y0, band, scratch, _| {
+            let o0 = (y0 + 1) * (input.width() + 2) + 1;
+            view.run(o0, &mut scratch[..band_len(band, input.width(), self.c_out)])
+        })
+    }
+
+    /// `max_pool_2x2(relu(second(relu(self(input)))))`, band by band: the first convolution is
+    /// recomputed on the two halo rows each band needs, so neither full-resolution output is ever
+    /// written. Worth it when this (first) convolution is cheap, as SuperPoint's 1->64 is; its
+    /// 480x640x64 outputs would otherwise cost more in memory traffic than in arithmetic.
+    pub fn forward_pair_relu_pooled(&self, second: &Conv3x3, input: &FeatureMap) -> Result<FeatureMap, TensorError> {
+        self.check_input(input)?;
+        if second.c_in != self.c_out {
+            return Err(TensorError::Channels { op: "conv3x3 pair", expected: self.c_out, got: second.c_in });
+        }
+        let (h, w, c) = (input.height(), input.width(), self.c_out);
+        let pw = w + 2;
+        pooled_bands(h, w, second.c_out, |y0, band, scratch, halo| {
+            // First convolution's rows y0 - 1 .. y0 + band + 1, stored as a map whose border rows
+            // are the halo (zero outside the image). Reused across bands of a thread.
+            let first = match halo {
+                Some(map) if map.height() == band => map,
+                _ => halo.insert(FeatureMap::zeros(band, w, c)),
+            };
+            for r in 0..band + 2 {
+                let row = &mut first.raw_mut()[(r * pw + 1) * c..(r * pw + 1 + w) * c];
+                match (y0 + r).checked_sub(1).filter(|&y| y < h) {
+                    Some(y) => self.direct_row_any(input, y, row)?,
+                    None => row.fill(0.0),
+                }
+            }
+            second.gemm_view(first, true).run(pw + 1, &mut scratch[..band_len(band, w, second.c_out)])
+        })
+    }
+
+    /// One output row with ReLU, by whichever kernel suits the channel count.
+    fn direct_row_any(&self, input: &FeatureMap, y: usize, row: &mut [f32]) -> Result<(), TensorError> {
+        if self.c_in <= DIRECT_MAX_C_IN {
+            self.direct_row(input, y, true, row);
+            Ok(())
+        } else {
+            let w = input.width();
+            let mut tmp = vec![0.0; (w + 2) * self.c_out];
+            let o0 = (y + 1) * (w + 2) + 1;
+            self.gemm_view(input, true).run(o0, &mut tmp[..w * self.c_out])?;
+            row.copy_from_slice(&tmp[..w * self.c_out]);
+            Ok(())
+        }
+    }
+}
+
+/// Length of a band's output in padded pixels: its rows, minus the trailing junk pair.
+fn band_len(band: usize, w: usize, c: usize) -> usize {
+    (band * (w + 2) - 2) * c
+}
+
+/// Drives the fused conv + 2x2 max-pool kernels: `conv_band(y0, rows, scratch, aux)` fills
+/// `scratch` with the ReLU'd convolution rows `y0 .. y0 + rows` in padded-pixel order starting at
+/// interior pixel (y0, 0); the rows are pooled straight into the output map. Bands run in
+/// parallel; `scratch` and `aux` (a map the closure may keep) are per worker.
+fn pooled_bands<F>(h: usize, w: usize, c: usize, conv_band: F) -> Result<FeatureMap, TensorError>
+where
+    F: Fn(usize, usize, &mut [f32], &mut Option<FeatureMap>) -> Result<(), TensorError> + Sync,
+{
+    let (oh, ow) = (h / 2, w / 2);
+    let mut out = FeatureMap::zeros(oh, ow, c);
+    if oh == 0 || ow == 0 {
+        return Ok(out);
+    }
+    let (pw, out_pw) = (w + 2, ow + 2);
+    let pooled_per_band = BAND_ROWS / 2;
+    let interior = &mut out.raw_mut()[out_pw * c..(oh + 1) * out_pw * c];
+    interior
+        .par_chunks_mut(pooled_per_band * out_pw * c)
+        .enumerate()
+        .try_for_each_init(
+            || (vec![0.0; BAND_ROWS * pw * c], None),
+            |(scratch, aux), (i, dst)| {
+                let pooled_rows = dst.len() / (out_pw * c);
+                let y0 = 2 * i * pooled_per_band;
+                conv_band(y0, 2 * pooled_rows, scratch, aux)?;
+                for pr in 0..pooled_rows {
+                    for px in 0..ow {
+                        let at = |dy: usize, dx: usize| {
+                            let j = ((2 * pr + dy) * pw + 2 * px + dx) * c;
+                            &scratch[j..j + c]
+                        };
+                        let (a, b, p, q) = (at(0, 0), at(0, 1), at(1, 0), at(1, 1));
+                        let o = &mut dst[(pr * out_pw + px + 1) * c..][..c];
+                        for ch in 0..c {
+                            o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )?;
     Ok(out)
+}
+
+/// Direct 3x3 convolution of one output row: per pixel, `bias + sum over taps of input x weight`,
+/// vectorised over output channels (AVX-512 when the CPU has it, checked at run time).
+#[allow(clippy::too_many_arguments)]
+fn direct_row(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bias: &[f32], y: usize, relu: bool, dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        unsafe { direct_row_avx512(src, pw, c_in, rows, bias, y, relu, dst) };
+        return;
+    }
+    direct_row_body(src, pw, c_in, rows, bias, y, relu, dst);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn direct_row_avx512(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bias: &[f32], y: usize, relu: bool, dst: &mut [f32]) {
+    direct_row_body(src, pw, c_in, rows, bias, y, relu, dst);
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn direct_row_body(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bias: &[f32], y: usize, relu: bool, dst: &mut [f32]) {
+    const LANES: usize = 64;
+    let c_out = bias.len();
+    let k = 3 * c_in;
+    for (x, out) in dst.chunks_exact_mut(c_out).enumerate() {
+        for c0 in (0..c_out).step_by(LANES) {
+            let n = LANES.min(c_out - c0);
+            let mut acc = [0.0f32; LANES];
+            acc[..n].copy_from_slice(&bias[c0..c0 + n]);
+            for (dy, weights) in rows.iter().enumerate() {
+                let start = ((y + dy) * pw + x) * c_in;
+                for (kk, &v) in src[start..start + k].iter().enumerate() {
+                    let wk = &weights[kk * c_out + c0..];
+                    if n == LANES {
+                        let wk: &[f32; LANES] = wk[..LANES].try_into().unwrap_or(&[0.0; LANES]);
+                        for (a, w) in acc.iter_mut().zip(wk) {
+                            *a += v * w;
+                        }
+                    } else {
+                        for (a, w) in acc[..n].iter_mut().zip(&wk[..n]) {
+                            *a += v * w;
+                        }
+                    }
+                }
+            }
+            if relu {
+                acc.iter_mut().for_each(|a| *a = a.max(0.0));
+            }
+            out[c0..c0 + n].copy_from_slice(&acc[..n]);
+        }
+    }
 }
