@@ -98,7 +98,7 @@ impl SuperPoint {
     /// Post-processing of raw network outputs; positions in network pixels.
     pub fn postprocess(&self, out: &NetOutput, params: &PostParams) -> Result<Keypoints, SuperPointError> {
         let heat = depth_to_space_heatmap(&out.logits, out.cells_h, out.cells_w)?;
-        let heat = nms(&heat, out.cells_h * 8, out.cells_w * 8, params.nms_radius)?;
-        extract_keypoints(&heat, &out.descriptors, out.cells_h, out.cells_w, out.descriptor_dim, params)
+        let kept = nms(&heat, out.cells_h * 8, out.cells_w * 8, params.nms_radius, params.threshold)?;
+        extract_keypoints(&heat, &kept, &out.descriptors, out.cells_h, out.cells_w, out.descriptor_dim, params)
     }
 }

@@ -5,7 +5,10 @@
 //! top-k, and bilinear descriptor sampling with HF's (SuperGlue's) coordinate convention.
 
 use super::SuperPointError;
-use crate::tensor::{l2_normalize_rows, max_filter_2d, softmax_rows};
+use rayon::prelude::*;
+
+use crate::tensor::simd::multiversion;
+use crate::tensor::{max_filter_2d, row_norms, softmax_rows};
 
 /// Cell size of the network: one cell of the 1/8 map covers 8x8 pixels.
 const CELL: usize = 8;
@@ -97,30 +100,59 @@ pub fn depth_to_space_heatmap(logits: &[f32], cells_h: usize, cells_w: usize) ->
 }
 
 /// HF's `simple_nms`: keep local maxima of the `(2r+1)^2` window, then twice recover maxima that
-/// were only suppressed by suppressed neighbours. Returns the heatmap with non-maxima zeroed.
-pub fn nms(heat: &[f32], h: usize, w: usize, radius: usize) -> Result<Vec<f32>, SuperPointError> {
+/// were only suppressed by suppressed neighbours. Returns the heatmap with non-kept pixels zeroed.
+///
+/// Exact for every pixel above `threshold`, which is all that post-processing reads; pixels at or
+/// below it are zeroed. That restriction is what makes it fast: a kept pixel at or below the
+/// threshold is the maximum of its own window (or of its unsuppressed part), so the pixels it
+/// suppresses are at or below the threshold too or were suppressed already, and dropping such
+/// pixels from the kept set cannot change the fate of any pixel above the threshold. So the
+/// suppression masks are painted around the (sparse) kept pixels instead of max-pooled.
+///
+/// Returns the row-major indices of the kept pixels above `threshold`, ascending.
+pub fn nms(heat: &[f32], h: usize, w: usize, radius: usize, threshold: f32) -> Result<Vec<usize>, SuperPointError> {
+    if heat.len() != h * w {
+        return Err(SuperPointError::Parameter(format!("heatmap has {} values, expected {h}x{w}", heat.len())));
+    }
     if radius == 0 {
-        return Ok(heat.to_vec());
+        return Ok((0..heat.len()).filter(|&i| heat[i] > threshold).collect());
     }
     let pooled = max_filter_2d(heat, h, w, radius)?;
-    let mut keep: Vec<bool> = heat.iter().zip(&pooled).map(|(s, m)| s == m).collect();
+    let mut kept: Vec<usize> =
+        (0..heat.len()).into_par_iter().with_min_len(1 << 14).filter(|&i| heat[i] > threshold && heat[i] == pooled[i]).collect();
+    let mut suppressed = vec![false; heat.len()];
+    let mut painted = 0;
     for _ in 0..2 {
-        let mask: Vec<f32> = keep.iter().map(|&k| k as u8 as f32).collect();
-        let suppressed: Vec<bool> = max_filter_2d(&mask, h, w, radius)?.iter().map(|&m| m > 0.0).collect();
-        let rest: Vec<f32> = heat.iter().zip(&suppressed).map(|(&s, &sup)| if sup { 0.0 } else { s }).collect();
-        let rest_max = max_filter_2d(&rest, h, w, radius)?;
-        for i in 0..keep.len() {
-            keep[i] |= rest[i] == rest_max[i] && !suppressed[i];
+        // Suppression mask of this round: every pixel within `radius` of a kept pixel.
+        for &i in &kept[painted..] {
+            let (y, x) = (i / w, i % w);
+            for yy in y.saturating_sub(radius)..(y + radius + 1).min(h) {
+                suppressed[yy * w + x.saturating_sub(radius)..yy * w + (x + radius + 1).min(w)].fill(true);
+            }
         }
+        painted = kept.len();
+        // Recovered: unsuppressed pixels that are the maximum of the unsuppressed part of their
+        // window (suppressed pixels count as 0, as in HF).
+        let rest: Vec<f32> =
+            heat.par_iter().zip(&suppressed).map(|(&v, &sup)| if sup { 0.0 } else { v }).collect();
+        let rest_max = max_filter_2d(&rest, h, w, radius)?;
+        let recovered: Vec<usize> = (0..heat.len())
+            .into_par_iter()
+            .with_min_len(1 << 14)
+            .filter(|&i| !suppressed[i] && heat[i] > threshold && rest[i] == rest_max[i])
+            .collect();
+        kept.extend(recovered);
     }
-    Ok(heat.iter().zip(&keep).map(|(&s, &k)| if k { s } else { 0.0 }).collect())
+    kept.sort_unstable();
+    Ok(kept)
 }
 
-/// Keypoints from an NMS'd heatmap and the raw descriptor map (`cells_h x cells_w x dim`,
-/// normalised here): threshold, four-sided border, sort by score (ties in row-major order),
-/// top-k, then descriptor sampling. Positions are in heatmap pixels.
+/// Keypoints from the heatmap, the pixels [`nms`] kept (row-major indices) and the raw descriptor
+/// map (`cells_h x cells_w x dim`, normalised here): four-sided border, sort by score (ties in
+/// row-major order), top-k, then descriptor sampling. Positions are in heatmap pixels.
 pub fn extract_keypoints(
-    heat_nms: &[f32],
+    heat: &[f32],
+    kept: &[usize],
     raw_descriptors: &[f32],
     cells_h: usize,
     cells_w: usize,
@@ -128,38 +160,35 @@ pub fn extract_keypoints(
     params: &PostParams,
 ) -> Result<Keypoints, SuperPointError> {
     let (h, w) = (cells_h * CELL, cells_w * CELL);
-    if heat_nms.len() != h * w || raw_descriptors.len() != cells_h * cells_w * dim {
+    if heat.len() != h * w || raw_descriptors.len() != cells_h * cells_w * dim {
         return Err(SuperPointError::Parameter(format!(
             "heatmap of {} / descriptors of {} values do not fit {cells_h}x{cells_w} cells of dim {dim}",
-            heat_nms.len(),
+            heat.len(),
             raw_descriptors.len()
         )));
     }
     let b = params.border;
-    let mut found: Vec<(f32, usize, usize)> = Vec::new();
-    if h > 2 * b && w > 2 * b {
-        for y in b..h - b {
-            let row = &heat_nms[y * w..(y + 1) * w];
-            for x in b..w - b {
-                if row[x] > params.threshold {
-                    found.push((row[x], y, x));
-                }
-            }
-        }
-    }
+    let mut found: Vec<(f32, usize, usize)> = kept
+        .iter()
+        .filter(|&&i| i < heat.len() && heat[i] > params.threshold)
+        .map(|&i| (heat[i], i / w, i % w))
+        .filter(|&(_, y, x)| y >= b && x >= b && y + b < h && x + b < w)
+        .collect();
     // Stable: equal scores keep row-major order.
     found.sort_by(|a, c| c.0.total_cmp(&a.0));
     if let Some(k) = params.max_keypoints {
         found.truncate(k);
     }
-    let mut desc_map = raw_descriptors.to_vec();
-    l2_normalize_rows(&mut desc_map, dim, 1e-12);
+    // HF normalises the whole map, then samples; scaling each sampled cell by its norm is the
+    // same arithmetic without writing a normalised copy of the map.
+    let norms = row_norms(raw_descriptors, dim, 1e-12);
     let mut kp = Keypoints { descriptor_dim: dim, ..Default::default() };
     kp.descriptors = vec![0.0; found.len() * dim];
     for (n, &(score, y, x)) in found.iter().enumerate() {
         kp.xy.push([x as f32, y as f32]);
         kp.scores.push(score);
-        sample_descriptor(&desc_map, cells_h, cells_w, dim, x as f32, y as f32, &mut kp.descriptors[n * dim..(n + 1) * dim]);
+        let out = &mut kp.descriptors[n * dim..(n + 1) * dim];
+        sample_descriptor(raw_descriptors, &norms, cells_h, cells_w, x as f32, y as f32, out);
     }
     Ok(kp)
 }
@@ -167,7 +196,8 @@ pub fn extract_keypoints(
 /// Bilinear sample of the normalised descriptor map at pixel (x, y), renormalised. Same float
 /// operations as HF: shift by s/2 - 0.5, divide by (8 W - 4.5), map to [-1, 1], then
 /// `grid_sample(align_corners=True)` with zero padding.
-fn sample_descriptor(map: &[f32], ch: usize, cw: usize, dim: usize, x: f32, y: f32, out: &mut [f32]) {
+fn sample_descriptor(map: &[f32], norms: &[f32], ch: usize, cw: usize, x: f32, y: f32, out: &mut [f32]) {
+    let dim = out.len();
     let s = CELL as f32;
     let grid = |v: f32, cells: usize| {
         let g = (v - s / 2.0 + 0.5) / (cells as f32 * s - s / 2.0 - 0.5) * 2.0 - 1.0;
@@ -183,13 +213,19 @@ fn sample_descriptor(map: &[f32], ch: usize, cw: usize, dim: usize, x: f32, y: f
             if cu < 0 || cv < 0 || cu >= cw as i64 || cv >= ch as i64 {
                 continue;
             }
-            let cell = &map[(cv as usize * cw + cu as usize) * dim..][..dim];
-            let weight = wu * wv;
-            for (o, &d) in out.iter_mut().zip(cell) {
-                *o += weight * d;
-            }
+            let c = cv as usize * cw + cu as usize;
+            accumulate_scaled(out, &map[c * dim..][..dim], wu * wv / norms[c]);
         }
     }
-    let norm = out.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+    let norm = row_norms(out, dim, 1e-12)[0];
     out.iter_mut().for_each(|v| *v /= norm);
+}
+
+multiversion! {
+    /// `out += scale * cell`, vectorised.
+    fn accumulate_scaled(out: &mut [f32], cell: &[f32], scale: f32) {
+        for (o, &d) in out.iter_mut().zip(cell) {
+            *o += scale * d;
+        }
+    }
 }

@@ -1,5 +1,6 @@
 use rayon::prelude::*;
 
+use super::simd::multiversion;
 use super::{matmul, FeatureMap, TensorError};
 
 /// A 3x3 convolution, stride 1, zero padding 1, with bias.
@@ -375,24 +376,13 @@ where
     Ok(out)
 }
 
+multiversion! {
 /// Direct 3x3 convolution of one output row: per pixel, `bias + sum over taps of input x weight`,
-/// vectorised over output channels (AVX-512 when the CPU has it, checked at run time).
+/// vectorised over output channels.
 #[allow(clippy::too_many_arguments)]
 fn direct_row(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bias: &[f32], y: usize, relu: bool, dst: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU supports AVX-512F (checked just above).
-        unsafe { direct_row_avx512(src, pw, c_in, rows, bias, y, relu, dst) };
-        return;
-    }
-    direct_row_body(src, pw, c_in, rows, bias, y, relu, dst);
+    direct_row_body(src, pw, c_in, rows, bias, y, relu, dst)
 }
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn direct_row_avx512(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bias: &[f32], y: usize, relu: bool, dst: &mut [f32]) {
-    direct_row_body(src, pw, c_in, rows, bias, y, relu, dst);
 }
 
 #[inline(always)]

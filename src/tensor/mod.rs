@@ -10,11 +10,13 @@ mod conv;
 mod map;
 mod matmul;
 mod ops;
+pub mod simd;
 
 pub use conv::{Conv1x1, Conv3x3};
 pub use map::FeatureMap;
 pub use matmul::matmul;
-pub use ops::{l2_normalize_rows, max_filter_2d, softmax_rows};
+pub use ops::{l2_normalize_rows, max_filter_2d, row_norms, softmax_rows};
+pub use simd::exp_approx;
 
 /// Errors of the compute core: shape mismatches between operands.
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -1,5 +1,6 @@
 use rayon::prelude::*;
 
+use super::simd::{exp_approx, multiversion};
 use super::{FeatureMap, TensorError};
 
 impl FeatureMap {
@@ -38,18 +39,51 @@ pub fn softmax_rows(data: &mut [f32], channels: usize) {
     if channels == 0 {
         return;
     }
-    data.par_chunks_mut(channels * 64).for_each(|block| {
+    data.par_chunks_mut(channels * 64).for_each(|block| softmax_block(block, channels));
+}
+
+multiversion! {
+    fn softmax_block(block: &mut [f32], channels: usize) {
         for row in block.chunks_exact_mut(channels) {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0;
-            for v in row.iter_mut() {
-                *v = (*v - max).exp();
-                sum += *v;
-            }
-            let inv = 1.0 / sum;
+            row.iter_mut().for_each(|v| *v = exp_approx(*v - max));
+            let inv = 1.0 / sum_lanes(row);
             row.iter_mut().for_each(|v| *v *= inv);
         }
-    });
+    }
+}
+
+/// Sum with 16 independent partial sums, so the loop vectorises (a plain fold is a serial chain).
+#[inline(always)]
+pub(crate) fn sum_lanes(values: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 16];
+    let chunks = values.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+multiversion! {
+    /// Euclidean norm of each row of `channels` values, `max(||row||, eps)`.
+    pub fn row_norms(data: &[f32], channels: usize, eps: f32) -> Vec<f32> {
+        data.chunks_exact(channels.max(1))
+            .map(|row| {
+                let mut acc = [0.0f32; 16];
+                let chunks = row.chunks_exact(16);
+                let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
+                for c in chunks {
+                    for (a, v) in acc.iter_mut().zip(c) {
+                        *a += v * v;
+                    }
+                }
+                (acc.iter().sum::<f32>() + tail).sqrt().max(eps)
+            })
+            .collect()
+    }
 }
 
 /// Divides each row of `channels` values by `max(||row||_2, eps)`, in place.
@@ -57,9 +91,9 @@ pub fn l2_normalize_rows(data: &mut [f32], channels: usize, eps: f32) {
     if channels == 0 {
         return;
     }
-    for row in data.chunks_exact_mut(channels) {
-        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(eps);
-        row.iter_mut().for_each(|v| *v /= norm);
+    let norms = row_norms(data, channels, eps);
+    for (row, n) in data.chunks_exact_mut(channels).zip(norms) {
+        row.iter_mut().for_each(|v| *v /= n);
     }
 }
 
@@ -84,14 +118,38 @@ pub fn max_filter_2d(
         return Ok(plane.to_vec());
     }
     let mut horizontal = plane.to_vec();
-    for (src, dst) in plane.chunks_exact(width).zip(horizontal.chunks_exact_mut(width)) {
-        shifted_max(src, dst, radius.min(width - 1), 1);
-    }
+    horizontal.par_chunks_mut(width * 32).zip(plane.par_chunks(width * 32)).for_each(|(dst, src)| {
+        for (d, s) in dst.chunks_exact_mut(width).zip(src.chunks_exact(width)) {
+            shifted_max(s, d, radius.min(width - 1), 1);
+        }
+    });
+    // Vertical pass in bands of rows; each band reads `radius` rows above and below it.
     let mut out = horizontal.clone();
-    shifted_max(&horizontal, &mut out, radius.min(height - 1), width);
+    let band = 32;
+    out.par_chunks_mut(width * band).enumerate().for_each(|(i, dst)| {
+        let y0 = i * band;
+        let y1 = y0 + dst.len() / width;
+        for d in 1..=radius.min(height - 1) {
+            let s = d * width;
+            // Rows below: out[y] = max(out[y], h[y + d]) for y + d < height.
+            let below_end = y1.min(height - d);
+            if below_end > y0 {
+                let n = (below_end - y0) * width;
+                max_into(&mut dst[..n], &horizontal[y0 * width + s..y0 * width + s + n]);
+            }
+            // Rows above: out[y] = max(out[y], h[y - d]) for y >= d.
+            let above_start = y0.max(d);
+            if y1 > above_start {
+                let off = (above_start - y0) * width;
+                let n = (y1 - above_start) * width;
+                max_into(&mut dst[off..off + n], &horizontal[above_start * width - s..above_start * width - s + n]);
+            }
+        }
+    });
     Ok(out)
 }
 
+multiversion! {
 /// `dst[i] = max(dst[i], src[i ± d*stride])` for `d` in `1..=radius`, within the slice.
 /// With `dst` starting as a copy of `src`, that is the clipped 1-D window maximum.
 fn shifted_max(src: &[f32], dst: &mut [f32], radius: usize, stride: usize) {
@@ -105,6 +163,16 @@ fn shifted_max(src: &[f32], dst: &mut [f32], radius: usize, stride: usize) {
             *o = o.max(*v);
         }
         for (o, v) in dst[s..].iter_mut().zip(&src[..n - s]) {
+            *o = o.max(*v);
+        }
+    }
+}
+}
+
+multiversion! {
+    /// `dst[i] = max(dst[i], src[i])`.
+    fn max_into(dst: &mut [f32], src: &[f32]) {
+        for (o, v) in dst.iter_mut().zip(src) {
             *o = o.max(*v);
         }
     }
