@@ -40,3 +40,46 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "length mismatch");
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
+
+/// The fixture's input plane (values k/255) written as an 8-bit grayscale PNG, so end-to-end
+/// tests start from an image file like a user does.
+pub fn fixture_png(dir: &std::path::Path) -> PathBuf {
+    let mut fx = SuperPointFixture::open();
+    let image = fx.array("image");
+    let (h, w) = (image.shape()[0] as u32, image.shape()[1] as u32);
+    let bytes: Vec<u8> = image.iter().map(|v| (v * 255.0).round() as u8).collect();
+    let path = dir.join("fixture.png");
+    image::GrayImage::from_raw(w, h, bytes).expect("plane size").save(&path).expect("write png");
+    path
+}
+
+/// Reference keypoints inside the four-sided border: ([x, y] integer pixels, descriptor).
+pub fn reference_keypoints() -> Vec<([f32; 2], Vec<f32>)> {
+    let mut fx = SuperPointFixture::open();
+    let xy = fx.array("keypoints_xy");
+    let desc = fx.array("descriptors");
+    xy.outer_iter()
+        .zip(desc.outer_iter())
+        .map(|(p, d)| ([p[0].round(), p[1].round()], d.iter().copied().collect()))
+        .filter(|([x, y], _)| *x >= 4.0 && *y >= 4.0 && *x < 636.0 && *y < 476.0)
+        .collect()
+}
+
+/// Keypoint F1 at exact pixel positions, and the smallest descriptor cosine over matches.
+pub fn f1_and_min_cosine(ours: &[([f32; 2], Vec<f32>)], reference: &[([f32; 2], Vec<f32>)]) -> (f64, f32) {
+    use std::collections::HashMap;
+    let key = |p: &[f32; 2]| (p[0] as i64, p[1] as i64);
+    let by_pos: HashMap<(i64, i64), &Vec<f32>> = reference.iter().map(|(p, d)| (key(p), d)).collect();
+    let mut matched = 0usize;
+    let mut min_cos = 1.0f32;
+    for (p, d) in ours {
+        if let Some(r) = by_pos.get(&key(p)) {
+            matched += 1;
+            let cos: f32 = d.iter().zip(r.iter()).map(|(a, b)| a * b).sum();
+            min_cos = min_cos.min(cos);
+        }
+    }
+    let precision = matched as f64 / ours.len().max(1) as f64;
+    let recall = matched as f64 / reference.len().max(1) as f64;
+    (2.0 * precision * recall / (precision + recall).max(1e-12), min_cos)
+}
