@@ -128,7 +128,10 @@ fn download(model: &HubModel, cache: &Path) -> Result<PathBuf, String> {
     let mut dir = None;
     for file in model.files {
         tracing::info!("downloading {} {} from {}", model.repo, file, repo.url(file));
-        let path = repo.download(file).map_err(|e| format!("{file}: {e}"))?;
+        // hf-hub asserts on some server answers; a bad mirror must not take the process down.
+        let path = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| repo.download(file)))
+            .map_err(|_| format!("{file}: the download client failed on the server's answer"))?
+            .map_err(|e| format!("{file}: {e}"))?;
         dir = path.parent().map(Path::to_path_buf);
     }
     dir.ok_or_else(|| "no files to download".to_string())
