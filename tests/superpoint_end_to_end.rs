@@ -77,3 +77,13 @@ fn cli_writes_npz_and_timing_json() {
     let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(last["num_keypoints"].as_u64(), Some(1024));
 }
+
+#[test]
+fn committed_sample_image_is_the_fixture_input() {
+    // README's first command runs on tests/fixtures/superpoint/image.png: it must be exactly the
+    // plane the reference outputs were computed from.
+    let dir = tempfile::tempdir().unwrap();
+    let generated = Frame::open(&fixture_png(dir.path())).unwrap().to_luma();
+    let committed = Frame::open(&fixture_dir("superpoint").join("image.png")).unwrap().to_luma();
+    assert_eq!(generated, committed);
+}

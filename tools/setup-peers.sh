@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Creates ./.venv with the peers the benchmarks compare against (PyPI: numpy, onnx, onnxruntime).
+#
+#     tools/setup-peers.sh && cargo run --release -- bench superpoint --weights DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install --quiet --upgrade pip
+.venv/bin/pip install --quiet numpy onnx onnxruntime
+.venv/bin/python -c "import onnxruntime, onnx, numpy; print('onnxruntime', onnxruntime.__version__, 'onnx', onnx.__version__)"
