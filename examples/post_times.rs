@@ -1,23 +1,36 @@
-//! Timing of the SuperPoint post-processing stages on the fixture (a profiling aid).
+//! Median time of each SuperPoint post-processing stage on the sample image (a profiling aid).
 //!
-//!     cargo run --release --example post_times
+//!     cargo run --release --example post_times [IMAGE]
 use std::time::Instant;
+
+use sp_dust3r::image::Frame;
 use sp_dust3r::superpoint::*;
 
 fn main() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/superpoint");
-    let (net, _) = SuperPointNet::load(&dir).unwrap();
-    let plane: Vec<f32> = (0..480 * 640).map(|i| ((i * 7919 % 255) as f32) / 255.0).collect();
-    let out = net.forward(&plane, 480, 640).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("tests/fixtures/superpoint");
+    let image = std::env::args().nth(1).map(Into::into).unwrap_or_else(|| dir.join("image.png"));
+    let (net, _) = SuperPointNet::load(&dir).expect("fixture weights");
+    let input = preprocess(&Frame::open(&image).expect("image").to_luma()).expect("preprocess");
+    let out = net.forward(&input.plane, 480, 640).expect("forward");
     let params = PostParams::default();
-    for _ in 0..3 {
-        let t = Instant::now();
-        let heat = depth_to_space_heatmap(&out.logits, 60, 80).unwrap();
-        let t1 = t.elapsed();
-        let n = nms(&heat, 480, 640, 4, params.threshold).unwrap();
-        let t2 = t.elapsed();
-        let kp = extract_keypoints(&heat, &n, &out.descriptors, 60, 80, 256, &params).unwrap();
-        let t3 = t.elapsed();
-        println!("heatmap {:?} nms {:?} extract {:?} ({} kp)", t1, t2 - t1, t3 - t2, kp.len());
+    let mut t = [Vec::new(), Vec::new(), Vec::new()];
+    let mut n = 0;
+    for _ in 0..50 {
+        let s = Instant::now();
+        let heat = depth_to_space_heatmap(&out.logits, 60, 80).expect("heatmap");
+        let a = s.elapsed().as_secs_f64();
+        let kept = nms(&heat, 480, 640, 4, params.threshold).expect("nms");
+        let b = s.elapsed().as_secs_f64();
+        n = extract_keypoints(&heat, &kept, &out.descriptors, 60, 80, 256, &params).expect("extract").len();
+        let c = s.elapsed().as_secs_f64();
+        t[0].push(a);
+        t[1].push(b - a);
+        t[2].push(c - b);
     }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2] * 1e3
+    };
+    println!("heatmap {:.3} ms, nms {:.3} ms, extract {:.3} ms ({n} keypoints)", med(&mut t[0]), med(&mut t[1]), med(&mut t[2]));
 }

@@ -5,10 +5,11 @@
 //! top-k, and bilinear descriptor sampling with HF's (SuperGlue's) coordinate convention.
 
 use super::SuperPointError;
+use crate::tensor::simd::multiversion;
 use rayon::prelude::*;
 
-use crate::tensor::simd::multiversion;
-use crate::tensor::{max_filter_2d, row_norms, softmax_rows};
+use crate::tensor::simd::{exp_approx, sum_lanes};
+use crate::tensor::{max_filter_2d, row_norms};
 
 /// Cell size of the network: one cell of the 1/8 map covers 8x8 pixels.
 const CELL: usize = 8;
@@ -85,18 +86,37 @@ pub fn depth_to_space_heatmap(logits: &[f32], cells_h: usize, cells_w: usize) ->
             logits.len()
         )));
     }
-    let mut prob = logits.to_vec();
-    softmax_rows(&mut prob, ch);
     let (h, w) = (cells_h * CELL, cells_w * CELL);
     let mut heat = vec![0.0; h * w];
-    for (cell, p) in prob.chunks_exact(ch).enumerate() {
-        let (i, j) = (cell / cells_w, cell % cells_w);
-        for r in 0..CELL {
-            let row = (i * CELL + r) * w + j * CELL;
-            heat[row..row + CELL].copy_from_slice(&p[r * CELL..(r + 1) * CELL]);
+    if w == 0 {
+        return Ok(heat);
+    }
+    // One task per row of cells: its softmaxes land in 8 consecutive heatmap rows.
+    heat.par_chunks_mut(CELL * w)
+        .zip(logits.par_chunks(cells_w * ch))
+        .for_each(|(rows, cells)| unfold_cell_row(cells, rows, w));
+    Ok(heat)
+}
+
+multiversion! {
+    /// Softmax of each cell's 65 logits, the first 64 written as the cell's 8x8 pixels.
+    fn unfold_cell_row(cells: &[f32], rows: &mut [f32], w: usize) {
+        let ch = CELL * CELL + 1;
+        let mut p = [0.0f32; CELL * CELL + 1];
+        for (j, cell) in cells.chunks_exact(ch).enumerate() {
+            let max = cell.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            for (e, &v) in p.iter_mut().zip(cell) {
+                *e = exp_approx(v - max);
+            }
+            let inv = 1.0 / sum_lanes(&p);
+            for r in 0..CELL {
+                let dst = &mut rows[r * w + j * CELL..r * w + (j + 1) * CELL];
+                for (d, &e) in dst.iter_mut().zip(&p[r * CELL..(r + 1) * CELL]) {
+                    *d = e * inv;
+                }
+            }
         }
     }
-    Ok(heat)
 }
 
 /// HF's `simple_nms`: keep local maxima of the `(2r+1)^2` window, then twice recover maxima that
@@ -106,8 +126,9 @@ pub fn depth_to_space_heatmap(logits: &[f32], cells_h: usize, cells_w: usize) ->
 /// below it are zeroed. That restriction is what makes it fast: a kept pixel at or below the
 /// threshold is the maximum of its own window (or of its unsuppressed part), so the pixels it
 /// suppresses are at or below the threshold too or were suppressed already, and dropping such
-/// pixels from the kept set cannot change the fate of any pixel above the threshold. So the
-/// suppression masks are painted around the (sparse) kept pixels instead of max-pooled.
+/// pixels from the kept set cannot change the fate of any pixel above the threshold. So one dense
+/// max filter finds the first maxima, the suppression masks are painted around the (sparse) kept
+/// pixels, and the recovery rounds test only the unsuppressed candidates.
 ///
 /// Returns the row-major indices of the kept pixels above `threshold`, ascending.
 pub fn nms(heat: &[f32], h: usize, w: usize, radius: usize, threshold: f32) -> Result<Vec<usize>, SuperPointError> {
@@ -118,28 +139,39 @@ pub fn nms(heat: &[f32], h: usize, w: usize, radius: usize, threshold: f32) -> R
         return Ok((0..heat.len()).filter(|&i| heat[i] > threshold).collect());
     }
     let pooled = max_filter_2d(heat, h, w, radius)?;
-    let mut kept: Vec<usize> =
-        (0..heat.len()).into_par_iter().with_min_len(1 << 14).filter(|&i| heat[i] > threshold && heat[i] == pooled[i]).collect();
+    let mut kept: Vec<usize> = (0..heat.len()).filter(|&i| heat[i] > threshold && heat[i] == pooled[i]).collect();
     let mut suppressed = vec![false; heat.len()];
+    let mut candidates: Option<Vec<usize>> = None;
     let mut painted = 0;
+    let window = |i: usize| {
+        let (y, x) = (i / w, i % w);
+        let rows = y.saturating_sub(radius)..(y + radius + 1).min(h);
+        let cols = x.saturating_sub(radius)..(x + radius + 1).min(w);
+        rows.map(move |yy| yy * w + cols.start..yy * w + cols.end)
+    };
     for _ in 0..2 {
         // Suppression mask of this round: every pixel within `radius` of a kept pixel.
         for &i in &kept[painted..] {
-            let (y, x) = (i / w, i % w);
-            for yy in y.saturating_sub(radius)..(y + radius + 1).min(h) {
-                suppressed[yy * w + x.saturating_sub(radius)..yy * w + (x + radius + 1).min(w)].fill(true);
+            for span in window(i) {
+                suppressed[span].fill(true);
             }
         }
         painted = kept.len();
-        // Recovered: unsuppressed pixels that are the maximum of the unsuppressed part of their
-        // window (suppressed pixels count as 0, as in HF).
-        let rest: Vec<f32> =
-            heat.par_iter().zip(&suppressed).map(|(&v, &sup)| if sup { 0.0 } else { v }).collect();
-        let rest_max = max_filter_2d(&rest, h, w, radius)?;
-        let recovered: Vec<usize> = (0..heat.len())
-            .into_par_iter()
-            .with_min_len(1 << 14)
-            .filter(|&i| !suppressed[i] && heat[i] > threshold && rest[i] == rest_max[i])
+        // Candidates: unsuppressed pixels above the threshold (few, once the maxima are painted).
+        let list = candidates.get_or_insert_with(|| {
+            (0..heat.len()).filter(|&i| !suppressed[i] && heat[i] > threshold).collect()
+        });
+        list.retain(|&i| !suppressed[i]);
+        // Recovered: candidates that are the maximum of the unsuppressed part of their window
+        // (suppressed pixels count as 0 in HF; here they are skipped, being below any candidate).
+        let recovered: Vec<usize> = list
+            .iter()
+            .copied()
+            .filter(|&i| {
+                window(i).all(|span| {
+                    suppressed[span.clone()].iter().zip(&heat[span]).all(|(&sup, &v)| sup || v <= heat[i])
+                })
+            })
             .collect();
         kept.extend(recovered);
     }

@@ -1,6 +1,6 @@
 use rayon::prelude::*;
 
-use super::simd::{exp_approx, multiversion};
+use super::simd::{exp_approx, multiversion, sum_lanes};
 use super::{FeatureMap, TensorError};
 
 impl FeatureMap {
@@ -51,20 +51,6 @@ multiversion! {
             row.iter_mut().for_each(|v| *v *= inv);
         }
     }
-}
-
-/// Sum with 16 independent partial sums, so the loop vectorises (a plain fold is a serial chain).
-#[inline(always)]
-pub(crate) fn sum_lanes(values: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 16];
-    let chunks = values.chunks_exact(16);
-    let tail: f32 = chunks.remainder().iter().sum();
-    for c in chunks {
-        for (a, v) in acc.iter_mut().zip(c) {
-            *a += v;
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 multiversion! {
