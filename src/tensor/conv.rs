@@ -416,3 +416,86 @@ fn direct_row_body(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bi
         }
     }
 }
+
+/// A transposed convolution whose kernel equals its stride (no padding): each input pixel writes
+/// its own disjoint `k x k` output block, so it is one GEMM and a scatter.
+#[derive(Clone, Debug)]
+pub struct ConvTransposeBlock {
+    c_in: usize,
+    c_out: usize,
+    k: usize,
+    /// `c_in x (k * k * c_out)`, columns ordered (block row, block column, output channel): one
+    /// block row of the result is then `k` adjacent NHWC output pixels.
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl ConvTransposeBlock {
+    /// From PyTorch's `ConvTranspose2d` layout: weight `(c_in, c_out, k, k)`, bias `(c_out,)`.
+    pub fn from_torch(c_in: usize, c_out: usize, k: usize, weight: &[f32], bias: &[f32]) -> Result<Self, TensorError> {
+        if weight.len() != c_in * c_out * k * k || bias.len() != c_out || k == 0 {
+            return Err(TensorError::Shape {
+                op: "ConvTransposeBlock::from_torch",
+                what: format!("weight {} / bias {} values for {c_in}x{c_out}x{k}x{k}", weight.len(), bias.len()),
+            });
+        }
+        let mut w = vec![0.0; weight.len()];
+        for ci in 0..c_in {
+            for co in 0..c_out {
+                for a in 0..k {
+                    for b in 0..k {
+                        w[ci * k * k * c_out + (a * k + b) * c_out + co] = weight[((ci * c_out + co) * k + a) * k + b];
+                    }
+                }
+            }
+        }
+        Ok(Self { c_in, c_out, k, weight: w, bias: bias.to_vec() })
+    }
+
+    pub fn forward(&self, input: &FeatureMap) -> Result<FeatureMap, TensorError> {
+        if input.channels() != self.c_in {
+            return Err(TensorError::Channels { op: "conv transpose", expected: self.c_in, got: input.channels() });
+        }
+        let (h, w, k, co) = (input.height(), input.width(), self.k, self.c_out);
+        let dense = input.to_dense();
+        let cols = k * k * co;
+        let mut blocks = vec![0.0; h * w * cols];
+        super::gemm(
+            &mut blocks,
+            cols,
+            super::MatRef::rows(&dense, h * w, self.c_in, self.c_in),
+            super::MatRef::rows(&self.weight, self.c_in, cols, cols),
+            1.0,
+            false,
+            super::Threads::All,
+        )?;
+        let mut out = FeatureMap::zeros(k * h, k * w, co);
+        let out_pw = k * w + 2;
+        let bias = &self.bias;
+        // One input row fills k output rows.
+        out.raw_mut()[out_pw * co..(k * h + 1) * out_pw * co]
+            .par_chunks_mut(k * out_pw * co)
+            .zip(blocks.par_chunks(w * cols))
+            .for_each(|(rows, src)| {
+                for (j, block) in src.chunks_exact(cols).enumerate() {
+                    for a in 0..k {
+                        let start = (a * out_pw + k * j + 1) * co;
+                        let dst = &mut rows[start..start + k * co];
+                        for ((d, &s), &b) in dst.iter_mut().zip(&block[a * k * co..(a + 1) * k * co]).zip(bias.iter().cycle()) {
+                            *d = s + b;
+                        }
+                    }
+                }
+            });
+        Ok(out)
+    }
+}
+
+impl Conv3x3 {
+    /// Stride-2 version (padding 1): output `ceil(h/2) x ceil(w/2)`, the stride-1 result at even
+    /// positions.
+    pub fn forward_stride2(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
+        let full = self.forward(input, relu)?;
+        Ok(full.subsample_2())
+    }
+}

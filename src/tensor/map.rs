@@ -77,6 +77,19 @@ impl FeatureMap {
         &self.data[i..i + self.channels]
     }
 
+    pub fn pixel_mut(&mut self, y: usize, x: usize) -> &mut [f32] {
+        let i = self.index(y, x);
+        let c = self.channels;
+        &mut self.data[i..i + c]
+    }
+
+    /// The interior pixels of row `y`, `width x channels` values.
+    pub fn row_mut(&mut self, y: usize) -> &mut [f32] {
+        let i = self.index(y, 0);
+        let n = self.width * self.channels;
+        &mut self.data[i..i + n]
+    }
+
     /// The interior as dense row-major HWC data.
     pub fn to_dense(&self) -> Vec<f32> {
         let row = self.width * self.channels;

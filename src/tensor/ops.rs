@@ -163,3 +163,84 @@ multiversion! {
         }
     }
 }
+
+impl FeatureMap {
+    /// Every other pixel in both directions, starting at (0, 0).
+    pub fn subsample_2(&self) -> FeatureMap {
+        let (oh, ow, c) = (self.height().div_ceil(2), self.width().div_ceil(2), self.channels());
+        let mut out = FeatureMap::zeros(oh, ow, c);
+        for y in 0..oh {
+            for x in 0..ow {
+                let src = self.pixel(2 * y, 2 * x).to_vec();
+                out.pixel_mut(y, x).copy_from_slice(&src);
+            }
+        }
+        out
+    }
+
+    /// `max(0, x)`, as a new map.
+    pub fn relu(&self) -> FeatureMap {
+        let mut out = self.clone();
+        out.raw_mut().par_chunks_mut(1 << 14).for_each(|c| c.iter_mut().for_each(|v| *v = v.max(0.0)));
+        out
+    }
+
+    /// `self += other` (same shape).
+    pub fn add_assign(&mut self, other: &FeatureMap) -> Result<(), TensorError> {
+        if (self.height(), self.width(), self.channels()) != (other.height(), other.width(), other.channels()) {
+            return Err(TensorError::Shape { op: "add", what: "maps of different shapes".to_string() });
+        }
+        self.raw_mut()
+            .par_chunks_mut(1 << 14)
+            .zip(other.raw().par_chunks(1 << 14))
+            .for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(x, y)| *x += y));
+        Ok(())
+    }
+
+    /// The top-left `height x width` part.
+    pub fn crop(&self, height: usize, width: usize) -> FeatureMap {
+        let (h, w, c) = (height.min(self.height()), width.min(self.width()), self.channels());
+        if (h, w) == (self.height(), self.width()) {
+            return self.clone();
+        }
+        let mut out = FeatureMap::zeros(h, w, c);
+        for y in 0..h {
+            let row: Vec<f32> = (0..w).flat_map(|x| self.pixel(y, x).to_vec()).collect();
+            out.row_mut(y).copy_from_slice(&row);
+        }
+        out
+    }
+
+    /// Bilinear resize to twice the size with `align_corners=True` (PyTorch's arithmetic: source
+    /// position `dst * (n - 1) / (2n - 1)` in float32).
+    pub fn upsample_bilinear_2x(&self) -> FeatureMap {
+        let (h, w, c) = (self.height(), self.width(), self.channels());
+        let (oh, ow) = (2 * h, 2 * w);
+        let mut out = FeatureMap::zeros(oh, ow, c);
+        let scale = |n: usize, m: usize| if m > 1 { (n as f32 - 1.0) / (m as f32 - 1.0) } else { 0.0 };
+        let (rh, rw) = (scale(h, oh), scale(w, ow));
+        let taps = |dst: usize, r: f32, n: usize| {
+            let src = r * dst as f32;
+            let i0 = (src as usize).min(n - 1);
+            let i1 = if i0 < n - 1 { i0 + 1 } else { i0 };
+            let l1 = src - i0 as f32;
+            (i0, i1, 1.0 - l1, l1)
+        };
+        let xs: Vec<_> = (0..ow).map(|x| taps(x, rw, w)).collect();
+        let out_pw = ow + 2;
+        out.raw_mut()[out_pw * c..(oh + 1) * out_pw * c]
+            .par_chunks_mut(out_pw * c)
+            .enumerate()
+            .for_each(|(y, row)| {
+                let (y0, y1, ly0, ly1) = taps(y, rh, h);
+                for (x, &(x0, x1, lx0, lx1)) in xs.iter().enumerate() {
+                    let dst = &mut row[(x + 1) * c..(x + 2) * c];
+                    let (a, b, p, q) = (self.pixel(y0, x0), self.pixel(y0, x1), self.pixel(y1, x0), self.pixel(y1, x1));
+                    for ch in 0..c {
+                        dst[ch] = ly0 * (lx0 * a[ch] + lx1 * b[ch]) + ly1 * (lx0 * p[ch] + lx1 * q[ch]);
+                    }
+                }
+            });
+        out
+    }
+}

@@ -5,7 +5,7 @@ mod hub;
 mod safetensors_file;
 
 pub use hub::{hub_cache_dir, resolve, HubModel, ResolvedWeights, WeightSource};
-pub use safetensors_file::WeightFile;
+pub use safetensors_file::{Param, WeightFile};
 
 use std::path::PathBuf;
 

@@ -1,5 +1,7 @@
 use std::borrow::Cow;
 use std::fs::File;
+use std::ops::Range;
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -46,6 +48,34 @@ impl WeightFile {
     /// A float32 tensor by name (or the first present alternative), checked against `shape`.
     /// Borrowed from the map when aligned, copied otherwise.
     pub fn f32_tensor(&self, names: &[&str], shape: &[usize]) -> Result<Cow<'_, [f32]>, WeightsError> {
+        let range = self.f32_range(names, shape)?;
+        let bytes = &self.mmap[range];
+        Ok(match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            Ok(values) if cfg!(target_endian = "little") => Cow::Borrowed(values),
+            _ => Cow::Owned(
+                bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            ),
+        })
+    }
+
+    /// Shape of a tensor, if present under any of `names`.
+    pub fn shape(&self, names: &[&str]) -> Option<Vec<usize>> {
+        self.find_name(names).and_then(|n| self.metadata.info(n)).map(|i| i.shape.clone())
+    }
+
+    /// A float32 tensor that stays in the map (zero-copy) when aligned: for weights used as they
+    /// are stored, such as the transformer's linear layers.
+    pub fn f32_param(self: &Arc<Self>, names: &[&str], shape: &[usize]) -> Result<Param, WeightsError> {
+        let range = self.f32_range(names, shape)?;
+        if bytemuck::try_cast_slice::<u8, f32>(&self.mmap[range.clone()]).is_ok() && cfg!(target_endian = "little") {
+            Ok(Param::Mapped { file: Arc::clone(self), range })
+        } else {
+            Ok(Param::Owned(self.f32_tensor(names, shape)?.into_owned()))
+        }
+    }
+
+    /// Byte range of a validated float32 tensor in the map.
+    fn f32_range(&self, names: &[&str], shape: &[usize]) -> Result<Range<usize>, WeightsError> {
         let Some(name) = self.find_name(names) else {
             let alternatives = if names.len() > 1 {
                 format!(" (also looked for {})", names[1..].join(", "))
@@ -80,12 +110,24 @@ impl WeightFile {
         }
         let (begin, end) = info.data_offsets;
         // read_metadata validated the offsets against the file length.
-        let bytes = &self.mmap[self.data_start + begin..self.data_start + end];
-        Ok(match bytemuck::try_cast_slice::<u8, f32>(bytes) {
-            Ok(values) if cfg!(target_endian = "little") => Cow::Borrowed(values),
-            _ => Cow::Owned(
-                bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            ),
-        })
+        Ok(self.data_start + begin..self.data_start + end)
+    }
+}
+
+/// A weight tensor: a view into the memory-mapped file, or an owned copy where the file's layout
+/// did not allow a view (misaligned data).
+#[derive(Clone)]
+pub enum Param {
+    Mapped { file: Arc<WeightFile>, range: Range<usize> },
+    Owned(Vec<f32>),
+}
+
+impl Param {
+    pub fn as_slice(&self) -> &[f32] {
+        match self {
+            // Alignment and length were checked when the view was made, and the map is immutable.
+            Param::Mapped { file, range } => bytemuck::cast_slice(&file.mmap[range.clone()]),
+            Param::Owned(v) => v,
+        }
     }
 }

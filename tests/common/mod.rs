@@ -1,6 +1,8 @@
 //! Shared test helpers: the upstream fixtures (tests/fixtures, copied from shared/fixtures).
 #![allow(dead_code)]
 
+pub mod detweights;
+
 use std::path::PathBuf;
 
 use ndarray::ArrayD;

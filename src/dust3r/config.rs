@@ -1,0 +1,146 @@
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::weights::WeightsError;
+
+/// The constructor arguments saved in the checkpoint's `config.json` (PyTorchModelHubMixin) that
+/// shape the network. Any encoder/decoder width, depth and head count works as long as the head
+/// dimension is a multiple of 4 (RoPE2D splits it in halves of pairs).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Dust3rConfig {
+    #[serde(default = "default_patch")]
+    pub patch_size: usize,
+    pub enc_embed_dim: usize,
+    pub enc_depth: usize,
+    pub enc_num_heads: usize,
+    pub dec_embed_dim: usize,
+    pub dec_depth: usize,
+    pub dec_num_heads: usize,
+    #[serde(default = "default_mlp_ratio")]
+    pub mlp_ratio: f64,
+    #[serde(default = "default_pos_embed")]
+    pub pos_embed: String,
+    #[serde(default = "default_head")]
+    pub head_type: String,
+    #[serde(default = "default_output")]
+    pub output_mode: String,
+    /// `["exp", min, max]`; the bounds are ±Infinity in the released file.
+    #[serde(default)]
+    pub depth_mode: Option<(String, Option<f64>, Option<f64>)>,
+    #[serde(default)]
+    pub conf_mode: Option<(String, Option<f64>, Option<f64>)>,
+}
+
+fn default_patch() -> usize {
+    16
+}
+fn default_mlp_ratio() -> f64 {
+    4.0
+}
+fn default_pos_embed() -> String {
+    "RoPE100".into()
+}
+fn default_head() -> String {
+    "dpt".into()
+}
+fn default_output() -> String {
+    "pts3d".into()
+}
+
+impl Dust3rConfig {
+    pub fn from_file(path: &Path) -> Result<Self, WeightsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WeightsError::Io { path: path.to_path_buf(), source })?;
+        Self::from_json(&text).map_err(|reason| WeightsError::Config { path: path.to_path_buf(), reason })
+    }
+
+    /// Parses the config, accepting the non-standard `Infinity`, `-Infinity` and `NaN` tokens
+    /// Python's json module writes (they become absent bounds).
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let cfg: Self = serde_json::from_str(&python_json_to_standard(text)).map_err(|e| e.to_string())?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let check_heads = |what: &str, dim: usize, heads: usize| {
+            if heads == 0 || dim % heads != 0 || (dim / heads) % 4 != 0 {
+                Err(format!("{what}: width {dim} with {heads} heads needs a head dimension that is a multiple of 4"))
+            } else {
+                Ok(())
+            }
+        };
+        check_heads("encoder", self.enc_embed_dim, self.enc_num_heads)?;
+        check_heads("decoder", self.dec_embed_dim, self.dec_num_heads)?;
+        if self.patch_size == 0 || self.enc_depth == 0 || self.dec_depth < 4 {
+            return Err(format!("patch size {}, encoder depth {}, decoder depth {} (needs >= 4 for the DPT hooks)", self.patch_size, self.enc_depth, self.dec_depth));
+        }
+        if self.rope_base().is_none() {
+            return Err(format!("pos_embed {:?} is not RoPE<base>", self.pos_embed));
+        }
+        if self.head_type != "dpt" || self.output_mode != "pts3d" {
+            return Err(format!("head {:?} / output {:?}: only the DPT pts3d head is supported", self.head_type, self.output_mode));
+        }
+        for (what, mode) in [("depth_mode", &self.depth_mode), ("conf_mode", &self.conf_mode)] {
+            if let Some((kind, _, _)) = mode {
+                if kind != "exp" {
+                    return Err(format!("{what} {kind:?}: only \"exp\" is supported"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// RoPE frequency base from `RoPE<base>`.
+    pub fn rope_base(&self) -> Option<f64> {
+        self.pos_embed.strip_prefix("RoPE").and_then(|b| b.parse().ok())
+    }
+
+    pub fn mlp_dim(&self, width: usize) -> usize {
+        (width as f64 * self.mlp_ratio).round() as usize
+    }
+
+    /// Decoder list entries the DPT heads read: encoder output, 2/4 and 3/4 of the decoder, last.
+    pub fn hooks(&self) -> [usize; 4] {
+        let d = self.dec_depth;
+        [0, d * 2 / 4, d * 3 / 4, d]
+    }
+
+    /// Lower confidence bound of `conf_mode` (1 in the released model).
+    pub fn conf_min(&self) -> f32 {
+        self.conf_mode.as_ref().and_then(|m| m.1).unwrap_or(1.0) as f32
+    }
+}
+
+/// Replaces bare `Infinity`, `-Infinity` and `NaN` (outside strings) by `null`.
+fn python_json_to_standard(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        if let Some(token) = ["-Infinity", "Infinity", "NaN"].iter().find(|t| rest.starts_with(**t)) {
+            out.push_str("null");
+            rest = &rest[token.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
