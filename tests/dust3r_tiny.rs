@@ -126,3 +126,128 @@ fn tiny_64_matches_upstream() {
 fn tiny_512_matches_upstream() {
     run_fixture("dust3r_tiny_512");
 }
+
+/// The heads must read decoder entries 6, 9 and dec_norm(12). The fixture can tell these apart
+/// from their neighbours (so a mis-wired model fails the comparisons above), and our hooks are
+/// exactly those entries.
+#[test]
+fn dpt_hooks_are_wired_to_blocks_6_9_and_normed_12() {
+    let model = Dust3r::load(checkpoint()).unwrap();
+    let mut fx = Fixture::open("dust3r_tiny_64");
+    let (img1, shape) = fx.get("img1");
+    let (img2, _) = fx.get("img2");
+    let (h, w) = (shape[1], shape[2]);
+    let (e1, e2) = (model.encode(&img1, h, w).unwrap(), model.encode(&img2, h, w).unwrap());
+    let (all, normed) = model.decoder_outputs(&e1, &e2).unwrap();
+    let hooks = model.decode(&e1, &e2).unwrap();
+    for (branch, key) in [(0usize, "dec1_hooks"), (1, "dec2_hooks")] {
+        let (r, s) = fx.get(key);
+        let per = s[1] * s[2];
+        let reference = |i: usize| &r[i * per..(i + 1) * per];
+        let blocks = &all[branch];
+        assert_eq!(blocks.len(), 12);
+        // Entry k is the output of block k (1-based): blocks[k - 1].
+        for (i, k) in [(0usize, 6usize), (1, 9)] {
+            assert!(rel_err(&blocks[k - 1], reference(i)) < 1e-4, "branch {branch} entry {k}");
+            for wrong in [k - 1, k + 1] {
+                assert!(rel_err(&blocks[wrong - 1], reference(i)) > 1e-2, "fixture cannot tell entry {k} from {wrong}");
+            }
+            assert_eq!(hooks[branch].hooks[i], blocks[k - 1]);
+        }
+        assert!(rel_err(&normed[branch], reference(2)) < 1e-4, "branch {branch} entry 12 is dec_norm(block 12)");
+        assert!(rel_err(&blocks[11], reference(2)) > 1e-2, "fixture cannot tell normed from raw block 12");
+        assert!(rel_err(&blocks[10], reference(2)) > 1e-2);
+        assert_eq!(hooks[branch].hooks[2], normed[branch]);
+    }
+}
+
+/// Our description of the checkpoint layout (used to build full-size benchmark weights) names
+/// exactly the tensors the upstream class has, minus the `layer_rn.N` aliases safetensors drops.
+#[test]
+fn checkpoint_layout_matches_the_upstream_key_list() {
+    use std::collections::HashMap;
+    let keys: HashMap<String, Vec<usize>> = serde_json::from_str(
+        &std::fs::read_to_string(fixture_dir("dust3r_tiny_64").join("state_dict_keys_tiny.json")).unwrap(),
+    )
+    .unwrap();
+    let upstream: HashMap<String, Vec<usize>> = keys.into_iter().filter(|(k, _)| !k.contains("scratch.layer_rn.")).collect();
+    let config = sp_dust3r::dust3r::Dust3rConfig::from_json(&config_json("dust3r_tiny_64")).unwrap();
+    let ours: HashMap<String, Vec<usize>> = sp_dust3r::dust3r::synthetic::checkpoint_layout(&config).into_iter().collect();
+    let mut differ: Vec<String> = upstream
+        .iter()
+        .filter(|(k, s)| ours.get(*k) != Some(s))
+        .map(|(k, s)| format!("{k}: upstream {s:?}, ours {:?}", ours.get(k)))
+        .chain(ours.keys().filter(|k| !upstream.contains_key(*k)).map(|k| format!("{k}: only ours")))
+        .collect();
+    differ.sort();
+    assert!(differ.is_empty(), "{} differences: {:?}", differ.len(), &differ[..differ.len().min(10)]);
+}
+
+/// The real model's layout has the tensor count the spec derives from the official class.
+#[test]
+fn full_size_layout_has_1001_tensors() {
+    let config = sp_dust3r::dust3r::Dust3rConfig::from_json(FULL_CONFIG).unwrap();
+    let layout = sp_dust3r::dust3r::synthetic::checkpoint_layout(&config);
+    assert_eq!(layout.len(), 1001);
+    let params: usize = layout.iter().map(|(_, s)| s.iter().product::<usize>()).sum();
+    assert!((571_000_000..571_400_000).contains(&params), "{params} parameters");
+}
+
+/// config.json of naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt as spec §0 gives its arguments.
+const FULL_CONFIG: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity],
+ "conf_mode": ["exp", 1, Infinity], "landscape_only": false, "patch_embed_cls": "PatchEmbedDust3R",
+ "img_size": [512, 512], "patch_size": 16, "enc_embed_dim": 1024, "enc_depth": 24, "enc_num_heads": 16,
+ "dec_embed_dim": 768, "dec_depth": 12, "dec_num_heads": 12, "pos_embed": "RoPE100"}"#;
+
+#[test]
+fn config_parsing_accepts_python_infinities_and_refuses_bad_geometry() {
+    let c = sp_dust3r::dust3r::Dust3rConfig::from_json(FULL_CONFIG).unwrap();
+    assert_eq!((c.enc_embed_dim, c.enc_depth, c.dec_depth, c.hooks()), (1024, 24, 12, [0, 6, 9, 12]));
+    assert_eq!(c.conf_min(), 1.0);
+    assert_eq!(c.depth_mode, Some(("exp".to_string(), None, None)));
+    // A string containing the word Infinity is left alone.
+    let named = FULL_CONFIG.replace("PatchEmbedDust3R", "Infinity");
+    assert!(sp_dust3r::dust3r::Dust3rConfig::from_json(&named).is_ok());
+    let bad = FULL_CONFIG.replace("\"enc_num_heads\": 16", "\"enc_num_heads\": 12");
+    let err = sp_dust3r::dust3r::Dust3rConfig::from_json(&bad).unwrap_err();
+    assert!(err.contains("multiple of 4"), "{err}");
+    let bad = FULL_CONFIG.replace("RoPE100", "cosine");
+    assert!(sp_dust3r::dust3r::Dust3rConfig::from_json(&bad).unwrap_err().contains("RoPE"));
+}
+
+#[test]
+fn missing_and_misshapen_tensors_are_named() {
+    use sp_dust3r::dust3r::Dust3rError;
+    use sp_dust3r::weights::WeightsError;
+    let src = std::fs::read(checkpoint().join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&src).unwrap();
+    let rewrite = |edit: &dyn Fn(&mut Vec<(String, Vec<usize>, Vec<u8>)>)| {
+        let mut t: Vec<(String, Vec<usize>, Vec<u8>)> =
+            st.tensors().into_iter().map(|(n, v)| (n, v.shape().to_vec(), v.data().to_vec())).collect();
+        edit(&mut t);
+        let dir = tempfile::tempdir().unwrap();
+        let views: Vec<_> = t.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
+        safetensors::serialize_to_file(views, None, &dir.path().join("model.safetensors")).unwrap();
+        std::fs::copy(checkpoint().join("config.json"), dir.path().join("config.json")).unwrap();
+        Dust3r::load(dir.path()).err().expect("must fail")
+    };
+    match rewrite(&|t| t.retain(|(n, _, _)| n != "dec_blocks2.7.cross_attn.projk.weight")) {
+        Dust3rError::Weights(WeightsError::MissingTensor { name, .. }) => assert_eq!(name, "dec_blocks2.7.cross_attn.projk.weight"),
+        other => panic!("{other:?}"),
+    }
+    match rewrite(&|t| {
+        if let Some(e) = t.iter_mut().find(|(n, _, _)| n == "enc_blocks.1.mlp.fc1.weight") {
+            e.1 = vec![128, 512];
+        }
+    }) {
+        Dust3rError::Weights(WeightsError::WrongShape { name, got, expected, .. }) => {
+            assert_eq!((name.as_str(), got, expected), ("enc_blocks.1.mlp.fc1.weight", vec![128, 512], vec![512, 128]))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The `layer_rn.N` alias spelling loads too.
+    let dir = tempfile::tempdir().unwrap();
+    let keys = fixture_dir("dust3r_tiny_64").join("state_dict_keys_tiny.json");
+    common::detweights::write_checkpoint(dir.path(), &keys, &config_json("dust3r_tiny_64"), true);
+    assert!(Dust3r::load(dir.path()).is_ok());
+}

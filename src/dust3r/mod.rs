@@ -6,6 +6,7 @@ mod config;
 mod dpt;
 mod model;
 mod post;
+pub mod synthetic;
 
 pub use config::Dust3rConfig;
 pub use model::{BranchHooks, Dust3r, Encoded, PairPrediction};

@@ -307,31 +307,21 @@ impl Dust3r {
     }
 
     /// The two decoder branches: branch 1 (`dec_blocks`) on `first`, branch 2 (`dec_blocks2`)
-    /// on `second`, each block reading the other branch's previous output.
+    /// on `second`, each block reading the other branch's previous output. Returns what the DPT
+    /// heads read: the list entries at the middle hooks and the `dec_norm`-ed last one.
     pub fn decode(&self, first: &Encoded, second: &Encoded) -> Result<[BranchHooks; 2], Dust3rError> {
-        let (pos1, pos2) = (first.positions(), second.positions());
-        let d = self.config.dec_embed_dim;
-        let mut f1 = self.decoder_embed.forward(&first.tokens, pos1.len(), first.width)?;
-        let mut f2 = self.decoder_embed.forward(&second.tokens, pos2.len(), second.width)?;
-        let shape = AttnShape { width: d, heads: self.config.dec_num_heads };
         let hooks = self.config.hooks();
         let mut saved: [Vec<Vec<f32>>; 2] = [Vec::new(), Vec::new()];
-        for (l, (b1, b2)) in self.dec_blocks[0].iter().zip(&self.dec_blocks[1]).enumerate() {
-            let mut n1 = f1.clone();
-            b1.forward(&mut n1, &f2, &pos1, &pos2, shape, &self.dec_rope)?;
-            let mut n2 = f2.clone();
-            b2.forward(&mut n2, &f1, &pos2, &pos1, shape, &self.dec_rope)?;
-            f1 = n1;
-            f2 = n2;
-            let entry = l + 1;
+        self.run_decoder(first, second, |entry, f1, f2| {
             if entry == hooks[3] {
-                saved[0].push(self.dec_norm.apply(&f1)?);
-                saved[1].push(self.dec_norm.apply(&f2)?);
+                saved[0].push(self.dec_norm.apply(f1)?);
+                saved[1].push(self.dec_norm.apply(f2)?);
             } else if entry == hooks[1] || entry == hooks[2] {
-                saved[0].push(f1.clone());
-                saved[1].push(f2.clone());
+                saved[0].push(f1.to_vec());
+                saved[1].push(f2.to_vec());
             }
-        }
+            Ok(())
+        })?;
         let take = |v: Vec<Vec<f32>>| -> Result<BranchHooks, Dust3rError> {
             let hooks: [Vec<f32>; 3] = v.try_into().map_err(|_| {
                 crate::tensor::TensorError::Shape { op: "decode", what: "decoder depth does not give three hooks".into() }
@@ -340,6 +330,42 @@ impl Dust3r {
         };
         let [s1, s2] = saved;
         Ok([take(s1)?, take(s2)?])
+    }
+
+    /// Every decoder block's raw output for both branches (`[branch][block]`, before `dec_norm`),
+    /// plus `dec_norm` of the last: for checking which entries the heads are wired to.
+    pub fn decoder_outputs(&self, first: &Encoded, second: &Encoded) -> Result<([Vec<Vec<f32>>; 2], [Vec<f32>; 2]), Dust3rError> {
+        let mut all: [Vec<Vec<f32>>; 2] = [Vec::new(), Vec::new()];
+        self.run_decoder(first, second, |_, f1, f2| {
+            all[0].push(f1.to_vec());
+            all[1].push(f2.to_vec());
+            Ok(())
+        })?;
+        let last = |b: &Vec<Vec<f32>>| b.last().map(|f| self.dec_norm.apply(f)).unwrap_or(Ok(Vec::new()));
+        let normed = [last(&all[0])?, last(&all[1])?];
+        Ok((all, normed))
+    }
+
+    /// The decoder loop; `visit(entry, f1, f2)` sees list entry `entry` (1-based block count).
+    fn run_decoder<F>(&self, first: &Encoded, second: &Encoded, mut visit: F) -> Result<(), Dust3rError>
+    where
+        F: FnMut(usize, &[f32], &[f32]) -> Result<(), Dust3rError>,
+    {
+        let (pos1, pos2) = (first.positions(), second.positions());
+        let d = self.config.dec_embed_dim;
+        let mut f1 = self.decoder_embed.forward(&first.tokens, pos1.len(), first.width)?;
+        let mut f2 = self.decoder_embed.forward(&second.tokens, pos2.len(), second.width)?;
+        let shape = AttnShape { width: d, heads: self.config.dec_num_heads };
+        for (l, (b1, b2)) in self.dec_blocks[0].iter().zip(&self.dec_blocks[1]).enumerate() {
+            let mut n1 = f1.clone();
+            b1.forward(&mut n1, &f2, &pos1, &pos2, shape, &self.dec_rope)?;
+            let mut n2 = f2.clone();
+            b2.forward(&mut n2, &f1, &pos2, &pos1, shape, &self.dec_rope)?;
+            f1 = n1;
+            f2 = n2;
+            visit(l + 1, &f1, &f2)?;
+        }
+        Ok(())
     }
 
     /// DPT head `index` (0 for branch 1, 1 for branch 2) and the pointmap post-processing.

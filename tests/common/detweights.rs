@@ -1,56 +1,12 @@
-//! The deterministic DUSt3R test weights of shared/spec/dust3r.md §10, regenerated here from the
-//! formula (no weight file is shipped) and written as a safetensors file that the production
-//! loader reads like the real checkpoint.
+//! The deterministic DUSt3R test weights of shared/spec/dust3r.md §10 (the formula lives in
+//! `sp_dust3r::dust3r::synthetic`; its test vectors are checked in tests/dust3r_tiny.rs), written
+//! under the key list the upstream class produced (the fixture's state_dict_keys_tiny.json) as a
+//! safetensors file that the production loader reads like the real checkpoint.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-/// FNV-1a, 64 bit.
-pub fn fnv1a64(text: &str) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in text.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
-}
-
-/// The i-th (1-based) uniform value in [0, 1) of the stream seeded by `seed` (splitmix64).
-pub fn uniform(seed: u64, i: u64) -> f64 {
-    let mut z = seed.wrapping_add(i.wrapping_mul(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-}
-
-/// Values of tensor `key` with `shape`, by the §10 rules.
-pub fn tensor_values(key: &str, shape: &[usize]) -> Vec<f32> {
-    let n: usize = shape.iter().product();
-    let seed = fnv1a64(key);
-    let transposed_conv = key.contains("act_postprocess.0.1.weight") || key.contains("act_postprocess.1.1.weight");
-    let scale = if shape.len() >= 2 {
-        let fan_in: usize = if transposed_conv { shape[0] } else { shape[1..].iter().product() };
-        Some((3.0 / fan_in as f64).sqrt())
-    } else {
-        None
-    };
-    let layer_norm_weight = key.contains("norm") && !key.starts_with("downstream_head") && key.ends_with(".weight");
-    let mut values: Vec<f32> = (1..=n as u64)
-        .map(|i| {
-            let r = 2.0 * uniform(seed, i) - 1.0;
-            (match scale {
-                Some(s) => r * s,
-                None if layer_norm_weight => 1.0 + 0.1 * r,
-                None => 0.05 * r,
-            }) as f32
-        })
-        .collect();
-    if key.starts_with("downstream_head") && key.ends_with("dpt.head.4.weight") {
-        values.iter_mut().for_each(|v| *v *= 0.25);
-    }
-    values
-}
+pub use sp_dust3r::dust3r::synthetic::{fnv1a64, tensor_values, uniform};
 
 /// Writes `model.safetensors` (every key of `keys_json` except the `scratch.layer_rn.N`
 /// aliases, or with `alias_names` only those aliases instead of `layerN_rn`) and `config.json`.
