@@ -21,6 +21,22 @@ pub enum Bench {
     /// SuperPoint forward at 480x640 vs ONNX Runtime CPU (PyPI onnxruntime + onnx), plus our
     /// post-processing time at 1024 keypoints.
     Superpoint(SuperPointArgs),
+    /// DUSt3R, one 512x512 pair at the full ViT-L geometry (deterministic weights unless
+    /// --weights), forward and swapped forward.
+    Dust3r(Dust3rArgs),
+}
+
+#[derive(clap::Args)]
+pub struct Dust3rArgs {
+    /// Checkpoint folder; default: deterministic weights of the real geometry, generated into a
+    /// temporary folder (2.3 GB).
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Also time the swapped pass (view 2, view 1) on the same encoder outputs.
+    #[arg(long)]
+    swapped: bool,
 }
 
 #[derive(clap::Args)]
@@ -47,6 +63,7 @@ pub struct SuperPointArgs {
 pub fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Superpoint(args) => superpoint(args),
+        Bench::Dust3r(args) => dust3r(args),
     }
 }
 
@@ -128,6 +145,84 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
         report["threads"]
     );
     println!("ratio sp_dust3r / onnxruntime: {:.2}x", ours / peer);
+    Ok(())
+}
+
+/// config.json of naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt (shared/spec/dust3r.md).
+pub const DUST3R_FULL_CONFIG: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity], "landscape_only": false, "patch_embed_cls": "PatchEmbedDust3R", "img_size": [512, 512], "patch_size": 16, "enc_embed_dim": 1024, "enc_depth": 24, "enc_num_heads": 16, "dec_embed_dim": 768, "dec_depth": 12, "dec_num_heads": 12, "mlp_ratio": 4, "pos_embed": "RoPE100"}"#;
+
+/// GFLOP of one 512x512 pair (spec §9): encoder x2, decoder, two heads; the swapped pass adds
+/// decoder and heads again.
+const DUST3R_GFLOP: [(&str, f64); 3] = [("encoder", 1443.0 + 3.2), ("decoder", 618.0 + 3.2), ("heads", 498.0)];
+
+fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
+    use sp_dust3r::dust3r::{synthetic, Dust3r};
+    let tmp = tempfile::tempdir()?;
+    let dir = match &args.weights {
+        Some(d) => d.clone(),
+        None => {
+            let t = Instant::now();
+            synthetic::write_checkpoint(tmp.path(), DUST3R_FULL_CONFIG).map_err(anyhow::Error::msg)?;
+            println!("generated deterministic full-size weights in {:.1} s", t.elapsed().as_secs_f64());
+            tmp.path().to_path_buf()
+        }
+    };
+    let t = Instant::now();
+    let model = Dust3r::load(&dir)?;
+    println!("loaded in {:.2} s", t.elapsed().as_secs_f64());
+    let (h, w) = (512, 512);
+    let image = |phase: f32| -> Vec<f32> {
+        let mut v = Vec::with_capacity(3 * h * w);
+        for ch in 0..3 {
+            for y in 0..h {
+                for x in 0..w {
+                    let (xf, yf) = (x as f32 / w as f32, y as f32 / h as f32);
+                    v.push(match ch {
+                        0 => (6.0 * xf + phase).sin() * (4.0 * yf - phase).cos(),
+                        1 => (5.0 * (xf + yf) + 2.0 * phase).cos(),
+                        _ => (9.0 * xf * yf + phase).sin(),
+                    });
+                }
+            }
+        }
+        v
+    };
+    let (img1, img2) = (image(0.0), image(0.7));
+    let mut times: Vec<[f64; 3]> = Vec::new();
+    let mut swapped = Vec::new();
+    for _ in 0..args.repeat {
+        let t = Instant::now();
+        let e1 = model.encode(&img1, h, w)?;
+        let e2 = model.encode(&img2, h, w)?;
+        let enc = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let [b1, b2] = model.decode(&e1, &e2)?;
+        let dec = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let _p1 = model.head(0, &e1, &b1)?;
+        let _p2 = model.head(1, &e2, &b2)?;
+        let heads = t.elapsed().as_secs_f64();
+        times.push([enc, dec, heads]);
+        if args.swapped {
+            let t = Instant::now();
+            let _sym = model.predict(&e2, &e1)?;
+            swapped.push(t.elapsed().as_secs_f64());
+        }
+    }
+    let mut total = 0.0;
+    let mut gflop = 0.0;
+    for (i, (name, g)) in DUST3R_GFLOP.iter().enumerate() {
+        let s = super::median(&times.iter().map(|t| t[i]).collect::<Vec<_>>());
+        println!("sp_dust3r {name}: {s:.2} s, {:.0} GFLOP/s", g / s);
+        total += s;
+        gflop += g;
+    }
+    println!("sp_dust3r pair forward (512x512): {total:.2} s, {:.0} GFLOP/s effective", gflop / total);
+    if args.swapped {
+        let s = super::median(&swapped);
+        println!("sp_dust3r swapped forward (encoder reused): {s:.2} s, {:.0} GFLOP/s", 1120.0 / s);
+    }
+    println!("peak resident memory: {:.0} MB", peak_rss_mb());
     Ok(())
 }
 
