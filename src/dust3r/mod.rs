@@ -6,11 +6,13 @@ mod config;
 mod dpt;
 mod model;
 mod post;
+pub mod preprocess;
 pub mod synthetic;
 
 pub use config::Dust3rConfig;
 pub use model::{BranchHooks, Dust3r, Encoded, PairPrediction};
 pub use post::Pointmap;
+pub use preprocess::{prepare, PreparedView, SquareMapping, SquareMode};
 
 use crate::weights::HubModel;
 
@@ -31,6 +33,8 @@ pub enum Dust3rError {
     Tensor(#[from] crate::tensor::TensorError),
     #[error("image must be 3 x H x W with H and W positive multiples of the patch size {patch}, got {channels} x {height} x {width}")]
     InputSize { channels: usize, height: usize, width: usize, patch: usize },
+    #[error(transparent)]
+    Resize(#[from] preprocess::ResizeError),
     #[error("the two views have different token grids ({0:?} vs {1:?})")]
     GridMismatch((usize, usize), (usize, usize)),
 }

@@ -196,6 +196,29 @@ impl Frame {
     }
 }
 
+impl Frame {
+    /// 8-bit RGB, interleaved (gray replicated; mono16 keeps its high byte; alpha dropped).
+    pub fn to_rgb8(&self) -> Vec<u8> {
+        let (w, h) = (self.width as usize, self.height as usize);
+        let mut out = Vec::with_capacity(w * h * 3);
+        for y in 0..h {
+            let row = &self.data[y * self.step..y * self.step + w * self.format.bytes_per_pixel()];
+            match self.format {
+                PixelFormat::Mono8 => row.iter().for_each(|&v| out.extend_from_slice(&[v, v, v])),
+                PixelFormat::Mono16 => row.chunks_exact(2).for_each(|b| {
+                    let v = if self.big_endian { b[0] } else { b[1] };
+                    out.extend_from_slice(&[v, v, v])
+                }),
+                PixelFormat::Rgb8 => out.extend_from_slice(row),
+                PixelFormat::Rgba8 => row.chunks_exact(4).for_each(|p| out.extend_from_slice(&p[..3])),
+                PixelFormat::Bgr8 => row.chunks_exact(3).for_each(|p| out.extend_from_slice(&[p[2], p[1], p[0]])),
+                PixelFormat::Bgra8 => row.chunks_exact(4).for_each(|p| out.extend_from_slice(&[p[2], p[1], p[0]])),
+            }
+        }
+        out
+    }
+}
+
 fn check_size(width: u32, height: u32) -> Result<(), ImageError> {
     if width == 0 || height == 0 {
         return Err(ImageError::ZeroSize { width, height });
