@@ -1,6 +1,7 @@
 //! The `sp_dust3r` command line: one binary, one subcommand per job.
 //!
 //!     sp_dust3r superpoint --weights DIR --image FILE --out OUT.npz
+//!     sp_dust3r dust3r --weights DIR --image1 A --image2 B --out OUT.npz
 //!     sp_dust3r bench superpoint --weights DIR
 
 mod commands;
@@ -18,6 +19,8 @@ struct Cli {
 enum Command {
     /// Detect SuperPoint keypoints and descriptors in one image (PNG/JPEG) and write them as NPZ.
     Superpoint(commands::superpoint::Args),
+    /// DUSt3R pointmaps of an image pair (both in camera 1's frame), written as NPZ.
+    Dust3r(commands::dust3r::Args),
     /// Benchmarks: our implementation and a peer on the same input, in the same run.
     #[command(subcommand)]
     Bench(commands::bench::Bench),
@@ -48,6 +51,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Superpoint(args) => commands::superpoint::run(args),
+        Command::Dust3r(args) => commands::dust3r::run(args),
         Command::Bench(bench) => commands::bench::run(bench),
     };
     match result {

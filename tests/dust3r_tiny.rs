@@ -251,3 +251,74 @@ fn missing_and_misshapen_tensors_are_named() {
     common::detweights::write_checkpoint(dir.path(), &keys, &config_json("dust3r_tiny_64"), true);
     assert!(Dust3r::load(dir.path()).is_ok());
 }
+
+/// Writes a fixture view (planar, [-1, 1]) as an 8-bit PNG; returns the path and the
+/// normalised planar image the PNG decodes to.
+fn view_png(fx: &mut Fixture, key: &str, dir: &std::path::Path) -> (PathBuf, Vec<f32>) {
+    let (img, shape) = fx.get(key);
+    let (h, w) = (shape[1], shape[2]);
+    let mut rgb = vec![0u8; h * w * 3];
+    for c in 0..3 {
+        for i in 0..h * w {
+            rgb[i * 3 + c] = (((img[c * h * w + i] + 1.0) / 2.0 * 255.0).round()).clamp(0.0, 255.0) as u8;
+        }
+    }
+    let path = dir.join(format!("{key}.png"));
+    image::RgbImage::from_raw(w as u32, h as u32, rgb.clone()).unwrap().save(&path).unwrap();
+    let mut planar = vec![0.0; 3 * h * w];
+    for c in 0..3 {
+        for i in 0..h * w {
+            planar[c * h * w + i] = (rgb[i * 3 + c] as f32 / 255.0 - 0.5) / 0.5;
+        }
+    }
+    (path, planar)
+}
+
+#[test]
+fn cli_writes_both_pointmaps_and_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fx = Fixture::open("dust3r_tiny_512");
+    let (png1, img1) = view_png(&mut fx, "img1", dir.path());
+    let (png2, img2) = view_png(&mut fx, "img2", dir.path());
+    let out = dir.path().join("pair.npz");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .arg("dust3r")
+        .args(["--weights".as_ref(), checkpoint().as_os_str()])
+        .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str()])
+        .args(["--out".as_ref(), out.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8(run.stdout).unwrap();
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    for k in ["decode", "preprocess", "encoder", "decoder", "heads", "pose", "total"] {
+        assert!(last["timing_ms"][k].as_f64().is_some(), "timing_ms.{k} missing: {last}");
+    }
+
+    // The CLI's pointmaps are the library's on the same (8-bit) images, and close to the
+    // upstream reference computed from the unquantised ones.
+    let model = Dust3r::load(checkpoint()).unwrap();
+    let (e1, e2) = (model.encode(&img1, 512, 512).unwrap(), model.encode(&img2, 512, 512).unwrap());
+    let pred = model.predict(&e1, &e2).unwrap();
+    let mut npz = NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let pts1: ndarray::Array3<f32> = npz.by_name("pts3d1").unwrap();
+    let pts2: ndarray::Array3<f32> = npz.by_name("pts3d2").unwrap();
+    let conf1: ndarray::Array2<f32> = npz.by_name("conf1").unwrap();
+    let conf2: ndarray::Array2<f32> = npz.by_name("conf2").unwrap();
+    assert_eq!((pts1.dim(), conf2.dim()), ((512, 512, 3), (512, 512)));
+    assert!(rel_err(pts1.as_slice().unwrap(), &pred.view1.points) < 1e-6);
+    assert!(rel_err(pts2.as_slice().unwrap(), &pred.view2_in_1.points) < 1e-6);
+    assert!(rel_err(conf1.as_slice().unwrap(), &pred.view1.confidence) < 1e-6);
+    assert!(rel_err(pts1.as_slice().unwrap(), &fx.get("pts3d_1").0) < 0.05);
+
+    // Pose options are refused clearly until the pose solver exists.
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .arg("dust3r")
+        .args(["--weights".as_ref(), checkpoint().as_os_str()])
+        .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str(), "--pose".as_ref()])
+        .args(["--out".as_ref(), out.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("PairViewer"));
+}

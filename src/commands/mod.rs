@@ -1,6 +1,7 @@
 //! Subcommand implementations (the binary's side: anyhow errors, printing, files).
 
 pub mod bench;
+pub mod dust3r;
 pub mod superpoint;
 
 /// Median of a non-empty list of durations in milliseconds (0 for an empty list).
