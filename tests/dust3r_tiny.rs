@@ -322,3 +322,21 @@ fn cli_writes_both_pointmaps_and_timing() {
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("PairViewer"));
 }
+
+#[test]
+fn offline_without_dust3r_weights_names_the_three_ways() {
+    let home = tempfile::tempdir().unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .args(["dust3r", "--image1", "a.png", "--image2", "b.png", "--out", "o.npz"])
+        .env_remove("SP_DUST3R_DUST3R_WEIGHTS")
+        .env_remove("HF_HUB_CACHE")
+        .env("HF_HOME", home.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    for needle in ["--weights", "SP_DUST3R_DUST3R_WEIGHTS", "naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt", "61c57447d7b0adc8a1a30b2b0adec7a8935aa2a3"] {
+        assert!(err.contains(needle), "missing {needle:?}: {err}");
+    }
+}

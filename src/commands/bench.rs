@@ -15,6 +15,7 @@ use sp_dust3r::weights;
 const SUPERPOINT_GFLOP_480X640: f64 = 52.1;
 
 const ORT_PEER: &str = include_str!("../../tools/peers/superpoint_ort.py");
+const TORCH_PEER: &str = include_str!("../../tools/peers/dust3r_torch.py");
 
 #[derive(clap::Subcommand)]
 pub enum Bench {
@@ -37,6 +38,13 @@ pub struct Dust3rArgs {
     /// Also time the swapped pass (view 2, view 1) on the same encoder outputs.
     #[arg(long)]
     swapped: bool,
+    /// Python with numpy and torch for the PyTorch CPU peer (default: $SP_DUST3R_PYTHON,
+    /// ./.venv/bin/python, then python3); the peer is skipped, with a note, where torch is absent.
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Skip the PyTorch peer.
+    #[arg(long)]
+    no_peer: bool,
 }
 
 #[derive(clap::Args)]
@@ -190,6 +198,7 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     let (img1, img2) = (image(0.0), image(0.7));
     let mut times: Vec<[f64; 3]> = Vec::new();
     let mut swapped = Vec::new();
+    let mut last = None;
     for _ in 0..args.repeat {
         let t = Instant::now();
         let e1 = model.encode(&img1, h, w)?;
@@ -199,9 +208,10 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         let [b1, b2] = model.decode(&e1, &e2)?;
         let dec = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let _p1 = model.head(0, &e1, &b1)?;
-        let _p2 = model.head(1, &e2, &b2)?;
+        let p1 = model.head(0, &e1, &b1)?;
+        let p2 = model.head(1, &e2, &b2)?;
         let heads = t.elapsed().as_secs_f64();
+        last = Some((p1, p2));
         times.push([enc, dec, heads]);
         if args.swapped {
             let t = Instant::now();
@@ -223,6 +233,56 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         println!("sp_dust3r swapped forward (encoder reused): {s:.2} s, {:.0} GFLOP/s", 1120.0 / s);
     }
     println!("peak resident memory: {:.0} MB", peak_rss_mb());
+    if args.no_peer {
+        return Ok(());
+    }
+
+    // PyTorch CPU on the same weights and images, in this invocation.
+    let work = tempfile::tempdir()?;
+    for (name, img) in [("img1.npy", &img1), ("img2.npy", &img2)] {
+        ndarray_npy::write_npy(work.path().join(name), &ndarray::Array3::from_shape_vec((3, h, w), img.clone())?)?;
+    }
+    let script = work.path().join("dust3r_torch.py");
+    std::fs::write(&script, TORCH_PEER)?;
+    let python = find_python(args.python.as_deref());
+    let output = Command::new(&python)
+        .arg(&script)
+        .args(["--weights".as_ref(), dir.as_os_str()])
+        .args(["--img1".as_ref(), work.path().join("img1.npy").as_os_str()])
+        .args(["--img2".as_ref(), work.path().join("img2.npy").as_os_str()])
+        .args(["--repeat", &args.repeat.to_string(), "--threads", &rayon::current_num_threads().to_string()])
+        .args(["--out-dir".as_ref(), work.path().as_os_str()])
+        .output();
+    let output = match output {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            println!("PyTorch peer skipped (needs numpy and torch in {}): {}", python.display(), String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or(""));
+            return Ok(());
+        }
+        Err(e) => {
+            println!("PyTorch peer skipped ({}: {e})", python.display());
+            return Ok(());
+        }
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .with_context(|| format!("unexpected peer output: {stdout}"))?;
+    let peer = report["median_s"].as_f64().context("peer reported no median_s")?;
+    let (p1, p2) = last.context("no runs")?;
+    let theirs1: ndarray::Array3<f32> = ndarray_npy::read_npy(work.path().join("torch_pts1.npy"))?;
+    let theirs2: ndarray::Array3<f32> = ndarray_npy::read_npy(work.path().join("torch_pts2.npy"))?;
+    let rel = |ours: &[f32], theirs: &ndarray::Array3<f32>| {
+        let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-12);
+        ours.iter().zip(theirs.iter()).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / scale
+    };
+    println!(
+        "pytorch {} pair forward: {peer:.2} s, {} threads (pointmap relative difference vs ours {:.1e} / {:.1e})",
+        report["torch"].as_str().unwrap_or("?"),
+        report["threads"],
+        rel(&p1.points, &theirs1),
+        rel(&p2.points, &theirs2)
+    );
+    println!("ratio sp_dust3r / pytorch: {:.2}x", total / peer);
     Ok(())
 }
 
