@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates ./.venv with the peers the benchmarks compare against (PyPI: numpy, onnx, onnxruntime).
+# Creates ./.venv with the peers the benchmarks compare against (PyPI: numpy, onnx, onnxruntime;
+# with --torch also torch, a multi-GB download, for `bench dust3r`).
 #
 #     tools/setup-peers.sh && cargo run --release -- bench superpoint --weights DIR
 set -euo pipefail
@@ -7,4 +8,7 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip
 .venv/bin/pip install --quiet numpy onnx onnxruntime
+if [ "${1:-}" = "--torch" ]; then
+    .venv/bin/pip install --quiet torch
+fi
 .venv/bin/python -c "import onnxruntime, onnx, numpy; print('onnxruntime', onnxruntime.__version__, 'onnx', onnx.__version__)"
