@@ -4,6 +4,7 @@
 //! one module per stage. Neither the compute core nor the models know about ROS.
 
 pub mod dust3r;
+pub mod geometry;
 pub mod image;
 pub mod superpoint;
 pub mod tensor;

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+#[allow(unused_imports)]
 pub use sp_dust3r::dust3r::synthetic::{fnv1a64, tensor_values, uniform};
 
 /// Writes `model.safetensors` (every key of `keys_json` except the `scratch.layer_rn.N`
