@@ -1,7 +1,8 @@
 //! The `sp_dust3r` command line: one binary, one subcommand per job.
 //!
 //!     sp_dust3r superpoint --weights DIR --image FILE --out OUT.npz
-//!     sp_dust3r dust3r --weights DIR --image1 A --image2 B --out OUT.npz
+//!     sp_dust3r dust3r --weights DIR --image1 A --image2 B [--pose] --out OUT.npz
+//!     sp_dust3r pose --pointmaps IN.npz --out OUT.json
 //!     sp_dust3r bench superpoint --weights DIR
 
 mod commands;
@@ -21,6 +22,8 @@ enum Command {
     Superpoint(commands::superpoint::Args),
     /// DUSt3R pointmaps of an image pair (both in camera 1's frame), written as NPZ.
     Dust3r(commands::dust3r::Args),
+    /// Relative pose of a pair from DUSt3R pointmaps (PairViewer or the tt-model server's recipe).
+    Pose(commands::pose::Args),
     /// Benchmarks: our implementation and a peer on the same input, in the same run.
     #[command(subcommand)]
     Bench(commands::bench::Bench),
@@ -52,6 +55,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Superpoint(args) => commands::superpoint::run(args),
         Command::Dust3r(args) => commands::dust3r::run(args),
+        Command::Pose(args) => commands::pose::run(args),
         Command::Bench(bench) => commands::bench::run(bench),
     };
     match result {

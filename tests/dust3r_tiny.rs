@@ -311,7 +311,7 @@ fn cli_writes_both_pointmaps_and_timing() {
     assert!(rel_err(conf1.as_slice().unwrap(), &pred.view1.confidence) < 1e-6);
     assert!(rel_err(pts1.as_slice().unwrap(), &fx.get("pts3d_1").0) < 0.05);
 
-    // Pose options are refused clearly until the pose solver exists.
+    // With --pose: the swapped pass and PairViewer, the same as the library computes them.
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
         .arg("dust3r")
         .args(["--weights".as_ref(), checkpoint().as_os_str()])
@@ -319,8 +319,33 @@ fn cli_writes_both_pointmaps_and_timing() {
         .args(["--out".as_ref(), out.as_os_str()])
         .output()
         .unwrap();
-    assert!(!run.status.success());
-    assert!(String::from_utf8_lossy(&run.stderr).contains("PairViewer"));
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8(run.stdout).unwrap();
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let swapped = model.predict(&e2, &e1).unwrap();
+    let want = sp_dust3r::geometry::relative_pose(&pred, &swapped, &sp_dust3r::geometry::PoseOptions::default());
+    let mut npz = NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
+    match want {
+        Ok(p) => {
+            let t21 = p.t_cam1_cam2.inverse();
+            let r: ndarray::Array2<f64> = npz.by_name("R").unwrap();
+            let t: ndarray::Array1<f64> = npz.by_name("t").unwrap();
+            let f1: ndarray::Array0<f64> = npz.by_name("focal1").unwrap();
+            for i in 0..3 {
+                assert!((t[i] - t21.translation[i]).abs() < 1e-9);
+                for j in 0..3 {
+                    assert!((r[[i, j]] - t21.rotation.matrix()[(i, j)]).abs() < 1e-9);
+                }
+            }
+            assert!((f1.into_scalar() - p.focal1).abs() < 1e-9);
+            assert_eq!(last["pose"]["num_inliers"].as_u64(), Some(p.num_inliers as u64));
+        }
+        Err(reason) => {
+            assert!(last["pose"]["pose"].is_null(), "{last}");
+            assert_eq!(last["pose"]["reason"].as_str(), Some(reason.to_string().as_str()));
+            assert!(npz.by_name::<ndarray::OwnedRepr<f64>, ndarray::Ix2>("R").is_err());
+        }
+    }
 }
 
 #[test]

@@ -252,3 +252,79 @@ fn degenerate_input_gives_no_pose_with_a_reason() {
     bad.view2_in_1.points.pop();
     assert_eq!(relative_pose(&bad, &swapped, &modes[0]).unwrap_err(), NoPose::Shapes);
 }
+
+fn run_pose_cli(args: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pose.json");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .arg("pose")
+        .args(args)
+        .args(["--out".as_ref(), out.as_os_str()])
+        .output()
+        .unwrap();
+    let json = std::fs::read_to_string(&out).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(serde_json::Value::Null);
+    (run, json)
+}
+
+#[test]
+fn cli_reports_the_fixture_pose_in_both_modes() {
+    let mut fx = fixture();
+    let npz = fixture_dir("pairviewer").join("pairviewer_synthetic.npz");
+    let npz = npz.to_str().unwrap();
+    let rows = |v: &serde_json::Value| -> Vec<f64> { v.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap())).collect() };
+    let nums = |v: &serde_json::Value| -> Vec<f64> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect() };
+
+    let (run, json) = run_pose_cli(&["--pointmaps", npz, "--mode", "server"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(json["mode"], "server");
+    assert_mat_close("R", &rows(&json["R"]), &f64s(&mut fx.npz, "server_R"), 1e-5);
+    assert_mat_close("t", &nums(&json["t"]), &f64s(&mut fx.npz, "server_t"), 1e-5);
+    assert_rel("focal2", json["focal2"].as_f64().unwrap(), f64s(&mut fx.npz, "server_f2")[0], 1e-4);
+
+    let (run, json) = run_pose_cli(&["--pointmaps", npz]);
+    assert!(run.status.success());
+    assert_eq!(json["mode"], "pairviewer");
+    // upstream im_poses[1] is T_cam1_cam2; the CLI reports its inverse (X_cam2 = R X_cam1 + t).
+    let m = f64s(&mut fx.npz, "upstream_im_poses");
+    let t12 = nalgebra::Matrix4::from_row_slice(&m[16..32]);
+    let t21 = t12.try_inverse().unwrap();
+    let want_r: Vec<f64> = (0..3).flat_map(|i| (0..3).map(move |j| t21[(i, j)])).collect();
+    assert_mat_close("R", &rows(&json["R"]), &want_r, 1e-5);
+    assert_mat_close("t", &nums(&json["t"]), &[t21[(0, 3)], t21[(1, 3)], t21[(2, 3)]], 1e-5);
+    assert!(json["num_inliers"].as_u64().unwrap() > 10000);
+
+    let (run, json) = run_pose_cli(&["--pointmaps", npz, "--mode", "server", "--intrinsics", "140.8,140.8,64,64"]);
+    assert!(run.status.success());
+    assert_eq!(json["used_known_intrinsics"], true);
+    assert_mat_close("R (known K)", &rows(&json["R"]), &f64s(&mut fx.npz, "server_knownK_R"), 1e-5);
+}
+
+#[test]
+fn cli_reports_no_pose_and_refuses_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // All-NaN pointmaps: a valid file, no pose, a reason.
+    let nan = ndarray::Array4::<f32>::from_elem((2, 8, 8, 3), f32::NAN);
+    let conf = ndarray::Array3::<f32>::from_elem((2, 8, 8), 5.0);
+    let path = dir.path().join("nan.npz");
+    let mut w = ndarray_npy::NpzWriter::new(std::fs::File::create(&path).unwrap());
+    w.add_array("pred1_pts3d", &nan).unwrap();
+    w.add_array("pred1_conf", &conf).unwrap();
+    w.add_array("pred2_pts3d_in_other_view", &nan).unwrap();
+    w.add_array("pred2_conf", &conf).unwrap();
+    w.finish().unwrap();
+    let (run, json) = run_pose_cli(&["--pointmaps", path.to_str().unwrap()]);
+    assert!(run.status.success());
+    assert!(json["pose"].is_null() && json["reason"].as_str().unwrap().contains("focal"), "{json}");
+
+    // A file without the expected arrays, and a file that is not an NPZ.
+    let path = dir.path().join("other.npz");
+    let mut w = ndarray_npy::NpzWriter::new(std::fs::File::create(&path).unwrap());
+    w.add_array("something", &conf).unwrap();
+    w.finish().unwrap();
+    let (run, _) = run_pose_cli(&["--pointmaps", path.to_str().unwrap()]);
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("pred1_pts3d"));
+    std::fs::write(dir.path().join("junk.npz"), b"not a zip").unwrap();
+    let (run, _) = run_pose_cli(&["--pointmaps", dir.path().join("junk.npz").to_str().unwrap()]);
+    assert!(!run.status.success() && !String::from_utf8_lossy(&run.stderr).contains("panicked"));
+}

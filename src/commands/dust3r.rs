@@ -5,7 +5,8 @@ use anyhow::{bail, Context};
 use ndarray::{Array2, Array3};
 use serde_json::json;
 
-use sp_dust3r::dust3r::{prepare, Dust3r, Pointmap, SquareMode, HUB_MODEL};
+use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, SquareMode, HUB_MODEL};
+use sp_dust3r::geometry::{relative_pose, Intrinsics, PairPose, PoseOptions};
 use sp_dust3r::image::Frame;
 use sp_dust3r::weights;
 
@@ -21,34 +22,30 @@ pub struct Args {
     /// Second view.
     #[arg(long)]
     image2: PathBuf,
-    /// Also run the swapped pass and recover the relative pose (PairViewer).
+    /// Also run the swapped pass and recover the relative pose.
     #[arg(long)]
     pose: bool,
-    /// Known intrinsics of the input images for the pose, "fx,fy,cx,cy" in input pixels.
-    #[arg(long, value_parser = parse_intrinsics)]
+    /// Pose recipe: upstream PairViewer or the tt-model server's.
+    #[arg(long, value_enum, default_value = "pairviewer")]
+    mode: super::pose::Mode,
+    /// Known intrinsics of the input images (one camera), "fx,fy,cx,cy" in input pixels.
+    #[arg(long, value_parser = super::pose::parse_intrinsics)]
     intrinsics: Option<[f64; 4]>,
-    /// Confidence percentile for the pose's inlier set (server mode).
-    #[arg(long)]
-    conf_pct: Option<f64>,
+    /// Server mode: percentage of view 2's pixels, by confidence, used for PnP.
+    #[arg(long, default_value_t = 50.0)]
+    conf_pct: f64,
     /// Centre-crop to a square instead of padding with gray.
     #[arg(long)]
     crop: bool,
-    /// Output NPZ: pts3d1, pts3d2 (512,512,3) in camera 1's frame; conf1, conf2 (512,512).
+    /// Output NPZ: pts3d1, pts3d2 (512,512,3) in camera 1's frame; conf1, conf2 (512,512); with
+    /// --pose also R (3,3), t (3,) (X_cam2 = R X_cam1 + t), focal1, focal2 (input pixels).
     #[arg(long)]
     out: PathBuf,
 }
 
-fn parse_intrinsics(s: &str) -> Result<[f64; 4], String> {
-    let v: Vec<f64> = s.split(',').map(|p| p.trim().parse::<f64>().map_err(|e| format!("{p:?}: {e}"))).collect::<Result<_, _>>()?;
-    match v.as_slice() {
-        [fx, fy, cx, cy] if v.iter().all(|x| x.is_finite()) && *fx > 0.0 && *fy > 0.0 => Ok([*fx, *fy, *cx, *cy]),
-        _ => Err(format!("expected fx,fy,cx,cy with positive focals, got {s:?}")),
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.pose || args.intrinsics.is_some() || args.conf_pct.is_some() {
-        bail!("--pose (and --intrinsics, --conf-pct) need the PairViewer pose solver, which this build does not have yet");
+    if !args.pose && args.intrinsics.is_some() {
+        bail!("--intrinsics only matters with --pose");
     }
     let total = Instant::now();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
@@ -74,27 +71,68 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let t = Instant::now();
     let [b1, b2] = model.decode(&e1, &e2)?;
-    let decoder = ms(t);
+    let mut decoder = ms(t);
 
     let t = Instant::now();
-    let p1 = model.head(0, &e1, &b1)?;
-    let p2 = model.head(1, &e2, &b2)?;
-    let heads = ms(t);
+    let forward = PairPrediction { view1: model.head(0, &e1, &b1)?, view2_in_1: model.head(1, &e2, &b2)? };
+    let mut heads = ms(t);
 
-    write_npz(&args.out, &p1, &p2).with_context(|| format!("writing {}", args.out.display()))?;
-    println!(
-        "{}",
-        json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
-                             "heads": heads, "pose": 0.0, "total": ms(total)}})
-    );
+    let mut pose = None;
+    let mut pose_ms = 0.0;
+    if args.pose {
+        // The swapped pass (view 2, view 1) on the same encoder outputs.
+        let t = Instant::now();
+        let [s1, s2] = model.decode(&e2, &e1)?;
+        decoder += ms(t);
+        let t = Instant::now();
+        let swapped = PairPrediction { view1: model.head(0, &e2, &s1)?, view2_in_1: model.head(1, &e1, &s2)? };
+        heads += ms(t);
+
+        let t = Instant::now();
+        // One camera: its intrinsics, mapped into view 2's 512 grid through the preprocessing.
+        let known = args.intrinsics.map(|[fx, fy, cx, cy]| {
+            let m = v2.mapping;
+            let (cx, cy) = m.to_network(cx, cy);
+            Intrinsics { fx: fx * m.scale(), fy: fy * m.scale(), cx, cy }
+        });
+        let opts = PoseOptions {
+            mode: args.mode.into(),
+            known_intrinsics: known,
+            conf_pct: args.conf_pct,
+            grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()],
+            ..PoseOptions::default()
+        };
+        let result = relative_pose(&forward, &swapped, &opts);
+        pose_ms = ms(t);
+        if let Err(reason) = &result {
+            tracing::warn!("no pose: {reason}");
+        }
+        pose = Some(result);
+    }
+
+    write_npz(&args.out, &forward, pose.as_ref().and_then(|p| p.as_ref().ok())).with_context(|| format!("writing {}", args.out.display()))?;
+    let mut line = json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
+                                        "heads": heads, "pose": pose_ms, "total": ms(total)}});
+    if let Some(p) = &pose {
+        line["pose"] = super::pose::pose_json(p);
+    }
+    println!("{line}");
     Ok(())
 }
 
-fn write_npz(path: &std::path::Path, p1: &Pointmap, p2: &Pointmap) -> anyhow::Result<()> {
+fn write_npz(path: &std::path::Path, pair: &PairPrediction, pose: Option<&PairPose>) -> anyhow::Result<()> {
     let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(path)?);
-    for (name, p) in [("1", p1), ("2", p2)] {
+    for (name, p) in [("1", &pair.view1), ("2", &pair.view2_in_1)] {
         npz.add_array(format!("pts3d{name}"), &Array3::from_shape_vec((p.height, p.width, 3), p.points.clone())?)?;
         npz.add_array(format!("conf{name}"), &Array2::from_shape_vec((p.height, p.width), p.confidence.clone())?)?;
+    }
+    if let Some(p) = pose {
+        let t21 = p.t_cam1_cam2.inverse();
+        let r = t21.rotation.matrix();
+        npz.add_array("R", &Array2::from_shape_fn((3, 3), |(i, j)| r[(i, j)]))?;
+        npz.add_array("t", &ndarray::arr1(&[t21.translation.x, t21.translation.y, t21.translation.z]))?;
+        npz.add_array("focal1", &ndarray::arr0(p.focal1))?;
+        npz.add_array("focal2", &ndarray::arr0(p.focal2))?;
     }
     npz.finish()?;
     Ok(())

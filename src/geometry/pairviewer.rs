@@ -40,14 +40,15 @@ pub struct PoseOptions {
     pub conf_pct: f64,
     /// PairViewer mode: pixels whose confidence is at most this are masked out.
     pub min_confidence: f32,
-    /// Pointmap-grid pixels per original image pixel, to report focals in original pixels.
-    pub grid_per_original_px: f64,
+    /// Pointmap-grid pixels per original image pixel of view 1 and view 2, to report focals in
+    /// the original images' pixels.
+    pub grid_per_original_px: [f64; 2],
     pub seed: u64,
 }
 
 impl Default for PoseOptions {
     fn default() -> Self {
-        Self { mode: PoseMode::PairViewer, known_intrinsics: None, conf_pct: 50.0, min_confidence: 3.0, grid_per_original_px: 1.0, seed: 0x5eed }
+        Self { mode: PoseMode::PairViewer, known_intrinsics: None, conf_pct: 50.0, min_confidence: 3.0, grid_per_original_px: [1.0, 1.0], seed: 0x5eed }
     }
 }
 
@@ -86,8 +87,8 @@ pub fn relative_pose(forward: &PairPrediction, swapped: &PairPrediction, opts: &
     if maps.iter().any(|m| m.width != w || m.height != h || m.points.len() != w * h * 3 || m.confidence.len() != w * h) || w * h == 0 {
         return Err(NoPose::Shapes);
     }
-    if !(opts.grid_per_original_px > 0.0) || !(0.0..=100.0).contains(&opts.conf_pct) {
-        return Err(NoPose::Options(format!("scale {} / conf_pct {}", opts.grid_per_original_px, opts.conf_pct)));
+    if opts.grid_per_original_px.iter().any(|s| !(*s > 0.0 && s.is_finite())) || !(0.0..=100.0).contains(&opts.conf_pct) {
+        return Err(NoPose::Options(format!("scales {:?} / conf_pct {}", opts.grid_per_original_px, opts.conf_pct)));
     }
     let pp = centre(w, h);
     let estimate = |m: &Pointmap, view: u8| -> Result<f64, NoPose> {
@@ -110,11 +111,11 @@ pub fn relative_pose(forward: &PairPrediction, swapped: &PairPrediction, opts: &
         PoseMode::Server => server_pnp(forward, &k2, opts)?,
         PoseMode::PairViewer => pairviewer_pnp(forward, swapped, &k1, &k2, opts)?,
     };
-    let s = opts.grid_per_original_px;
+    let [s1, s2] = opts.grid_per_original_px;
     Ok(PairPose {
         t_cam1_cam2: t_cam2_cam1.inverse(),
-        focal1: k1.fx / s,
-        focal2: k2.fx / s,
+        focal1: k1.fx / s1,
+        focal2: k2.fx / s2,
         num_inliers: inliers,
         used_known_intrinsics: opts.known_intrinsics.is_some(),
         mode: opts.mode,
