@@ -16,6 +16,7 @@ const SUPERPOINT_GFLOP_480X640: f64 = 52.1;
 
 const ORT_PEER: &str = include_str!("../../tools/peers/superpoint_ort.py");
 const TORCH_PEER: &str = include_str!("../../tools/peers/dust3r_torch.py");
+const OPENCV_PEER: &str = include_str!("../../tools/peers/pose_opencv.py");
 
 #[derive(clap::Subcommand)]
 pub enum Bench {
@@ -25,6 +26,20 @@ pub enum Bench {
     /// DUSt3R, one 512x512 pair at the full ViT-L geometry (deterministic weights unless
     /// --weights), forward and swapped forward.
     Dust3r(Dust3rArgs),
+    /// Relative pose of a 512x512 pair (synthetic pointmaps with known pose, noise and 20 %
+    /// outliers) in both modes, and upstream's recipe in numpy + OpenCV on the same pointmaps.
+    Pose(PoseArgs),
+}
+
+#[derive(clap::Args)]
+pub struct PoseArgs {
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+    /// Python with numpy and opencv-python-headless (default as for the other benchmarks).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    #[arg(long)]
+    no_peer: bool,
 }
 
 #[derive(clap::Args)]
@@ -72,6 +87,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Superpoint(args) => superpoint(args),
         Bench::Dust3r(args) => dust3r(args),
+        Bench::Pose(args) => pose(args),
     }
 }
 
@@ -283,6 +299,107 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         rel(&p2.points, &theirs2)
     );
     println!("ratio sp_dust3r / pytorch: {:.2}x", total / peer);
+    Ok(())
+}
+
+/// A 512x512 pair with known geometry: smooth depth, focals 400 / 450, a 6-degree rotation and
+/// a sideways baseline; 0.3 % depth noise and 20 % of the cross-view points replaced by junk.
+fn synthetic_pair() -> (sp_dust3r::dust3r::PairPrediction, sp_dust3r::dust3r::PairPrediction, sp_dust3r::geometry::TCam1Cam2) {
+    use nalgebra::{Rotation3, Vector3};
+    use sp_dust3r::dust3r::{PairPrediction, Pointmap};
+    use sp_dust3r::geometry::{Cam1, Cam2, Transform};
+    let (w, h) = (512usize, 512usize);
+    let t21: Transform<Cam2, Cam1> = Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));
+    let mut state = 12345u64;
+    let mut uniform = move || {
+        state = state.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let own = |f: f64, phase: f64| -> Vec<Vector3<f64>> {
+        (0..w * h)
+            .map(|i| {
+                let (u, v) = ((i % w) as f64, (i / w) as f64);
+                let z = 3.0 + 0.4 * (5.0 * u / w as f64 + phase).sin() * (3.0 * v / h as f64).cos() + 0.3 * u / w as f64;
+                Vector3::new((u - 256.0) / f * z, (v - 256.0) / f * z, z)
+            })
+            .collect()
+    };
+    let (p1, p2) = (own(400.0, 0.0), own(450.0, 1.0));
+    let mut map = |pts: &[Vector3<f64>], outliers: f64| {
+        let mut points = Vec::with_capacity(pts.len() * 3);
+        for p in pts {
+            let q = if uniform() < outliers {
+                Vector3::new(4.0 * uniform() - 2.0, 4.0 * uniform() - 2.0, 1.0 + 5.0 * uniform())
+            } else {
+                p * (1.0 + 0.003 * (uniform() - 0.5) * 3.46)
+            };
+            points.extend([q.x as f32, q.y as f32, q.z as f32]);
+        }
+        Pointmap { height: h, width: w, points, confidence: vec![5.0; pts.len()] }
+    };
+    let p2_in_1: Vec<_> = p2.iter().map(|p| t21.inverse().apply(p)).collect();
+    let p1_in_2: Vec<_> = p1.iter().map(|p| t21.apply(p)).collect();
+    let forward = PairPrediction { view1: map(&p1, 0.0), view2_in_1: map(&p2_in_1, 0.2) };
+    let swapped = PairPrediction { view1: map(&p2, 0.0), view2_in_1: map(&p1_in_2, 0.2) };
+    (forward, swapped, t21.inverse())
+}
+
+fn pose(args: PoseArgs) -> anyhow::Result<()> {
+    use sp_dust3r::geometry::{relative_pose, PoseMode, PoseOptions};
+    let (forward, swapped, truth) = synthetic_pair();
+    for mode in [PoseMode::PairViewer, PoseMode::Server] {
+        let opts = PoseOptions { mode, ..PoseOptions::default() };
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..args.repeat.max(1) {
+            let t = Instant::now();
+            let p = relative_pose(&forward, &swapped, &opts);
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            last = Some(p);
+        }
+        let p = last.context("no runs")?.map_err(|e| anyhow::anyhow!("no pose: {e}"))?;
+        println!(
+            "sp_dust3r pose ({}, 512x512): median {:.1} ms; rotation error {:.3} deg, translation direction {:.3} deg, focals {:.1} / {:.1} (true 400 / 450), {} inliers",
+            mode.name(),
+            super::median(&times),
+            p.t_cam1_cam2.rotation_error_deg(&truth),
+            p.t_cam1_cam2.translation_direction_error_deg(&truth),
+            p.focal1,
+            p.focal2,
+            p.num_inliers
+        );
+    }
+    if args.no_peer {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let npz_path = dir.path().join("pair.npz");
+    let stack = |a: &[f32], b: &[f32], shape: &[usize]| ndarray::ArrayD::from_shape_vec(shape.to_vec(), [a, b].concat());
+    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&npz_path)?);
+    npz.add_array("pred1_pts3d", &stack(&forward.view1.points, &swapped.view1.points, &[2, 512, 512, 3])?)?;
+    npz.add_array("pred1_conf", &stack(&forward.view1.confidence, &swapped.view1.confidence, &[2, 512, 512])?)?;
+    npz.add_array("pred2_pts3d_in_other_view", &stack(&forward.view2_in_1.points, &swapped.view2_in_1.points, &[2, 512, 512, 3])?)?;
+    npz.add_array("pred2_conf", &stack(&forward.view2_in_1.confidence, &swapped.view2_in_1.confidence, &[2, 512, 512])?)?;
+    npz.finish()?;
+    let script = dir.path().join("pose_opencv.py");
+    std::fs::write(&script, OPENCV_PEER)?;
+    let python = find_python(args.python.as_deref());
+    let output = Command::new(&python)
+        .arg(&script)
+        .args(["--pointmaps".as_ref(), npz_path.as_os_str()])
+        .args(["--repeat", &args.repeat.max(1).to_string()])
+        .output()
+        .with_context(|| format!("running the OpenCV peer with {}", python.display()))?;
+    if !output.status.success() {
+        bail!("the OpenCV peer failed (needs numpy and opencv-python-headless; tools/setup-peers.sh):\n{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())?;
+    let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
+    println!("opencv {} upstream recipe (numpy Weiszfeld + solvePnPRansac SQPNP): median {peer:.1} ms", report["opencv"].as_str().unwrap_or("?"));
     Ok(())
 }
 

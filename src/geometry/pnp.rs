@@ -132,12 +132,15 @@ pub fn solve_pnp_ransac<Cam, World>(
             best = Some((pose, count));
             let w = count as f64 / scoring.len() as f64;
             let all_good = w.powi(SAMPLE as i32);
+            // Samples needed to draw an all-inlier one with the requested confidence; ln_1p keeps
+            // tiny inlier ratios from rounding log(1 - w^s) to 0.
+            let n_needed = (1.0 - params.confidence).ln() / (-all_good).ln_1p();
             needed = if all_good >= 1.0 - 1e-12 {
                 iteration
-            } else if all_good <= 0.0 {
-                params.max_iterations
+            } else if n_needed.is_finite() && n_needed > 0.0 {
+                n_needed.ceil().min(params.max_iterations as f64) as usize
             } else {
-                ((1.0 - params.confidence).ln() / (1.0 - all_good).ln()).ceil().max(1.0) as usize
+                params.max_iterations
             };
         }
     }
