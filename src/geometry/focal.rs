@@ -1,6 +1,8 @@
 //! Focal length of a camera from its own-frame pointmap (pixel (u, v) sees point (X, Y, Z), so
 //! `u - cx = f X / Z`).
 
+use crate::tensor::simd::multiversion;
+
 /// Pixel grid coordinates are integers 0..W-1 / 0..H-1; the principal point is `(W/2, H/2)`.
 pub fn centre(width: usize, height: usize) -> (f64, f64) {
     (width as f64 / 2.0, height as f64 / 2.0)
@@ -14,31 +16,44 @@ pub fn focal_weiszfeld(points: &[f32], width: usize, height: usize, (cx, cy): (f
     if points.len() != width * height * 3 || points.is_empty() {
         return None;
     }
-    let finite = |v: f64| if v.is_finite() { v } else { 0.0 };
-    let terms: Vec<(f64, f64, f64, f64)> = points
-        .chunks_exact(3)
-        .enumerate()
-        .map(|(i, p)| {
-            let (u, v) = ((i % width) as f64 - cx, (i / width) as f64 - cy);
-            let z = p[2] as f64;
-            (u, v, finite(p[0] as f64 / z), finite(p[1] as f64 / z))
-        })
-        .collect();
-    let fit = |weight: &dyn Fn(&(f64, f64, f64, f64)) -> f64| {
-        let (mut num, mut den) = (0.0, 0.0);
-        for t in &terms {
-            let w = weight(t);
-            num += w * (t.0 * t.2 + t.1 * t.3);
-            den += w * (t.2 * t.2 + t.3 * t.3);
-        }
-        num / den
-    };
-    let mut f = fit(&|_| 1.0);
+    // Structure of arrays, so the re-weighting passes vectorise.
+    let n = width * height;
+    let (mut pu, mut pv, mut au, mut av) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    for (i, p) in points.chunks_exact(3).enumerate() {
+        let z = p[2] as f64;
+        let finite = |v: f64| if v.is_finite() { v } else { 0.0 };
+        pu[i] = (i % width) as f64 - cx;
+        pv[i] = (i / width) as f64 - cy;
+        au[i] = finite(p[0] as f64 / z);
+        av[i] = finite(p[1] as f64 / z);
+    }
+    let (num, den) = weighted_fit(&pu, &pv, &au, &av, None);
+    let mut f = num / den;
     for _ in 0..10 {
-        let fc = f;
-        f = fit(&|t| 1.0 / ((t.0 - fc * t.2).hypot(t.1 - fc * t.3)).max(1e-8));
+        let (num, den) = weighted_fit(&pu, &pv, &au, &av, Some(f));
+        f = num / den;
     }
     (f.is_finite() && f > 0.0).then_some(f)
+}
+
+multiversion! {
+    /// Sums of `w p·a` and `w a·a`, with `w = 1 / max(|p - f a|, 1e-8)` (or 1 without `f`).
+    fn weighted_fit(pu: &[f64], pv: &[f64], au: &[f64], av: &[f64], f: Option<f64>) -> (f64, f64) {
+        let (mut num, mut den) = ([0.0f64; 8], [0.0f64; 8]);
+        let n = pu.len();
+        for i in 0..n {
+            let w = match f {
+                Some(f) => {
+                    let (du, dv) = (pu[i] - f * au[i], pv[i] - f * av[i]);
+                    1.0 / (du * du + dv * dv).sqrt().max(1e-8)
+                }
+                None => 1.0,
+            };
+            num[i % 8] += w * (pu[i] * au[i] + pv[i] * av[i]);
+            den[i % 8] += w * (au[i] * au[i] + av[i] * av[i]);
+        }
+        (num.iter().sum(), den.iter().sum())
+    }
 }
 
 /// The tt-model server's focal: the median of |votes| `(u - cx) Z / X` and `(v - cy) Z / Y` over
@@ -63,9 +78,10 @@ pub fn focal_median_vote(points: &[f32], width: usize, height: usize, (cx, cy): 
     if votes.is_empty() {
         return None;
     }
-    votes.sort_by(f64::total_cmp);
+    // numpy's median: the middle value, or the mean of the two middle values.
     let n = votes.len();
-    let median = if n % 2 == 1 { votes[n / 2] } else { 0.5 * (votes[n / 2 - 1] + votes[n / 2]) };
+    let (below, &mut upper, _) = votes.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let median = if n % 2 == 1 { upper } else { 0.5 * (below.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper) };
     let base = width.max(height) as f64 / (2.0 * 30f64.to_radians().tan());
     Some(median.clamp(0.2 * base, 8.0 * base))
 }

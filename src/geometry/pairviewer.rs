@@ -101,8 +101,8 @@ pub fn relative_pose(forward: &PairPrediction, swapped: &PairPrediction, opts: &
     let (k1, k2) = match opts.known_intrinsics {
         Some(k) => (k, k),
         None => {
-            let f1 = estimate(&forward.view1, 1)?;
-            let f2 = estimate(&swapped.view1, 2)?;
+            let (f1, f2) = rayon::join(|| estimate(&forward.view1, 1), || estimate(&swapped.view1, 2));
+            let (f1, f2) = (f1?, f2?);
             let k = |f| Intrinsics { fx: f, fy: f, cx: pp.0, cy: pp.1 };
             (k(f1), k(f2))
         }
