@@ -350,6 +350,7 @@ fn synthetic_pair() -> (sp_dust3r::dust3r::PairPrediction, sp_dust3r::dust3r::Pa
 fn pose(args: PoseArgs) -> anyhow::Result<()> {
     use sp_dust3r::geometry::{relative_pose, PoseMode, PoseOptions};
     let (forward, swapped, truth) = synthetic_pair();
+    let mut pairviewer_ms = 0.0;
     for mode in [PoseMode::PairViewer, PoseMode::Server] {
         let opts = PoseOptions { mode, ..PoseOptions::default() };
         let mut times = Vec::new();
@@ -361,6 +362,9 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
             last = Some(p);
         }
         let p = last.context("no runs")?.map_err(|e| anyhow::anyhow!("no pose: {e}"))?;
+        if mode == PoseMode::PairViewer {
+            pairviewer_ms = super::median(&times);
+        }
         println!(
             "sp_dust3r pose ({}, 512x512): median {:.1} ms; rotation error {:.3} deg, translation direction {:.3} deg, focals {:.1} / {:.1} (true 400 / 450), {} inliers",
             mode.name(),
@@ -400,6 +404,7 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
     let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())?;
     let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
     println!("opencv {} upstream recipe (numpy Weiszfeld + solvePnPRansac SQPNP): median {peer:.1} ms", report["opencv"].as_str().unwrap_or("?"));
+    println!("ratio sp_dust3r (pairviewer) / numpy+opencv: {:.2}x", pairviewer_ms / peer);
     Ok(())
 }
 
