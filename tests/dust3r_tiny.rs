@@ -281,16 +281,20 @@ fn cli_writes_both_pointmaps_and_timing() {
     let (png1, img1) = view_png(&mut fx, "img1", dir.path());
     let (png2, img2) = view_png(&mut fx, "img2", dir.path());
     let out = dir.path().join("pair.npz");
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
-        .arg("dust3r")
-        .args(["--weights".as_ref(), checkpoint().as_os_str()])
-        .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str()])
-        .args(["--out".as_ref(), out.as_os_str()])
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let stdout = String::from_utf8(run.stdout).unwrap();
-    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let dust3r_cli = |extra: &[&str]| -> serde_json::Value {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+            .arg("dust3r")
+            .args(["--weights".as_ref(), checkpoint().as_os_str()])
+            .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str()])
+            .args(["--out".as_ref(), out.as_os_str()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let stdout = String::from_utf8(run.stdout).unwrap();
+        serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+    };
+    let last = dust3r_cli(&[]);
     for k in ["decode", "preprocess", "encoder", "decoder", "heads", "pose", "total"] {
         assert!(last["timing_ms"][k].as_f64().is_some(), "timing_ms.{k} missing: {last}");
     }
@@ -312,16 +316,7 @@ fn cli_writes_both_pointmaps_and_timing() {
     assert!(rel_err(pts1.as_slice().unwrap(), &fx.get("pts3d_1").0) < 0.05);
 
     // With --pose: the swapped pass and PairViewer, the same as the library computes them.
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
-        .arg("dust3r")
-        .args(["--weights".as_ref(), checkpoint().as_os_str()])
-        .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str(), "--pose".as_ref()])
-        .args(["--out".as_ref(), out.as_os_str()])
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let stdout = String::from_utf8(run.stdout).unwrap();
-    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let last = dust3r_cli(&["--pose"]);
     let swapped = model.predict(&e2, &e1).unwrap();
     let want = sp_dust3r::geometry::relative_pose(&pred, &swapped, &sp_dust3r::geometry::PoseOptions::default());
     let mut npz = NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();

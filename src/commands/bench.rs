@@ -131,28 +131,17 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let plane_path = dir.path().join("plane.npy");
     ndarray_npy::write_npy(&plane_path, &Array2::from_shape_vec((h, w), input.plane.clone())?)?;
-    let script = dir.path().join("superpoint_ort.py");
-    std::fs::write(&script, ORT_PEER)?;
     let python = find_python(args.python.as_deref());
-    let output = Command::new(&python)
-        .arg(&script)
-        .args(["--weights".as_ref(), resolved.dir.as_os_str()])
-        .args(["--input".as_ref(), plane_path.as_os_str()])
-        .args(["--repeat", &args.repeat.to_string(), "--warmup", &args.warmup.to_string()])
-        .args(["--threads", &rayon::current_num_threads().to_string()])
-        .args(["--out-dir".as_ref(), dir.path().as_os_str()])
-        .output()
-        .with_context(|| format!("running the ONNX Runtime peer with {}", python.display()))?;
-    if !output.status.success() {
-        bail!(
-            "the ONNX Runtime peer failed (needs numpy, onnx, onnxruntime: run tools/setup-peers.sh \
-             or pass --python):\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .with_context(|| format!("unexpected peer output: {stdout}"))?;
+    let threads = rayon::current_num_threads().to_string();
+    let (repeat, warmup) = (args.repeat.to_string(), args.warmup.to_string());
+    let report = run_peer(
+        ORT_PEER,
+        "superpoint_ort.py",
+        &python,
+        &["--weights".as_ref(), resolved.dir.as_os_str(), "--input".as_ref(), plane_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref(),
+          "--warmup".as_ref(), warmup.as_ref(), "--threads".as_ref(), threads.as_ref(), "--out-dir".as_ref(), dir.path().as_os_str()],
+    )
+    .context("the ONNX Runtime peer needs numpy, onnx, onnxruntime: run tools/setup-peers.sh or pass --python")?;
     let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
 
     // The peer must have computed the same function, or the comparison means nothing.
@@ -258,31 +247,23 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     for (name, img) in [("img1.npy", &img1), ("img2.npy", &img2)] {
         ndarray_npy::write_npy(work.path().join(name), &ndarray::Array3::from_shape_vec((3, h, w), img.clone())?)?;
     }
-    let script = work.path().join("dust3r_torch.py");
-    std::fs::write(&script, TORCH_PEER)?;
     let python = find_python(args.python.as_deref());
-    let output = Command::new(&python)
-        .arg(&script)
-        .args(["--weights".as_ref(), dir.as_os_str()])
-        .args(["--img1".as_ref(), work.path().join("img1.npy").as_os_str()])
-        .args(["--img2".as_ref(), work.path().join("img2.npy").as_os_str()])
-        .args(["--repeat", &args.repeat.to_string(), "--threads", &rayon::current_num_threads().to_string()])
-        .args(["--out-dir".as_ref(), work.path().as_os_str()])
-        .output();
-    let output = match output {
-        Ok(o) if o.status.success() => o,
-        Ok(o) => {
-            println!("PyTorch peer skipped (needs numpy and torch in {}): {}", python.display(), String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or(""));
-            return Ok(());
-        }
+    let (repeat, threads) = (args.repeat.to_string(), rayon::current_num_threads().to_string());
+    let (img1_path, img2_path) = (work.path().join("img1.npy"), work.path().join("img2.npy"));
+    let report = match run_peer(
+        TORCH_PEER,
+        "dust3r_torch.py",
+        &python,
+        &["--weights".as_ref(), dir.as_os_str(), "--img1".as_ref(), img1_path.as_os_str(), "--img2".as_ref(), img2_path.as_os_str(),
+          "--repeat".as_ref(), repeat.as_ref(), "--threads".as_ref(), threads.as_ref(), "--out-dir".as_ref(), work.path().as_os_str()],
+    ) {
+        Ok(r) => r,
         Err(e) => {
-            println!("PyTorch peer skipped ({}: {e})", python.display());
+            let why = format!("{e:#}");
+            println!("PyTorch peer skipped (needs numpy and torch in {}): {}", python.display(), why.lines().last().unwrap_or(""));
             return Ok(());
         }
     };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .with_context(|| format!("unexpected peer output: {stdout}"))?;
     let peer = report["median_s"].as_f64().context("peer reported no median_s")?;
     let (p1, p2) = last.context("no runs")?;
     let theirs1: ndarray::Array3<f32> = ndarray_npy::read_npy(work.path().join("torch_pts1.npy"))?;
@@ -388,24 +369,32 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
     npz.add_array("pred2_pts3d_in_other_view", &stack(&forward.view2_in_1.points, &swapped.view2_in_1.points, &[2, 512, 512, 3])?)?;
     npz.add_array("pred2_conf", &stack(&forward.view2_in_1.confidence, &swapped.view2_in_1.confidence, &[2, 512, 512])?)?;
     npz.finish()?;
-    let script = dir.path().join("pose_opencv.py");
-    std::fs::write(&script, OPENCV_PEER)?;
     let python = find_python(args.python.as_deref());
-    let output = Command::new(&python)
-        .arg(&script)
-        .args(["--pointmaps".as_ref(), npz_path.as_os_str()])
-        .args(["--repeat", &args.repeat.max(1).to_string()])
-        .output()
-        .with_context(|| format!("running the OpenCV peer with {}", python.display()))?;
-    if !output.status.success() {
-        bail!("the OpenCV peer failed (needs numpy and opencv-python-headless; tools/setup-peers.sh):\n{}", String::from_utf8_lossy(&output.stderr));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())?;
+    let repeat = args.repeat.max(1).to_string();
+    let report = run_peer(OPENCV_PEER, "pose_opencv.py", &python, &["--pointmaps".as_ref(), npz_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref()])
+        .context("the OpenCV peer needs numpy and opencv-python-headless: run tools/setup-peers.sh or pass --python")?;
     let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
     println!("opencv {} upstream recipe (numpy Weiszfeld + solvePnPRansac SQPNP): median {peer:.1} ms", report["opencv"].as_str().unwrap_or("?"));
     println!("ratio sp_dust3r (pairviewer) / numpy+opencv: {:.2}x", pairviewer_ms / peer);
     Ok(())
+}
+
+/// Runs a peer script (embedded source) with Python and returns its last stdout line as JSON;
+/// `Err` carries the peer's stderr.
+fn run_peer(source: &str, file_name: &str, python: &Path, args: &[&std::ffi::OsStr]) -> anyhow::Result<serde_json::Value> {
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join(file_name);
+    std::fs::write(&script, source)?;
+    let output = Command::new(python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {file_name} with {}", python.display()))?;
+    if !output.status.success() {
+        bail!("{file_name} failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).with_context(|| format!("unexpected output of {file_name}: {stdout}"))
 }
 
 fn find_python(explicit: Option<&Path>) -> PathBuf {

@@ -43,7 +43,8 @@ pub fn softmax_rows(data: &mut [f32], channels: usize) {
 }
 
 multiversion! {
-    fn softmax_block(block: &mut [f32], channels: usize) {
+    /// Softmax of each row of `channels` values, on the calling thread.
+    pub(crate) fn softmax_block(block: &mut [f32], channels: usize) {
         for row in block.chunks_exact_mut(channels) {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             row.iter_mut().for_each(|v| *v = exp_approx(*v - max));

@@ -4,7 +4,8 @@
 use rayon::prelude::*;
 
 use super::matmul::{gemm, MatRef, Threads};
-use super::simd::{exp_approx, multiversion, sum_lanes};
+use super::ops::softmax_block;
+use super::simd::{multiversion, sum_lanes};
 use super::TensorError;
 use crate::weights::Param;
 
@@ -237,7 +238,7 @@ pub fn attention(q: Heads<'_>, k: Heads<'_>, v: Heads<'_>, heads: usize, head_di
                 let s = &mut scores[..rows * nk];
                 let q_blk = qh.get(r0 * q.row_stride..).unwrap_or(&[]);
                 gemm(s, nk, MatRef::rows(q_blk, rows, head_dim, q.row_stride), MatRef::transposed(kh, head_dim, nk, k.row_stride), scale, false, Threads::Single)?;
-                softmax_in_place(s, nk);
+                softmax_block(s, nk);
                 gemm(&mut out[r0 * head_dim..], head_dim, MatRef::rows(s, rows, nk, nk), MatRef::rows(vh, nk, head_dim, v.row_stride), 1.0, false, Threads::Single)?;
             }
             Ok::<_, TensorError>(())
@@ -251,17 +252,6 @@ pub fn attention(q: Heads<'_>, k: Heads<'_>, v: Heads<'_>, heads: usize, head_di
         }
     }
     Ok(out)
-}
-
-multiversion! {
-    fn softmax_in_place(s: &mut [f32], width: usize) {
-        for row in s.chunks_exact_mut(width) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            row.iter_mut().for_each(|v| *v = exp_approx(*v - max));
-            let inv = 1.0 / sum_lanes(row);
-            row.iter_mut().for_each(|v| *v *= inv);
-        }
-    }
 }
 
 #[cfg(test)]
