@@ -1,7 +1,8 @@
-//! DUSt3R input preparation (tt-model server convention): pad (or crop) to a square, PIL
-//! BICUBIC to 512x512, normalise to [-1, 1]; checked against the filter's definition.
+//! DUSt3R input preparation: the tt-model server's pad (or crop) to a square + PIL BICUBIC to
+//! 512x512, and upstream's long side 512 (LANCZOS when shrinking) + crop to multiples of 16;
+//! normalised to [-1, 1]; checked against the filters' definitions.
 
-use sp_dust3r::dust3r::{prepare, SquareMode};
+use sp_dust3r::dust3r::{prepare, PrepMode};
 use sp_dust3r::image::Frame;
 
 fn random_rgb(w: u32, h: u32, seed: u64) -> Frame {
@@ -27,59 +28,74 @@ fn keys(x: f64) -> f64 {
     }
 }
 
-/// PIL's resampling weights: taps within `2 * max(scale, 1)` of the output centre
+/// PIL's LANCZOS kernel: sinc(x) sinc(x / 3) on |x| < 3.
+fn lanczos3(x: f64) -> f64 {
+    let sinc = |t: f64| if t == 0.0 { 1.0 } else { (std::f64::consts::PI * t).sin() / (std::f64::consts::PI * t) };
+    if x.abs() < 3.0 { sinc(x) * sinc(x / 3.0) } else { 0.0 }
+}
+
+/// PIL's resampling weights: taps within `support * max(scale, 1)` of the output centre
 /// `(x + 0.5) * scale`, kernel stretched by `max(scale, 1)`, clipped and renormalised.
-fn weights(out_len: usize, in_len: usize) -> Vec<Vec<(usize, f64)>> {
+fn weights_with(out_len: usize, in_len: usize, kernel: fn(f64) -> f64, support: f64) -> Vec<Vec<(usize, f64)>> {
     let scale = in_len as f64 / out_len as f64;
     let fs = scale.max(1.0);
     (0..out_len)
         .map(|x| {
             let centre = (x as f64 + 0.5) * scale;
-            let lo = (centre - 2.0 * fs).floor().max(0.0) as usize;
-            let hi = ((centre + 2.0 * fs).ceil() as usize).min(in_len);
-            let taps: Vec<(usize, f64)> = (lo..hi).map(|j| (j, keys((j as f64 + 0.5 - centre) / fs))).collect();
+            let lo = (centre - support * fs).floor().max(0.0) as usize;
+            let hi = ((centre + support * fs).ceil() as usize).min(in_len);
+            let taps: Vec<(usize, f64)> = (lo..hi).map(|j| (j, kernel((j as f64 + 0.5 - centre) / fs))).collect();
             let sum: f64 = taps.iter().map(|t| t.1).sum();
             taps.into_iter().map(|(j, w)| (j, w / sum)).collect()
         })
         .collect()
 }
 
-/// The reference square canvas and its resize, channel `c` of output pixel (x, y).
-fn reference(square: &[u8], side: usize, size: usize) -> Vec<u8> {
-    let wx = weights(size, side);
-    // Separable like PIL: horizontal pass (rounded to 8 bits), then vertical.
-    let mut horizontal = vec![0u8; side * size * 3];
-    for y in 0..side {
-        for x in 0..size {
+/// PIL's separable resize of 8-bit RGB: horizontal pass (rounded to 8 bits), then vertical.
+fn resize_ref(img: &[u8], (w, h): (usize, usize), (ow, oh): (usize, usize), kernel: fn(f64) -> f64, support: f64) -> Vec<u8> {
+    let (wx, wy) = (weights_with(ow, w, kernel, support), weights_with(oh, h, kernel, support));
+    let mut horizontal = vec![0u8; h * ow * 3];
+    for y in 0..h {
+        for x in 0..ow {
             for c in 0..3 {
-                let v: f64 = wx[x].iter().map(|&(j, w)| w * square[(y * side + j) * 3 + c] as f64).sum();
-                horizontal[(y * size + x) * 3 + c] = v.round().clamp(0.0, 255.0) as u8;
+                let v: f64 = wx[x].iter().map(|&(j, k)| k * img[(y * w + j) * 3 + c] as f64).sum();
+                horizontal[(y * ow + x) * 3 + c] = v.round().clamp(0.0, 255.0) as u8;
             }
         }
     }
-    let mut out = vec![0u8; size * size * 3];
-    for y in 0..size {
-        for x in 0..size {
+    let mut out = vec![0u8; oh * ow * 3];
+    for y in 0..oh {
+        for x in 0..ow {
             for c in 0..3 {
-                let v: f64 = wx[y].iter().map(|&(j, w)| w * horizontal[(j * size + x) * 3 + c] as f64).sum();
-                out[(y * size + x) * 3 + c] = v.round().clamp(0.0, 255.0) as u8;
+                let v: f64 = wy[y].iter().map(|&(j, k)| k * horizontal[(j * ow + x) * 3 + c] as f64).sum();
+                out[(y * ow + x) * 3 + c] = v.round().clamp(0.0, 255.0) as u8;
             }
         }
     }
     out
 }
 
+/// The reference square canvas resized to `size` with PIL's BICUBIC.
+fn reference(square: &[u8], side: usize, size: usize) -> Vec<u8> {
+    resize_ref(square, (side, side), (size, size), keys, 2.0)
+}
+
+fn max_level_difference(a: &[u8], b: &[u8]) -> i32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (*x as i32 - *y as i32).abs()).max().unwrap_or(0)
+}
+
 #[test]
 fn pad_mode_matches_pil_bicubic_on_a_gray_padded_square() {
     let frame = random_rgb(640, 480, 7);
-    let view = prepare(&frame, SquareMode::Pad).unwrap();
+    let view = prepare(&frame, PrepMode::Pad).unwrap();
     let m = view.mapping;
-    assert_eq!((m.side, m.offset_x, m.offset_y, m.size), (640, 0, 80, 512));
+    assert_eq!((view.width, view.height, m.scale_x, m.offset_x, m.offset_y), (512, 512, 0.8, 0.0, 64.0));
     let rgb = frame.to_rgb8();
     let mut square = vec![128u8; 640 * 640 * 3];
     square[80 * 640 * 3..560 * 640 * 3].copy_from_slice(&rgb);
     let want = reference(&square, 640, 512);
-    let worst = view.rgb.iter().zip(&want).map(|(a, b)| (*a as i32 - *b as i32).abs()).max().unwrap();
+    let worst = max_level_difference(&view.rgb, &want);
     assert!(worst <= 1, "max difference {worst} levels from PIL's bicubic");
     // Normalisation: (v / 255 - 0.5) / 0.5, planar; the top rows are all padding.
     let pad = (128.0 / 255.0 - 0.5) / 0.5;
@@ -95,26 +111,60 @@ fn pad_mode_matches_pil_bicubic_on_a_gray_padded_square() {
 #[test]
 fn crop_mode_keeps_the_centre_square() {
     let frame = random_rgb(800, 600, 9);
-    let view = prepare(&frame, SquareMode::Crop).unwrap();
+    let view = prepare(&frame, PrepMode::CropSquare).unwrap();
     let m = view.mapping;
-    assert_eq!((m.side, m.offset_x, m.offset_y), (600, -100, 0));
+    let s = 512.0 / 600.0;
+    assert_eq!((m.scale_x, m.offset_x, m.offset_y), (s, -100.0 * s, 0.0));
     let rgb = frame.to_rgb8();
     let mut square = vec![0u8; 600 * 600 * 3];
     for y in 0..600 {
         square[y * 1800..(y + 1) * 1800].copy_from_slice(&rgb[(y * 800 + 100) * 3..(y * 800 + 700) * 3]);
     }
     let want = reference(&square, 600, 512);
-    let worst = view.rgb.iter().zip(&want).map(|(a, b)| (*a as i32 - *b as i32).abs()).max().unwrap();
+    let worst = max_level_difference(&view.rgb, &want);
     assert!(worst <= 1, "max difference {worst}");
 }
 
 #[test]
 fn square_512_input_is_not_resampled_and_gray_frames_replicate() {
     let frame = random_rgb(512, 512, 3);
-    let view = prepare(&frame, SquareMode::Pad).unwrap();
+    let view = prepare(&frame, PrepMode::Pad).unwrap();
     assert_eq!(view.rgb, frame.to_rgb8());
     let gray = Frame::from_raw("mono8", 2, 1, 2, false, vec![10, 200]).unwrap();
     assert_eq!(gray.to_rgb8(), vec![10, 10, 10, 200, 200, 200]);
     let bgr = Frame::from_raw("bgra8", 1, 1, 4, false, vec![1, 2, 3, 4]).unwrap();
     assert_eq!(bgr.to_rgb8(), vec![3, 2, 1]);
+}
+
+#[test]
+fn upstream_mode_resizes_the_long_side_and_crops_to_multiples_of_16() {
+    // (input size, resized size, crop box x0, y0, w, h), from upstream's rules:
+    // long side 512 (round half to even), centre crop to multiples of 16, 4:3 for squares.
+    for ((w, h), (rw, rh), (x0, y0, cw, ch), lanczos) in [
+        ((640u32, 480u32), (512usize, 384usize), (0usize, 0usize, 512usize, 384usize), true),
+        ((1920, 1080), (512, 288), (0, 0, 512, 288), true),
+        ((600, 600), (512, 512), (0, 64, 512, 384), true),
+        ((300, 200), (512, 341), (0, 2, 512, 336), false),
+    ] {
+        let frame = random_rgb(w, h, w as u64 + h as u64);
+        let view = prepare(&frame, PrepMode::Upstream).unwrap();
+        assert_eq!((view.width as usize, view.height as usize), (cw, ch), "{w}x{h}");
+        let full = if lanczos {
+            resize_ref(&frame.to_rgb8(), (w as usize, h as usize), (rw, rh), lanczos3, 3.0)
+        } else {
+            resize_ref(&frame.to_rgb8(), (w as usize, h as usize), (rw, rh), keys, 2.0)
+        };
+        let mut want = Vec::with_capacity(cw * ch * 3);
+        for y in y0..y0 + ch {
+            want.extend_from_slice(&full[(y * rw + x0) * 3..(y * rw + x0 + cw) * 3]);
+        }
+        // Lanczos' large lobes on noise: the 8-bit intermediate and fixed-point weights may
+        // round a rare pixel by 2 levels.
+        let worst = max_level_difference(&view.rgb, &want);
+        let mean = view.rgb.iter().zip(&want).map(|(a, b)| (*a as f64 - *b as f64).abs()).sum::<f64>() / want.len() as f64;
+        assert!(worst <= 2 && mean < 0.1, "{w}x{h}: max difference {worst} levels (mean {mean}) from PIL's definition");
+        let m = view.mapping;
+        let (u, v) = m.to_network(w as f64 / 2.0, h as f64 / 2.0);
+        assert!((u - (rw as f64 / 2.0 - x0 as f64)).abs() < 1e-9 && (v - (rh as f64 / 2.0 - y0 as f64)).abs() < 1e-9);
+    }
 }

@@ -315,6 +315,12 @@ fn cli_writes_both_pointmaps_and_timing() {
     assert!(rel_err(conf1.as_slice().unwrap(), &pred.view1.confidence) < 1e-6);
     assert!(rel_err(pts1.as_slice().unwrap(), &fx.get("pts3d_1").0) < 0.05);
 
+    // Upstream preparation: a square input becomes a 4:3 crop, 512x384.
+    dust3r_cli(&["--preprocess", "upstream"]);
+    let mut npz = NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let pts: ndarray::Array3<f32> = npz.by_name("pts3d2").unwrap();
+    assert_eq!(pts.dim(), (384, 512, 3));
+
     // With --pose: the swapped pass and PairViewer, the same as the library computes them.
     let last = dust3r_cli(&["--pose"]);
     let swapped = model.predict(&e2, &e1).unwrap();

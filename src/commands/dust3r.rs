@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use ndarray::{Array2, Array3};
 use serde_json::json;
 
-use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, SquareMode, HUB_MODEL};
+use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, PrepMode, HUB_MODEL};
 use sp_dust3r::geometry::{relative_pose, Intrinsics, PairPose, PoseOptions};
 use sp_dust3r::image::Frame;
 use sp_dust3r::weights;
@@ -34,13 +34,22 @@ pub struct Args {
     /// Server mode: percentage of view 2's pixels, by confidence, used for PnP.
     #[arg(long, default_value_t = 50.0)]
     conf_pct: f64,
-    /// Centre-crop to a square instead of padding with gray.
-    #[arg(long)]
-    crop: bool,
-    /// Output NPZ: pts3d1, pts3d2 (512,512,3) in camera 1's frame; conf1, conf2 (512,512); with
+    /// Input preparation: pad to a gray square (the tt-model server's), crop the centre square
+    /// (the port's), or upstream DUSt3R's long side 512 + crop to multiples of 16 (e.g. 512x384).
+    #[arg(long, value_enum, default_value = "pad")]
+    preprocess: Prep,
+    /// Output NPZ: pts3d1, pts3d2 (H,W,3) in camera 1's frame; conf1, conf2 (H,W) (512x512 unless
+    /// --preprocess upstream); with
     /// --pose also R (3,3), t (3,) (X_cam2 = R X_cam1 + t), focal1, focal2 (input pixels).
     #[arg(long)]
     out: PathBuf,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Prep {
+    Pad,
+    Crop,
+    Upstream,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -59,14 +68,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let decode = ms(t);
 
     let t = Instant::now();
-    let mode = if args.crop { SquareMode::Crop } else { SquareMode::Pad };
+    let mode = match args.preprocess {
+        Prep::Pad => PrepMode::Pad,
+        Prep::Crop => PrepMode::CropSquare,
+        Prep::Upstream => PrepMode::Upstream,
+    };
     let (v1, v2) = (prepare(&f1, mode)?, prepare(&f2, mode)?);
     let preprocess = ms(t);
 
     let t = Instant::now();
-    let size = v1.size as usize;
-    let e1 = model.encode(&v1.image, size, size)?;
-    let e2 = model.encode(&v2.image, size, size)?;
+    let e1 = model.encode(&v1.image, v1.height as usize, v1.width as usize)?;
+    let e2 = model.encode(&v2.image, v2.height as usize, v2.width as usize)?;
     let encoder = ms(t);
 
     let t = Instant::now();
@@ -93,7 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let known = args.intrinsics.map(|[fx, fy, cx, cy]| {
             let m = v2.mapping;
             let (cx, cy) = m.to_network(cx, cy);
-            Intrinsics { fx: fx * m.scale(), fy: fy * m.scale(), cx, cy }
+            Intrinsics { fx: fx * m.scale_x, fy: fy * m.scale_y, cx, cy }
         });
         let opts = PoseOptions {
             mode: args.mode.into(),

@@ -12,7 +12,7 @@ pub mod synthetic;
 pub use config::Dust3rConfig;
 pub use model::{BranchHooks, Dust3r, Encoded, PairPrediction};
 pub use post::Pointmap;
-pub use preprocess::{prepare, PreparedView, SquareMapping, SquareMode};
+pub use preprocess::{prepare, InputMapping, PrepMode, PreparedView};
 
 use crate::weights::HubModel;
 

@@ -34,7 +34,7 @@ impl PoseMode {
 pub struct PoseOptions {
     pub mode: PoseMode,
     /// Intrinsics shared by both views, already in the pointmap grid's pixels (see
-    /// `SquareMapping`); used instead of the estimated focals.
+    /// `InputMapping`); used instead of the estimated focals.
     pub known_intrinsics: Option<Intrinsics>,
     /// Server mode: percentage of view 2's pixels, by confidence, that enter PnP.
     pub conf_pct: f64,
