@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): makes sure ./.venv has the Python peers the tests compare
+# against (PyPI rosbags: ROS 2 message definitions and CDR), then runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! .venv/bin/python -c "import rosbags, numpy" 2>/dev/null; then
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --upgrade pip
+    .venv/bin/pip install --quiet rosbags numpy
+fi
+export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
+cargo test --release "$@"
