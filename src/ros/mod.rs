@@ -1,3 +1,6 @@
-//! The ROS 2 side: messages (and, with the node, topics, parameters and conversions).
+//! The ROS 2 side: messages, the `--ros-args` command line and parameter files, the node's
+//! declared parameters (and, with the node, topics and conversions).
 
+pub mod args;
 pub mod msg;
+pub mod params;

@@ -1,0 +1,177 @@
+//! The ROS 2 command line a launch file gives a node (`EXE [own args] --ros-args -r __node:=NAME
+//! -r __ns:=/NS --params-file FILE -p name:=value -r from:=to --log-level LEVEL [--]`) and the
+//! parameter YAML files it points at (`{node or /**: {ros__parameters: {...}}}`).
+
+use std::path::{Path, PathBuf};
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// A parameter value, with ROS 2's parameter types.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    Bool(bool),
+    Integer(i64),
+    Double(f64),
+    String(String),
+    BoolArray(Vec<bool>),
+    IntegerArray(Vec<i64>),
+    DoubleArray(Vec<f64>),
+    StringArray(Vec<String>),
+}
+
+impl ParamValue {
+    /// From a YAML value as `-p name:=value` and parameter files write it.
+    fn from_yaml(y: &Yaml) -> Option<Self> {
+        Some(match y {
+            Yaml::Boolean(b) => Self::Bool(*b),
+            Yaml::Integer(i) => Self::Integer(*i),
+            Yaml::Real(r) => Self::Double(r.parse().ok()?),
+            Yaml::String(s) => Self::String(s.clone()),
+            Yaml::Array(a) if a.is_empty() => Self::StringArray(Vec::new()),
+            Yaml::Array(a) => match &a[0] {
+                Yaml::Boolean(_) => Self::BoolArray(a.iter().map(|v| v.as_bool()).collect::<Option<_>>()?),
+                Yaml::Integer(_) => Self::IntegerArray(a.iter().map(|v| v.as_i64()).collect::<Option<_>>()?),
+                Yaml::Real(_) => Self::DoubleArray(a.iter().map(|v| v.as_f64().or_else(|| v.as_i64().map(|i| i as f64))).collect::<Option<_>>()?),
+                Yaml::String(_) => Self::StringArray(a.iter().map(|v| v.as_str().map(str::to_string)).collect::<Option<_>>()?),
+                _ => return None,
+            },
+            _ => return None,
+        })
+    }
+
+    /// Parses the value of `-p name:=value` (YAML scalar or flow sequence, as rcl does).
+    pub fn parse(text: &str) -> Option<Self> {
+        let docs = YamlLoader::load_from_str(text).ok()?;
+        match docs.first() {
+            Some(y) => Self::from_yaml(y),
+            None => Some(Self::String(String::new())),
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Bool(_) => "bool",
+            Self::Integer(_) => "integer",
+            Self::Double(_) => "double",
+            Self::String(_) => "string",
+            Self::BoolArray(_) => "bool array",
+            Self::IntegerArray(_) => "integer array",
+            Self::DoubleArray(_) => "double array",
+            Self::StringArray(_) => "string array",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ArgsError {
+    #[error("--ros-args: {flag} needs a value")]
+    MissingValue { flag: String },
+    #[error("--ros-args: cannot parse {what} {text:?} (expected {expected})")]
+    Malformed { what: &'static str, text: String, expected: &'static str },
+    #[error("--ros-args: unknown option {0:?}")]
+    Unknown(String),
+    #[error("parameter file {path}: {reason}")]
+    ParamsFile { path: PathBuf, reason: String },
+}
+
+/// What `--ros-args` said.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RosArgs {
+    pub node_name: Option<String>,
+    pub namespace: Option<String>,
+    /// Topic remappings `from -> to`, in order.
+    pub remaps: Vec<(String, String)>,
+    /// `-p` overrides, in order (they win over files).
+    pub params: Vec<(String, ParamValue)>,
+    pub params_files: Vec<PathBuf>,
+    pub log_level: Option<String>,
+}
+
+/// Splits a command line into the program's own arguments and its ROS arguments. Several
+/// `--ros-args` sections may appear; each ends at `--` or at the end.
+pub fn split_ros_args<I: IntoIterator<Item = String>>(args: I) -> Result<(Vec<String>, RosArgs), ArgsError> {
+    let mut own = Vec::new();
+    let mut ros = RosArgs::default();
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        if arg != "--ros-args" {
+            own.push(arg);
+            continue;
+        }
+        while let Some(flag) = it.next() {
+            let mut value = |flag: &str| it.next().ok_or(ArgsError::MissingValue { flag: flag.to_string() });
+            match flag.as_str() {
+                "--" => break,
+                "-r" | "--remap" => {
+                    let v = value(&flag)?;
+                    let (from, to) = v.split_once(":=").ok_or_else(|| ArgsError::Malformed { what: "remapping", text: v.clone(), expected: "from:=to" })?;
+                    match from {
+                        "__node" | "__name" => ros.node_name = Some(to.to_string()),
+                        "__ns" => ros.namespace = Some(to.to_string()),
+                        _ => ros.remaps.push((from.to_string(), to.to_string())),
+                    }
+                }
+                "-p" | "--param" => {
+                    let v = value(&flag)?;
+                    let (name, text) = v.split_once(":=").ok_or_else(|| ArgsError::Malformed { what: "parameter", text: v.clone(), expected: "name:=value" })?;
+                    let parsed = ParamValue::parse(text).ok_or_else(|| ArgsError::Malformed { what: "parameter value", text: text.to_string(), expected: "a YAML scalar or [list]" })?;
+                    ros.params.push((name.to_string(), parsed));
+                }
+                "--params-file" => ros.params_files.push(PathBuf::from(value(&flag)?)),
+                "--log-level" => {
+                    let v = value(&flag)?;
+                    // `--log-level name:=level` sets one logger; ours has one.
+                    ros.log_level = Some(v.rsplit_once(":=").map_or(v.clone(), |(_, l)| l.to_string()));
+                }
+                "-e" | "--enclave" => {
+                    value(&flag)?;
+                }
+                "--disable-rosout-logs" | "--disable-stdout-logs" | "--enable-rosout-logs" | "--enable-stdout-logs" | "--disable-external-lib-logs" => {}
+                other => return Err(ArgsError::Unknown(other.to_string())),
+            }
+        }
+    }
+    Ok((own, ros))
+}
+
+/// Parameters a YAML file gives the node `node_fqn` (e.g. `/camera/sp_dust3r`): from the
+/// sections keyed `/**`, the node's name, or its fully qualified name (later sections win),
+/// nested keys joined with dots.
+pub fn load_params_file(path: &Path, node_fqn: &str) -> Result<Vec<(String, ParamValue)>, ArgsError> {
+    let err = |reason: String| ArgsError::ParamsFile { path: path.to_path_buf(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let docs = YamlLoader::load_from_str(&text).map_err(|e| err(e.to_string()))?;
+    let node_name = node_fqn.rsplit('/').next().unwrap_or(node_fqn);
+    let mut out = Vec::new();
+    for doc in &docs {
+        let Some(top) = doc.as_hash() else { return Err(err("top level is not a mapping".into())) };
+        for (key, section) in top {
+            let key = key.as_str().unwrap_or("");
+            let applies = key == "/**" || key == node_name || key == node_fqn || key.trim_start_matches('/') == node_fqn.trim_start_matches('/')
+                || (key.ends_with("/**") && node_fqn.starts_with(key.trim_end_matches("**")));
+            if !applies {
+                continue;
+            }
+            let params = &section["ros__parameters"];
+            let Some(params) = params.as_hash() else {
+                return Err(err(format!("section {key:?} has no ros__parameters mapping")));
+            };
+            flatten("", params, &mut out).map_err(err)?;
+        }
+    }
+    Ok(out)
+}
+
+fn flatten(prefix: &str, map: &yaml_rust2::yaml::Hash, out: &mut Vec<(String, ParamValue)>) -> Result<(), String> {
+    for (k, v) in map {
+        let name = match k.as_str() {
+            Some(n) => format!("{prefix}{n}"),
+            None => return Err(format!("parameter name {k:?} is not a string")),
+        };
+        match v {
+            Yaml::Hash(inner) => flatten(&format!("{name}."), inner, out)?,
+            _ => out.push((name.clone(), ParamValue::from_yaml(v).ok_or_else(|| format!("parameter {name}: unsupported value {v:?}"))?)),
+        }
+    }
+    Ok(())
+}

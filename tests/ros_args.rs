@@ -1,0 +1,102 @@
+//! The command line `ros2 launch` gives the node, its parameter files, and the declared
+//! parameters' types and ranges.
+
+use sp_dust3r::ros::args::{load_params_file, split_ros_args, ArgsError, ParamValue, RosArgs};
+use sp_dust3r::ros::params::{declared, Backend, NodeParams, ParamError};
+
+fn args(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn launch_style_command_line_is_split_and_parsed() {
+    let (own, ros) = split_ros_args(args(&[
+        "node", "--verbose", "--ros-args", "-r", "__node:=front_sp", "-r", "__ns:=/camera", "--params-file", "/tmp/p.yaml",
+        "-p", "max_keypoints:=512", "-p", "publish_tf:=true", "-p", "keypoint_threshold:=0.01", "-p", "superpoint_weights:=/w/sp",
+        "-r", "image:=/cam/left/image_raw", "--log-level", "debug", "--", "trailing",
+    ]))
+    .unwrap();
+    assert_eq!(own, args(&["node", "--verbose", "trailing"]));
+    assert_eq!(ros.node_name.as_deref(), Some("front_sp"));
+    assert_eq!(ros.namespace.as_deref(), Some("/camera"));
+    assert_eq!(ros.remaps, vec![("image".to_string(), "/cam/left/image_raw".to_string())]);
+    assert_eq!(ros.params_files, vec![std::path::PathBuf::from("/tmp/p.yaml")]);
+    assert_eq!(ros.log_level.as_deref(), Some("debug"));
+    assert_eq!(
+        ros.params,
+        vec![
+            ("max_keypoints".into(), ParamValue::Integer(512)),
+            ("publish_tf".into(), ParamValue::Bool(true)),
+            ("keypoint_threshold".into(), ParamValue::Double(0.01)),
+            ("superpoint_weights".into(), ParamValue::String("/w/sp".into())),
+        ]
+    );
+    assert_eq!(ParamValue::parse("[1, 2, 3]"), Some(ParamValue::IntegerArray(vec![1, 2, 3])));
+    assert_eq!(ParamValue::parse("[a, b]"), Some(ParamValue::StringArray(vec!["a".into(), "b".into()])));
+}
+
+#[test]
+fn malformed_ros_args_are_reported() {
+    assert_eq!(split_ros_args(args(&["n", "--ros-args", "-p"])).unwrap_err(), ArgsError::MissingValue { flag: "-p".into() });
+    assert!(matches!(split_ros_args(args(&["n", "--ros-args", "-r", "image"])).unwrap_err(), ArgsError::Malformed { what: "remapping", .. }));
+    assert!(matches!(split_ros_args(args(&["n", "--ros-args", "-p", "x=1"])).unwrap_err(), ArgsError::Malformed { what: "parameter", .. }));
+    assert_eq!(split_ros_args(args(&["n", "--ros-args", "--bogus"])).unwrap_err(), ArgsError::Unknown("--bogus".into()));
+}
+
+#[test]
+fn parameter_files_apply_wildcard_name_and_namespaced_sections_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("params.yaml");
+    std::fs::write(
+        &path,
+        "/**:\n  ros__parameters:\n    use_sim_time: true\n    max_keypoints: 100\nother_node:\n  ros__parameters:\n    max_keypoints: 7\n\
+         /camera/sp_dust3r:\n  ros__parameters:\n    max_keypoints: 2048\n    keypoint_threshold: 0\n    image_transport: compressed\n    nested:\n      a: 1.5\n",
+    )
+    .unwrap();
+    let params = load_params_file(&path, "/camera/sp_dust3r").unwrap();
+    assert_eq!(
+        params,
+        vec![
+            ("use_sim_time".into(), ParamValue::Bool(true)),
+            ("max_keypoints".into(), ParamValue::Integer(100)),
+            ("max_keypoints".into(), ParamValue::Integer(2048)),
+            ("keypoint_threshold".into(), ParamValue::Integer(0)),
+            ("image_transport".into(), ParamValue::String("compressed".into())),
+            ("nested.a".into(), ParamValue::Double(1.5)),
+        ]
+    );
+    // Files, then -p overrides; integers are accepted for doubles; undeclared names warn.
+    let ros = RosArgs { params_files: vec![path.clone()], params: vec![("max_keypoints".into(), ParamValue::Integer(-1))], ..RosArgs::default() };
+    let (p, warnings) = NodeParams::resolve(&ros, "/camera/sp_dust3r").unwrap();
+    assert_eq!(p.max_keypoints, None);
+    assert!(p.use_sim_time && p.compressed_input);
+    assert_eq!(p.keypoint_threshold, 0.0);
+    assert_eq!(p.superpoint_backend, Backend::Cpu);
+    assert_eq!(warnings, vec!["parameter nested.a is not declared by this node; ignored".to_string()]);
+
+    std::fs::write(&path, "/**:\n  ros__parameters: [1, 2\n").unwrap();
+    assert!(matches!(load_params_file(&path, "/sp_dust3r"), Err(ArgsError::ParamsFile { .. })));
+    assert!(matches!(load_params_file(&dir.path().join("missing.yaml"), "/sp_dust3r"), Err(ArgsError::ParamsFile { .. })));
+}
+
+#[test]
+fn declared_parameters_check_type_and_range() {
+    let with = |name: &str, v: ParamValue| NodeParams::resolve(&RosArgs { params: vec![(name.into(), v)], ..RosArgs::default() }, "/sp_dust3r");
+    assert!(matches!(with("nms_radius", ParamValue::Integer(65)), Err(ParamError::Range { .. })));
+    assert!(matches!(with("keypoint_threshold", ParamValue::Double(1.5)), Err(ParamError::Range { .. })));
+    assert!(matches!(with("keypoint_threshold", ParamValue::Double(f64::NAN)), Err(ParamError::Range { .. })));
+    assert!(matches!(with("image_transport", ParamValue::String("theora".into())), Err(ParamError::Range { .. })));
+    assert!(matches!(with("publish_tf", ParamValue::String("yes".into())), Err(ParamError::Type { expected: "bool", .. })));
+    assert!(matches!(with("keyframe_max_interval", ParamValue::Double(0.1)), Err(ParamError::Invalid { .. })));
+    let err = with("nms_radius", ParamValue::Integer(65)).unwrap_err().to_string();
+    assert!(err.contains("nms_radius") && err.contains("65") && err.contains("[0, 64]"), "{err}");
+    // The issue's names, all declared, each with a description.
+    let names: Vec<&str> = declared().iter().map(|s| s.name).collect();
+    for n in ["image_transport", "superpoint_backend", "superpoint_weights", "dust3r_backend", "dust3r_weights", "max_keypoints", "keypoint_threshold",
+              "nms_radius", "keyframe_match_ratio", "keyframe_min_interval", "keyframe_max_interval", "confidence_threshold", "publish_tf", "use_sim_time"] {
+        assert!(names.contains(&n), "{n} not declared");
+    }
+    assert!(declared().iter().all(|s| !s.description.is_empty()));
+    let (defaults, _) = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
+    assert_eq!((defaults.max_keypoints, defaults.nms_radius, defaults.keypoint_threshold, defaults.keyframe_match_ratio), (Some(1024), 4, 0.005, 0.5));
+}
