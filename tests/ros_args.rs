@@ -100,3 +100,19 @@ fn declared_parameters_check_type_and_range() {
     let (defaults, _) = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
     assert_eq!((defaults.max_keypoints, defaults.nms_radius, defaults.keypoint_threshold, defaults.keyframe_match_ratio), (Some(1024), 4, 0.005, 0.5));
 }
+
+/// config/params.yaml names only declared parameters, with valid values, and states the defaults.
+#[test]
+fn shipped_params_file_is_valid_and_states_the_defaults() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/params.yaml");
+    let given = load_params_file(&path, "/sp_dust3r").unwrap();
+    let specs = declared();
+    assert_eq!(given.len(), specs.len(), "params.yaml should list every declared parameter");
+    for (name, value) in &given {
+        let spec = specs.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{name} is not declared"));
+        assert_eq!(value, &spec.default, "{name}: params.yaml and the declaration disagree");
+    }
+    let (p, warnings) = NodeParams::resolve(&RosArgs { params_files: vec![path], ..RosArgs::default() }, "/camera/sp_dust3r").unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(p, NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap().0);
+}
