@@ -6,8 +6,10 @@ use std::path::Path;
 /// Why a frame could not be used. Each variant names what was wrong with the input.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ImageError {
-    #[error("unsupported image encoding `{0}` (supported: mono8, mono16, rgb8, bgr8, rgba8, bgra8)")]
+    #[error("unsupported image encoding `{0}` (supported: mono8, mono16, rgb8, bgr8, rgba8, bgra8, yuv422, yuv422_yuy2, bayer_rggb8, bayer_bggr8, bayer_gbrg8, bayer_grbg8)")]
     UnknownEncoding(String),
+    #[error("{encoding} needs an even width, got {width}")]
+    OddWidth { encoding: &'static str, width: u32 },
     #[error("image has zero size ({width}x{height})")]
     ZeroSize { width: u32, height: u32 },
     #[error("row step {step} is smaller than width x bytes per pixel = {min}")]
@@ -31,6 +33,34 @@ pub enum PixelFormat {
     Bgr8,
     Rgba8,
     Bgra8,
+    /// YUV 4:2:2, bytes U Y0 V Y1 (ROS `yuv422`, UYVY).
+    Uyvy,
+    /// YUV 4:2:2, bytes Y0 U Y1 V (ROS `yuv422_yuy2`, YUYV).
+    Yuyv,
+    /// 8-bit Bayer mosaic; the pattern names the colours of the top-left 2x2 cell, row by row.
+    Bayer(BayerPattern),
+}
+
+/// Colour filter arrangement of a Bayer sensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BayerPattern {
+    Rggb,
+    Bggr,
+    Gbrg,
+    Grbg,
+}
+
+impl BayerPattern {
+    /// Colour channel (0 R, 1 G, 2 B) of pixel (x, y).
+    fn channel(self, x: usize, y: usize) -> usize {
+        let cell = match self {
+            Self::Rggb => [0, 1, 1, 2],
+            Self::Bggr => [2, 1, 1, 0],
+            Self::Gbrg => [1, 2, 0, 1],
+            Self::Grbg => [1, 0, 2, 1],
+        };
+        cell[(y % 2) * 2 + x % 2]
+    }
 }
 
 impl PixelFormat {
@@ -43,6 +73,12 @@ impl PixelFormat {
             "bgr8" | "8UC3" => Self::Bgr8,
             "rgba8" => Self::Rgba8,
             "bgra8" | "8UC4" => Self::Bgra8,
+            "yuv422" | "uyvy" => Self::Uyvy,
+            "yuv422_yuy2" | "yuyv" => Self::Yuyv,
+            "bayer_rggb8" => Self::Bayer(BayerPattern::Rggb),
+            "bayer_bggr8" => Self::Bayer(BayerPattern::Bggr),
+            "bayer_gbrg8" => Self::Bayer(BayerPattern::Gbrg),
+            "bayer_grbg8" => Self::Bayer(BayerPattern::Grbg),
             other => return Err(ImageError::UnknownEncoding(other.to_string())),
         })
     }
@@ -55,13 +91,19 @@ impl PixelFormat {
             Self::Bgr8 => "bgr8",
             Self::Rgba8 => "rgba8",
             Self::Bgra8 => "bgra8",
+            Self::Uyvy => "yuv422",
+            Self::Yuyv => "yuv422_yuy2",
+            Self::Bayer(BayerPattern::Rggb) => "bayer_rggb8",
+            Self::Bayer(BayerPattern::Bggr) => "bayer_bggr8",
+            Self::Bayer(BayerPattern::Gbrg) => "bayer_gbrg8",
+            Self::Bayer(BayerPattern::Grbg) => "bayer_grbg8",
         }
     }
 
     pub fn bytes_per_pixel(self) -> usize {
         match self {
-            Self::Mono8 => 1,
-            Self::Mono16 => 2,
+            Self::Mono8 | Self::Bayer(_) => 1,
+            Self::Mono16 | Self::Uyvy | Self::Yuyv => 2,
             Self::Rgb8 | Self::Bgr8 => 3,
             Self::Rgba8 | Self::Bgra8 => 4,
         }
@@ -107,6 +149,9 @@ impl Frame {
     ) -> Result<Self, ImageError> {
         let format = PixelFormat::from_ros_encoding(encoding)?;
         check_size(width, height)?;
+        if matches!(format, PixelFormat::Uyvy | PixelFormat::Yuyv) && width % 2 == 1 {
+            return Err(ImageError::OddWidth { encoding: format.ros_encoding(), width });
+        }
         let min = width as usize * format.bytes_per_pixel();
         if step < min {
             return Err(ImageError::StepTooSmall { step, min });
@@ -190,6 +235,12 @@ impl Frame {
                     let n = self.format.bytes_per_pixel();
                     data.extend(row.chunks_exact(n).map(|p| wr * p[2] as f32 + wg * p[1] as f32 + wb * p[0] as f32))
                 }
+                PixelFormat::Uyvy | PixelFormat::Yuyv | PixelFormat::Bayer(_) => {
+                    // Through RGB: YUV by BT.601, Bayer by bilinear demosaicing.
+                    let rgb = self.to_rgb8();
+                    let luma = rgb.chunks_exact(3).map(|p| wr * p[0] as f32 + wg * p[1] as f32 + wb * p[2] as f32);
+                    return LumaImage { width: self.width, height: self.height, data: luma.collect() };
+                }
             }
         }
         LumaImage { width: self.width, height: self.height, data }
@@ -213,10 +264,51 @@ impl Frame {
                 PixelFormat::Rgba8 => row.chunks_exact(4).for_each(|p| out.extend_from_slice(&p[..3])),
                 PixelFormat::Bgr8 => row.chunks_exact(3).for_each(|p| out.extend_from_slice(&[p[2], p[1], p[0]])),
                 PixelFormat::Bgra8 => row.chunks_exact(4).for_each(|p| out.extend_from_slice(&[p[2], p[1], p[0]])),
+                PixelFormat::Uyvy => row.chunks_exact(4).for_each(|q| {
+                    out.extend_from_slice(&yuv_to_rgb(q[1], q[0], q[2]));
+                    out.extend_from_slice(&yuv_to_rgb(q[3], q[0], q[2]));
+                }),
+                PixelFormat::Yuyv => row.chunks_exact(4).for_each(|q| {
+                    out.extend_from_slice(&yuv_to_rgb(q[0], q[1], q[3]));
+                    out.extend_from_slice(&yuv_to_rgb(q[2], q[1], q[3]));
+                }),
+                PixelFormat::Bayer(pattern) => out.extend(self.demosaic_row(pattern, y)),
             }
         }
         out
     }
+
+    /// Bilinear demosaicing of row `y`: each missing colour is the mean of the pixels of that
+    /// colour in the 3x3 neighbourhood (the 2 or 4 nearest; fewer at the border).
+    fn demosaic_row(&self, pattern: BayerPattern, y: usize) -> Vec<u8> {
+        let (w, h) = (self.width as usize, self.height as usize);
+        let at = |x: usize, y: usize| self.data[y * self.step + x] as u32;
+        let mut out = Vec::with_capacity(w * 3);
+        for x in 0..w {
+            let own = pattern.channel(x, y);
+            let mut sum = [0u32; 3];
+            let mut count = [0u32; 3];
+            for yy in y.saturating_sub(1)..(y + 2).min(h) {
+                for xx in x.saturating_sub(1)..(x + 2).min(w) {
+                    let c = pattern.channel(xx, yy);
+                    sum[c] += at(xx, yy);
+                    count[c] += 1;
+                }
+            }
+            for c in 0..3 {
+                let v = if c == own { at(x, y) } else { (sum[c] + count[c] / 2) / count[c].max(1) };
+                out.push(v.min(255) as u8);
+            }
+        }
+        out
+    }
+}
+
+/// ITU-R BT.601 studio-range YUV to RGB (what OpenCV, and so cv_bridge, use for YUV 4:2:2).
+fn yuv_to_rgb(y: u8, u: u8, v: u8) -> [u8; 3] {
+    let (c, d, e) = (1.164 * (y as f32 - 16.0), u as f32 - 128.0, v as f32 - 128.0);
+    let q = |x: f32| x.round().clamp(0.0, 255.0) as u8;
+    [q(c + 1.596 * e), q(c - 0.391 * d - 0.813 * e), q(c + 2.018 * d)]
 }
 
 fn check_size(width: u32, height: u32) -> Result<(), ImageError> {
