@@ -6,6 +6,7 @@
 pub mod dust3r;
 pub mod geometry;
 pub mod image;
+pub mod pipeline;
 pub mod ros;
 pub mod superpoint;
 pub mod tensor;

@@ -1,0 +1,120 @@
+//! Keyframe selection (mutual nearest-neighbour matching, intervals) and the newest-wins slot.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sp_dust3r::pipeline::keyframes::{mutual_matches, KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use sp_dust3r::pipeline::slot::LatestSlot;
+use sp_dust3r::superpoint::Keypoints;
+
+/// `n` pseudo-random unit descriptors of dimension `d`.
+fn descriptors(n: usize, d: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            let v: Vec<f32> = (0..d)
+                .map(|_| {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                })
+                .collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
+fn keypoints(desc: &[Vec<f32>]) -> Keypoints {
+    let d = desc.first().map_or(0, Vec::len);
+    Keypoints {
+        xy: vec![[0.0, 0.0]; desc.len()],
+        scores: vec![1.0; desc.len()],
+        descriptors: desc.iter().flatten().copied().collect(),
+        descriptor_dim: d,
+    }
+}
+
+fn blend(a: &[f32], b: &[f32], t: f32) -> Vec<f32> {
+    let v: Vec<f32> = a.iter().zip(b).map(|(x, y)| (1.0 - t) * x + t * y).collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / n).collect()
+}
+
+#[test]
+fn mutual_nearest_neighbours_find_the_true_correspondences() {
+    let a = descriptors(50, 64, 1);
+    let noise = descriptors(50, 64, 2);
+    // b[k] is a noisy copy of a[perm(k)]; 10 extra distractors; 5 copies too noisy to match.
+    let perm: Vec<usize> = (0..50).map(|k| (k * 17 + 3) % 50).collect();
+    let mut b: Vec<Vec<f32>> = perm.iter().enumerate().map(|(k, &i)| blend(&a[i], &noise[k], if k < 5 { 0.9 } else { 0.2 })).collect();
+    b.extend(descriptors(10, 64, 3));
+    let matches = mutual_matches(&keypoints(&a), &keypoints(&b));
+    let mut want: Vec<(usize, usize)> = perm.iter().enumerate().skip(5).map(|(k, &i)| (i, k)).collect();
+    want.sort();
+    let mut got = matches.clone();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(mutual_matches(&keypoints(&a), &Keypoints::default()).is_empty());
+}
+
+#[test]
+fn keyframes_follow_match_ratio_and_intervals() {
+    let policy = KeyframePolicy { match_ratio: 0.5, min_interval: 0.5, max_interval: 5.0 };
+    let mut sel = KeyframeSelector::new(policy);
+    let scene = descriptors(40, 32, 7);
+    let other = descriptors(40, 32, 8);
+    let same = keypoints(&scene);
+    // 30 % of the scene still visible.
+    let mostly_new = keypoints(&scene[..12].iter().chain(&other[12..]).cloned().collect::<Vec<_>>());
+
+    assert_eq!(sel.decide(10.0, &same, &"f0"), KeyframeDecision::First);
+    assert_eq!(sel.decide(10.2, &mostly_new, &"f1"), KeyframeDecision::Skip { match_ratio: None }, "inside the minimum interval");
+    assert_eq!(sel.decide(11.0, &same, &"f2"), KeyframeDecision::Skip { match_ratio: Some(1.0) });
+    match sel.decide(11.5, &mostly_new, &"f3") {
+        KeyframeDecision::New { previous_stamp, previous, match_ratio } => {
+            assert_eq!((previous_stamp, previous), (10.0, "f0"));
+            assert!((match_ratio.unwrap() - 0.3).abs() < 1e-9);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(sel.last(), Some((11.5, &"f3")));
+    // Same view for longer than the maximum interval: a keyframe anyway.
+    assert_eq!(sel.decide(14.0, &mostly_new, &"f4"), KeyframeDecision::Skip { match_ratio: Some(1.0) });
+    assert!(matches!(sel.decide(16.6, &mostly_new, &"f5"), KeyframeDecision::New { previous: "f3", .. }));
+    // A frame without keypoints cannot match: a keyframe once the minimum interval passed.
+    assert!(matches!(sel.decide(17.2, &Keypoints::default(), &"f6"), KeyframeDecision::New { match_ratio: None, .. }));
+    // Time going backwards (a looped bag) starts over.
+    assert_eq!(sel.decide(1.0, &same, &"f7"), KeyframeDecision::First);
+}
+
+#[test]
+fn latest_slot_keeps_the_newest_and_counts_drops() {
+    let slot = Arc::new(LatestSlot::new());
+    assert!(!slot.put(1));
+    assert!(slot.put(2));
+    assert_eq!(slot.take(Duration::from_millis(1)), Some(2));
+    assert_eq!(slot.dropped(), 1);
+    assert_eq!(slot.take(Duration::from_millis(5)), None, "empty slot times out");
+
+    // A slow worker never sees a backlog: it gets the newest item each time.
+    let producer = {
+        let slot = Arc::clone(&slot);
+        std::thread::spawn(move || {
+            for i in 0..200 {
+                slot.put(i);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            slot.close();
+        })
+    };
+    let mut seen = Vec::new();
+    while let Some(i) = slot.take(Duration::from_secs(5)) {
+        seen.push(i);
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    producer.join().unwrap();
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "items arrive in order");
+    assert_eq!(*seen.last().unwrap(), 199, "the last item is never lost");
+    assert_eq!(seen.len() as u64 + slot.dropped(), 200 + 1, "every item was either taken or counted as dropped");
+    assert!(slot.is_closed());
+}
