@@ -2,5 +2,6 @@
 //! declared parameters (and, with the node, topics and conversions).
 
 pub mod args;
+pub mod convert;
 pub mod msg;
 pub mod params;

@@ -30,6 +30,22 @@ def plain(v, store):
     return v
 
 
+def cloud_points(msg):
+    """Points of a PointCloud2 read with numpy from its field list, as RViz would."""
+    kinds = {7: "<f4", 8: "<f8", 6: "<u4", 2: "u1"}
+    dtype = np.dtype({"names": [f.name for f in msg.fields], "formats": [kinds[f.datatype] for f in msg.fields],
+                      "offsets": [f.offset for f in msg.fields], "itemsize": msg.point_step})
+    pts = np.frombuffer(bytes(msg.data), dtype=dtype, count=msg.width * msg.height)
+    out = []
+    for p in pts:
+        row = {name: float(p[name]) for name in dtype.names if name != "rgb"}
+        if "rgb" in dtype.names:
+            packed = int(np.array([p["rgb"]], dtype="<f4").view("<u4")[0])
+            row["rgb"] = [(packed >> 16) & 255, (packed >> 8) & 255, packed & 255]
+        out.append(row)
+    return out
+
+
 def main():
     manifest = json.load(open(sys.argv[1]))
     store = get_typestore(Stores.ROS2_JAZZY)
@@ -46,6 +62,8 @@ def main():
         msg = store.deserialize_cdr(data, t)
         again = bytes(store.serialize_cdr(msg, t))
         out[t] = {"fields_match": fields_match, "bytes_equal": again == data, "value": plain(msg, store)}
+        if t == "sensor_msgs/msg/PointCloud2":
+            out[t]["points"] = cloud_points(msg)
     print(json.dumps(out))
 
 

@@ -1,0 +1,107 @@
+//! Domain results to ROS messages. Every output carries the header of the input it came from
+//! (stamp and frame), never wall time.
+
+use nalgebra::UnitQuaternion;
+
+use super::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs};
+use crate::dust3r::Pointmap;
+use crate::geometry::{PairPose, TCam1Cam2};
+use crate::superpoint::Keypoints;
+
+/// `sp_dust3r_msgs/Keypoints` of one image (`width x height`, keypoints in its pixels).
+pub fn keypoints_msg(header: std_msgs::Header, width: u32, height: u32, kp: &Keypoints) -> sp_dust3r_msgs::Keypoints {
+    sp_dust3r_msgs::Keypoints {
+        header,
+        height,
+        width,
+        x: kp.xy.iter().map(|p| p[0]).collect(),
+        y: kp.xy.iter().map(|p| p[1]).collect(),
+        scores: kp.scores.clone(),
+        descriptor_dim: kp.descriptor_dim as u32,
+        descriptors: kp.descriptors.clone(),
+    }
+}
+
+/// Bytes per point of [`pointcloud_msg`]: x, y, z, rgb, confidence as float32.
+pub const POINT_STEP: u32 = 20;
+
+/// One view's points for a cloud: its pointmap and its colours (interleaved 8-bit RGB of the
+/// same size, the network input).
+pub struct ColouredPoints<'a> {
+    pub points: &'a Pointmap,
+    pub rgb: &'a [u8],
+}
+
+/// `sensor_msgs/PointCloud2` with float32 fields x, y, z, rgb (RViz's packed 0x00RRGGBB read as
+/// float32), confidence; the finite points of every view whose confidence exceeds
+/// `min_confidence`. An unorganised cloud (height 1), little endian, dense.
+pub fn pointcloud_msg(header: std_msgs::Header, views: &[ColouredPoints<'_>], min_confidence: f32) -> sensor_msgs::PointCloud2 {
+    let field = |name: &str, offset: u32| sensor_msgs::PointField { name: name.into(), offset, datatype: sensor_msgs::PointField::FLOAT32, count: 1 };
+    let mut data = Vec::new();
+    for view in views {
+        let p = view.points;
+        for (i, (xyz, &conf)) in p.points.chunks_exact(3).zip(&p.confidence).enumerate() {
+            if !(conf > min_confidence) || !xyz.iter().all(|v| v.is_finite()) {
+                continue;
+            }
+            let c = view.rgb.get(i * 3..i * 3 + 3).unwrap_or(&[0, 0, 0]);
+            let rgb = f32::from_bits(((c[0] as u32) << 16) | ((c[1] as u32) << 8) | c[2] as u32);
+            for v in [xyz[0], xyz[1], xyz[2], rgb, conf] {
+                data.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    let n = (data.len() / POINT_STEP as usize) as u32;
+    sensor_msgs::PointCloud2 {
+        header,
+        height: 1,
+        width: n,
+        fields: vec![field("x", 0), field("y", 4), field("z", 8), field("rgb", 12), field("confidence", 16)],
+        is_bigendian: false,
+        point_step: POINT_STEP,
+        row_step: POINT_STEP * n,
+        data,
+        is_dense: true,
+    }
+}
+
+fn pose_of(t: &TCam1Cam2) -> geometry_msgs::Pose {
+    let q = UnitQuaternion::from_rotation_matrix(&t.rotation);
+    geometry_msgs::Pose {
+        position: geometry_msgs::Point { x: t.translation.x, y: t.translation.y, z: t.translation.z },
+        orientation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w },
+    }
+}
+
+/// The pair's pose as `PairPose` (header: view 2's stamp in view 1's frame), `PoseStamped` and
+/// the TF from view 1's frame to `child_frame` (camera 2).
+pub fn pose_msgs(
+    pose: &PairPose,
+    view1: &std_msgs::Header,
+    view2_stamp: builtin_interfaces::Time,
+    child_frame: &str,
+    mean_confidence: f32,
+) -> (sp_dust3r_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped) {
+    let header = std_msgs::Header { stamp: view2_stamp, frame_id: view1.frame_id.clone() };
+    let p = pose_of(&pose.t_cam1_cam2);
+    let pair = sp_dust3r_msgs::PairPose {
+        header: header.clone(),
+        reference_stamp: view1.stamp.clone(),
+        pose: p.clone(),
+        focal_reference: pose.focal1,
+        focal_query: pose.focal2,
+        used_known_intrinsics: pose.used_known_intrinsics,
+        num_inliers: pose.num_inliers as u32,
+        mean_confidence,
+    };
+    let stamped = geometry_msgs::PoseStamped { header: header.clone(), pose: p.clone() };
+    let tf = geometry_msgs::TransformStamped {
+        header,
+        child_frame_id: child_frame.to_string(),
+        transform: geometry_msgs::Transform {
+            translation: geometry_msgs::Vector3 { x: p.position.x, y: p.position.y, z: p.position.z },
+            rotation: p.orientation,
+        },
+    };
+    (pair, stamped, tf)
+}
