@@ -1,47 +1,15 @@
 //! Domain results as ROS messages, read back by `rosbags` + numpy the way a ROS tool would:
 //! the cloud's fields and points, the pose's quaternion and stamps.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
+use common::{rosbags_read, CdrEntry};
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
-use serde_json::Value;
 use sp_dust3r::dust3r::Pointmap;
 use sp_dust3r::geometry::{PairPose, PoseMode, TCam1Cam2};
 use sp_dust3r::ros::convert::{keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
 use sp_dust3r::ros::msg::*;
 use sp_dust3r::superpoint::Keypoints;
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("SP_DUST3R_PYTHON") {
-        return p.into();
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    if venv.exists() { venv } else { "python3".into() }
-}
-
-/// rosbags' reading of our messages (see tools/peers/rosbags_cdr.py).
-fn rosbags_read(msgs: &[(&str, &str, bool, Vec<u8>)]) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest: Vec<Value> = msgs
-        .iter()
-        .enumerate()
-        .map(|(i, (t, def, custom, bytes))| {
-            let f = dir.path().join(format!("{i}.cdr"));
-            std::fs::write(&f, bytes).unwrap();
-            serde_json::json!({"type": t, "file": f, "definition": def, "custom": custom})
-        })
-        .collect();
-    let m = dir.path().join("m.json");
-    std::fs::write(&m, serde_json::to_string(&manifest).unwrap()).unwrap();
-    let out = Command::new(python()).arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_cdr.py")).arg(&m).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn entry<T: RosMessage + serde::Serialize>(m: &T) -> (&'static str, &'static str, bool, Vec<u8>) {
-    (T::ROS_TYPE, T::DEFINITION.split("\n====").next().unwrap_or(""), T::ROS_TYPE.starts_with("sp_dust3r_msgs/"), to_cdr(m).unwrap())
-}
 
 fn header(sec: i32, frame: &str) -> std_msgs::Header {
     std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec: 500 }, frame_id: frame.into() }
@@ -64,7 +32,7 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     let kp = Keypoints { xy: vec![[10.0, 20.0], [30.5, 40.5]], scores: vec![0.9, 0.3], descriptors: vec![0.6, 0.8, 1.0, 0.0], descriptor_dim: 2 };
     let kmsg = keypoints_msg(header(99, "cam"), 640, 480, &kp);
 
-    let r = rosbags_read(&[entry(&cloud), entry(&pair), entry(&stamped), entry(&tf), entry(&kmsg)]);
+    let r = rosbags_read(&[&CdrEntry::of(&cloud), &CdrEntry::of(&pair), &CdrEntry::of(&stamped), &CdrEntry::of(&tf), &CdrEntry::of(&kmsg)]);
 
     let points = r["sensor_msgs/msg/PointCloud2"]["points"].as_array().unwrap();
     // View 1's pixel 1 (confidence 2) and pixel 2 (NaN) are left out; then all of view 2.

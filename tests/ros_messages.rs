@@ -3,40 +3,20 @@
 //! rosbags decodes our CDR bytes to our values and re-encodes them to the same bytes.
 //! Needs a Python with rosbags (`tools/setup-peers.sh`; `.ci/run` installs it).
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
+use std::path::PathBuf;
+
+use common::{rosbags_read, CdrEntry};
 use serde_json::Value;
 use sp_dust3r::ros::msg::*;
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("SP_DUST3R_PYTHON") {
-        return p.into();
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    if venv.exists() { venv } else { "python3".into() }
-}
 
 fn header(sec: i32, nanosec: u32, frame: &str) -> std_msgs::Header {
     std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec }, frame_id: frame.into() }
 }
 
-struct Sample {
-    ros_type: &'static str,
-    definition: &'static str,
-    custom: bool,
-    cdr: Vec<u8>,
-    json: Value,
-}
-
-fn sample<T: RosMessage + serde::Serialize>(msg: T) -> Sample {
-    Sample {
-        ros_type: T::ROS_TYPE,
-        definition: T::DEFINITION.split("\n====").next().unwrap_or(""),
-        custom: T::ROS_TYPE.starts_with("sp_dust3r_msgs/"),
-        cdr: to_cdr(&msg).unwrap(),
-        json: serde_json::to_value(&msg).unwrap(),
-    }
+fn sample<T: RosMessage + serde::Serialize>(msg: T) -> (CdrEntry, Value) {
+    (CdrEntry::of(&msg), serde_json::to_value(&msg).unwrap())
 }
 
 /// Equal up to float32 rounding (rosbags reports float32 values as float64).
@@ -142,34 +122,17 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
         }),
     ];
 
-    let dir = tempfile::tempdir().unwrap();
-    let manifest: Vec<Value> = samples
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let file = dir.path().join(format!("{i}.cdr"));
-            std::fs::write(&file, &s.cdr).unwrap();
-            serde_json::json!({"type": s.ros_type, "file": file, "definition": s.definition, "custom": s.custom})
-        })
-        .collect();
-    let manifest_path = dir.path().join("manifest.json");
-    std::fs::write(&manifest_path, serde_json::to_string(&manifest).unwrap()).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_cdr.py");
-    let py = python();
-    let out = Command::new(&py).arg(&script).arg(&manifest_path).output().unwrap_or_else(|e| panic!("{}: {e}", py.display()));
-    assert!(out.status.success(), "rosbags peer failed (install it with tools/setup-peers.sh):\n{}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for s in &samples {
+    let report = rosbags_read(&samples.iter().map(|(e, _)| e).collect::<Vec<_>>());
+    for (s, json) in &samples {
         let r = &report[s.ros_type];
         if !s.custom {
             assert_eq!(r["fields_match"], true, "{}: our definition differs from ROS 2 Jazzy's", s.ros_type);
         }
         assert_eq!(r["bytes_equal"], true, "{}: rosbags re-encodes our CDR differently", s.ros_type);
-        same(&s.json, &r["value"], s.ros_type);
-        // And our own decoder reads the bytes back.
+        same(json, &r["value"], s.ros_type);
         assert_eq!(&s.cdr[..4], &[0, 1, 0, 0]);
     }
-    let kp: sp_dust3r_msgs::Keypoints = from_cdr(&samples[10].cdr).unwrap();
+    let kp: sp_dust3r_msgs::Keypoints = from_cdr(&samples[10].0.cdr).unwrap();
     assert_eq!(kp.descriptor_dim, 2);
     assert!(from_cdr::<sp_dust3r_msgs::Keypoints>(&[9, 9, 9]).is_err());
 }

@@ -85,3 +85,55 @@ pub fn f1_and_min_cosine(ours: &[([f32; 2], Vec<f32>)], reference: &[([f32; 2], 
     let recall = matched as f64 / reference.len().max(1) as f64;
     (2.0 * precision * recall / (precision + recall).max(1e-12), min_cos)
 }
+
+/// The Python that has the test peers (rosbags): `$SP_DUST3R_PYTHON` (set by tools/test.sh),
+/// else ./.venv/bin/python, else python3.
+pub fn peer_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("SP_DUST3R_PYTHON") {
+        return p.into();
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    if venv.exists() { venv } else { "python3".into() }
+}
+
+/// One message for [`rosbags_read`]: ROS type, its own .msg text, whether it is ours, CDR bytes.
+pub struct CdrEntry {
+    pub ros_type: &'static str,
+    pub definition: &'static str,
+    pub custom: bool,
+    pub cdr: Vec<u8>,
+}
+
+impl CdrEntry {
+    pub fn of<T: sp_dust3r::ros::msg::RosMessage + serde::Serialize>(msg: &T) -> Self {
+        Self {
+            ros_type: T::ROS_TYPE,
+            definition: T::DEFINITION.split("\n====").next().unwrap_or(""),
+            custom: T::ROS_TYPE.starts_with("sp_dust3r_msgs/"),
+            cdr: sp_dust3r::ros::msg::to_cdr(msg).expect("CDR"),
+        }
+    }
+}
+
+/// rosbags' reading of our messages (tools/peers/rosbags_cdr.py): per type, whether our field
+/// list equals ROS 2 Jazzy's, whether rosbags re-encodes our bytes identically, the decoded
+/// values, and for PointCloud2 the points as numpy reads them.
+pub fn rosbags_read(entries: &[&CdrEntry]) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest: Vec<serde_json::Value> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let f = dir.path().join(format!("{i}.cdr"));
+            std::fs::write(&f, &e.cdr).expect("write cdr");
+            serde_json::json!({"type": e.ros_type, "file": f, "definition": e.definition, "custom": e.custom})
+        })
+        .collect();
+    let m = dir.path().join("manifest.json");
+    std::fs::write(&m, serde_json::to_string(&manifest).expect("json")).expect("write manifest");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_cdr.py");
+    let py = peer_python();
+    let out = std::process::Command::new(&py).arg(&script).arg(&m).output().unwrap_or_else(|e| panic!("{}: {e}", py.display()));
+    assert!(out.status.success(), "rosbags peer failed (tools/test.sh installs it):\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("peer JSON")
+}
