@@ -24,6 +24,12 @@ enum Command {
     Dust3r(commands::dust3r::Args),
     /// Relative pose of a pair from DUSt3R pointmaps (PairViewer or the tt-model server's recipe).
     Pose(commands::pose::Args),
+    /// The ROS 2 node (what the launch files start): `sp_dust3r node --ros-args ...`.
+    Node {
+        /// `--ros-args` and what follows, as ros2 launch passes them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Benchmarks: our implementation and a peer on the same input, in the same run.
     #[command(subcommand)]
     Bench(commands::bench::Bench),
@@ -42,13 +48,27 @@ fn keep_freed_memory() {
     }
 }
 
+fn run_node(args: Vec<String>) -> anyhow::Result<()> {
+    let (own, ros) = sp_dust3r::ros::args::split_ros_args(args)?;
+    if !own.is_empty() {
+        anyhow::bail!("unexpected arguments before --ros-args: {own:?}");
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&stop))?;
+    }
+    sp_dust3r::ros::node::run(&ros, stop)?;
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     keep_freed_memory();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // The DDS stack reports every socket and discovery event at info.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rustdds=warn,ros2_client=warn")),
         )
         .init();
     let cli = Cli::parse();
@@ -57,6 +77,7 @@ fn main() -> std::process::ExitCode {
         Command::Dust3r(args) => commands::dust3r::run(args),
         Command::Pose(args) => commands::pose::run(args),
         Command::Bench(bench) => commands::bench::run(bench),
+        Command::Node { args } => run_node(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): makes sure ./.venv has the Python peers the tests compare
-# against (PyPI rosbags: ROS 2 message definitions and CDR), then runs every test.
+# against (PyPI rosbags: ROS 2 message definitions and CDR; cyclonedds: an independent DDS stack
+# for the node tests, which run inside `unshare -n`), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! .venv/bin/python -c "import rosbags, numpy" 2>/dev/null; then
+if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
-    .venv/bin/pip install --quiet rosbags numpy
+    .venv/bin/pip install --quiet rosbags numpy cyclonedds
 fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
 cargo test --release "$@"

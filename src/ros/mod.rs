@@ -4,4 +4,5 @@
 pub mod args;
 pub mod convert;
 pub mod msg;
+pub mod node;
 pub mod params;

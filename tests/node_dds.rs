@@ -1,0 +1,58 @@
+//! The node on a real DDS bus against an independent DDS stack (Cyclone DDS from PyPI), inside a
+//! private network namespace (`unshare -n`, loopback only): nothing leaves the machine.
+//! Frames in, keypoints out with the input stamps; bad frames in between are counted and the node
+//! keeps answering; SIGINT ends it cleanly.
+
+mod common;
+
+use std::process::Command;
+
+use common::{fixture_dir, peer_python};
+
+#[test]
+fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = dir.path().join("plane.npy");
+    let image = image::open(fixture_dir("superpoint").join("image.png")).unwrap().to_luma8();
+    let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw()).unwrap();
+    ndarray_npy::write_npy(&plane, &arr).unwrap();
+
+    let node = env!("CARGO_BIN_EXE_sp_dust3r");
+    let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py");
+    let weights = fixture_dir("superpoint");
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} -p max_keypoints:=256 > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 90\n\
+         rc=$?\n\
+         kill -INT $pid; t=0; while kill -0 $pid 2>/dev/null && [ $t -lt 40 ]; do sleep 0.05; t=$((t+1)); done\n\
+         if kill -0 $pid 2>/dev/null; then echo node_exit=timeout; kill -9 $pid; else wait $pid; echo node_exit=$?; fi\n\
+         exit $rc\n",
+        weights = weights.display(),
+        log = dir.path().join("node.log").display(),
+        py = peer_python().display(),
+        peer = peer.display(),
+        plane = plane.display(),
+    );
+    let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().expect("unshare (root) is needed for DDS tests");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
+    assert!(out.status.success(), "peer failed: {}\n{}\nnode log:\n{log}", stdout, String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no peer report: {stdout}\nnode log:\n{log}"));
+    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    eprintln!("peer: {report}\nnode log:\n{log}");
+    let received = report["received"].as_array().unwrap();
+    let sent = report["sent"].as_array().unwrap();
+    assert_eq!(received.len(), sent.len(), "every good frame answered: {report}\nnode log:\n{log}");
+    for (r, s) in received.iter().zip(sent) {
+        assert_eq!(&r["stamp"], s, "keypoints carry the input stamp");
+        assert_eq!(r["frame_id"], "cam_optical");
+        assert_eq!((r["width"].as_u64(), r["height"].as_u64(), r["dim"].as_u64()), (Some(640), Some(480), Some(256)));
+        assert!(r["n"].as_u64().unwrap() > 0 && r["n"].as_u64().unwrap() <= 256);
+        assert_eq!((r["unit"].as_bool(), r["descending"].as_bool()), (Some(true), Some(true)));
+    }
+    assert!(stdout.contains("node_exit=0"), "clean exit on SIGINT within 2 s: {stdout}\nnode log:\n{log}");
+    assert!(log.contains("dropping a frame"), "bad frames are reported: {log}");
+    assert!(log.contains(&format!("{} errors", report["bad_sent"])), "bad frames are counted: {log}");
+}

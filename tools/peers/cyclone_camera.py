@@ -1,0 +1,123 @@
+"""Cyclone DDS peer (PyPI cyclonedds) for tests/node_dds.rs: an independent DDS stack that plays
+a camera. Publishes sensor_msgs/Image frames (mono8 from a PNG's raw bytes given as .npy) on
+rt/<ns>/image, with interleaved bad frames, and collects sp_dust3r_msgs/Keypoints from
+rt/<ns>/keypoints. Prints one JSON line with what arrived.
+
+Run only inside a private network namespace (the test uses `unshare -n`); CYCLONEDDS_URI is set
+to loopback only as a second guard.
+"""
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass
+
+os.environ.setdefault(
+    "CYCLONEDDS_URI",
+    "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>"
+    "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers><Peer address=\"127.0.0.1\"/></Peers>"
+    "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>",
+)
+
+import numpy as np  # noqa: E402
+import cyclonedds.idl.annotations as annotate  # noqa: E402
+from cyclonedds.core import Policy, Qos  # noqa: E402
+from cyclonedds.domain import DomainParticipant  # noqa: E402
+from cyclonedds.idl import IdlStruct  # noqa: E402
+from cyclonedds.idl.types import float32, int32, sequence, uint8, uint32  # noqa: E402
+from cyclonedds.pub import DataWriter  # noqa: E402
+from cyclonedds.sub import DataReader  # noqa: E402
+from cyclonedds.topic import Topic  # noqa: E402
+from cyclonedds.util import duration  # noqa: E402
+
+
+@dataclass
+@annotate.final
+class Time(IdlStruct, typename="builtin_interfaces::msg::dds_::Time_"):
+    sec: int32
+    nanosec: uint32
+
+
+@dataclass
+@annotate.final
+class Header(IdlStruct, typename="std_msgs::msg::dds_::Header_"):
+    stamp: Time
+    frame_id: str
+
+
+@dataclass
+@annotate.final
+class Image(IdlStruct, typename="sensor_msgs::msg::dds_::Image_"):
+    header: Header
+    height: uint32
+    width: uint32
+    encoding: str
+    is_bigendian: uint8
+    step: uint32
+    data: sequence[uint8]
+
+
+@dataclass
+@annotate.final
+class Keypoints(IdlStruct, typename="sp_dust3r_msgs::msg::dds_::Keypoints_"):
+    header: Header
+    height: uint32
+    width: uint32
+    x: sequence[float32]
+    y: sequence[float32]
+    scores: sequence[float32]
+    descriptor_dim: uint32
+    descriptors: sequence[float32]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--image", required=True, help=".npy uint8 (H, W) plane")
+    ap.add_argument("--ns", default="")
+    ap.add_argument("--frames", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    args = ap.parse_args()
+    plane = np.load(args.image)
+    h, w = plane.shape
+    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
+    dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
+    prefix = "rt" + args.ns
+    img_topic = Topic(dp, prefix + "/image", Image)
+    kp_topic = Topic(dp, prefix + "/keypoints", Keypoints)
+    writer = DataWriter(dp, img_topic, qos=Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1))
+    reader = DataReader(dp, kp_topic, qos=Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(50), xcdr1))
+
+    start = time.time()
+    while writer.get_publication_matched_status().current_count == 0 or reader.get_subscription_matched_status().current_count == 0:
+        if time.time() - start > args.timeout / 2:
+            print(json.dumps({"error": "no match with the node", "received": []}))
+            return
+        time.sleep(0.1)
+
+    sent, received, bad = [], {}, 0
+    good = plane.tobytes()
+    for i in range(args.frames):
+        stamp = Time(sec=100 + i, nanosec=1000 * i)
+        # A bad frame before each good one: data shorter than step * height.
+        writer.write(Image(Header(Time(sec=900 + i, nanosec=0), "cam_optical"), h, w, "mono8", 0, w, list(good[: w * 10])))
+        bad += 1
+        time.sleep(0.3)
+        writer.write(Image(Header(stamp, "cam_optical"), h, w, "mono8", 0, w, list(good)))
+        sent.append([stamp.sec, stamp.nanosec])
+        # Wait for this frame's answer before the next (the node keeps only the newest frame).
+        t0 = time.time()
+        while (stamp.sec, stamp.nanosec) not in received and time.time() - t0 < args.timeout / args.frames:
+            for kp in reader.take(N=10):
+                norms = np.linalg.norm(np.asarray(kp.descriptors, dtype=np.float64).reshape(-1, max(kp.descriptor_dim, 1)), axis=1)
+                received[(kp.header.stamp.sec, kp.header.stamp.nanosec)] = {
+                    "frame_id": kp.header.frame_id, "n": len(kp.x), "width": kp.width, "height": kp.height,
+                    "dim": kp.descriptor_dim, "unit": bool(np.all(np.abs(norms - 1) < 1e-3)),
+                    "descending": bool(all(a >= b for a, b in zip(kp.scores, kp.scores[1:]))),
+                }
+            time.sleep(0.05)
+    out = [{"stamp": list(k), **v} for k, v in sorted(received.items())]
+    print(json.dumps({"sent": sent, "bad_sent": bad, "received": out}))
+
+
+if __name__ == "__main__":
+    main()
