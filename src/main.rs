@@ -1,9 +1,12 @@
 //! The `sp_dust3r` command line: one binary, one subcommand per job.
 //!
-//!     sp_dust3r superpoint --weights DIR --image FILE --out OUT.npz
-//!     sp_dust3r dust3r --weights DIR --image1 A --image2 B [--pose] --out OUT.npz
-//!     sp_dust3r pose --pointmaps IN.npz --out OUT.json
-//!     sp_dust3r bench superpoint --weights DIR
+//! ```sh
+//! sp_dust3r superpoint --weights DIR --image FILE --out OUT.npz
+//! sp_dust3r dust3r --weights DIR --image1 A --image2 B [--pose] --out OUT.npz
+//! sp_dust3r pose --pointmaps IN.npz --out OUT.json
+//! sp_dust3r node --ros-args -r __ns:=/camera -p superpoint_weights:=DIR
+//! sp_dust3r bench superpoint --weights DIR
+//! ```
 
 mod commands;
 

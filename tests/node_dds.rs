@@ -17,19 +17,25 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw()).unwrap();
     ndarray_npy::write_npy(&plane, &arr).unwrap();
 
+    // Tiny deterministic DUSt3R weights (the real layout at a small geometry) so pairs run fast.
+    let dust3r = dir.path().join("dust3r");
+    std::fs::create_dir_all(&dust3r).unwrap();
+    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, TINY_DUST3R).unwrap();
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
     let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py");
     let weights = fixture_dir("superpoint");
     let script = format!(
         "ip link set lo up || exit 90\n\
-         ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} -p max_keypoints:=256 > {log} 2>&1 &\n\
+         HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} -p dust3r_weights:={dust3r} \
+           -p max_keypoints:=256 -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 -p confidence_threshold:=2.2 > {log} 2>&1 &\n\
          pid=$!\n\
-         {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 90\n\
+         {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 60 --expect-pairs 2\n\
          rc=$?\n\
          kill -INT $pid; t=0; while kill -0 $pid 2>/dev/null && [ $t -lt 40 ]; do sleep 0.05; t=$((t+1)); done\n\
          if kill -0 $pid 2>/dev/null; then echo node_exit=timeout; kill -9 $pid; else wait $pid; echo node_exit=$?; fi\n\
          exit $rc\n",
         weights = weights.display(),
+        dust3r = dust3r.display(),
         log = dir.path().join("node.log").display(),
         py = peer_python().display(),
         peer = peer.display(),
@@ -52,7 +58,33 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
         assert!(r["n"].as_u64().unwrap() > 0 && r["n"].as_u64().unwrap() <= 256);
         assert_eq!((r["unit"].as_bool(), r["descending"].as_bool()), (Some(true), Some(true)));
     }
+    // Frames 1 s apart with a 0.5 s maximum interval: every frame is a keyframe, so frames 2 and
+    // 3 each pair with the one before. Clouds carry view 1's stamp and frame.
+    let clouds = report["clouds"].as_array().unwrap();
+    assert_eq!(clouds.len(), 2, "{report}\nnode log:\n{log}");
+    for (k, c) in clouds.iter().enumerate() {
+        assert_eq!(&c["stamp"], &sent[k], "cloud stamp = view 1's");
+        assert_eq!(c["frame_id"], "cam_optical");
+        assert_eq!(c["fields"], serde_json::json!(["x", "y", "z", "rgb", "confidence"]));
+        assert_eq!(c["bytes"].as_u64(), Some(c["width"].as_u64().unwrap() * 20));
+        assert!(c["width"].as_u64().unwrap() > 0);
+    }
+    // Poses: the deterministic test weights are not a trained model, so PairViewer may find no
+    // confident points; then the node says so instead of publishing an identity. Every pair is
+    // accounted for either way.
+    let pairs = report["pairs"].as_array().unwrap();
+    let no_pose = log.matches("no pose for the pair").count();
+    assert_eq!(pairs.len() + no_pose, 2, "{report}\nnode log:\n{log}");
+    for p in pairs {
+        let k = sent.iter().position(|s| s == &p["stamp"]).expect("pose stamp is a view-2 input stamp");
+        assert_eq!(&p["reference"], &sent[k - 1], "pose: view 2's stamp, view 1's as reference");
+        assert_eq!((p["frame_id"].as_str(), p["unit_quaternion"].as_bool()), (Some("cam_optical"), Some(true)));
+    }
     assert!(stdout.contains("node_exit=0"), "clean exit on SIGINT within 2 s: {stdout}\nnode log:\n{log}");
     assert!(log.contains("dropping a frame"), "bad frames are reported: {log}");
     assert!(log.contains(&format!("{} errors", report["bad_sent"])), "bad frames are counted: {log}");
 }
+
+/// The tiny DUSt3R geometry of the upstream fixtures (head dimension 64, all DPT shapes real).
+const TINY_DUST3R: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity],
+ "patch_size": 16, "enc_embed_dim": 128, "enc_depth": 2, "enc_num_heads": 2, "dec_embed_dim": 128, "dec_depth": 12, "dec_num_heads": 2, "pos_embed": "RoPE100"}"#;

@@ -1,25 +1,34 @@
-//! The live driver: a ROS 2 node on ros2-client (pure-Rust DDS). Camera frames in, SuperPoint
-//! keypoints out, each output stamped with its input's header.
+//! The live driver: a ROS 2 node on ros2-client (pure-Rust DDS).
+//!
+//! Threads: the main loop takes frames off DDS and leaves the newest in a slot; the SuperPoint
+//! worker publishes keypoints for every frame it can keep up with and picks keyframes; the
+//! DUSt3R worker reconstructs each new keyframe pair (newest pair wins) and publishes the cloud,
+//! the pose and TF. Every output carries its input's stamp.
 //!
 //! Run it as launch files do:
 //!
-//!     sp_dust3r node --ros-args -r __ns:=/camera -p superpoint_weights:=/path/to/superpoint
+//! ```sh
+//! sp_dust3r node --ros-args -r __ns:=/camera -p superpoint_weights:=/path/to/superpoint
+//! ```
 
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
-use ros2_client::{Context, MessageTypeName, Name, NodeName, NodeOptions, QosProfile};
-use ros2_client::{qos, Subscription};
+use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription};
 
 use super::args::RosArgs;
-use super::convert::keypoints_msg;
-use super::msg::{sensor_msgs, sp_dust3r_msgs, RosMessage};
+use super::convert::{keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
+use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
 use super::params::{NodeParams, ParamError};
+use crate::dust3r::{prepare, Dust3r, PrepMode};
+use crate::geometry::{relative_pose, Intrinsics, PoseOptions};
 use crate::image::Frame;
-use crate::superpoint::{PostParams, SuperPoint, HUB_MODEL};
+use crate::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use crate::pipeline::slot::LatestSlot;
+use crate::superpoint::{PostParams, SuperPoint};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -45,29 +54,29 @@ fn localhost_only() -> bool {
         || std::env::var("ROS_AUTOMATIC_DISCOVERY_RANGE").is_ok_and(|v| v.eq_ignore_ascii_case("LOCALHOST"))
 }
 
-/// The name a relative topic `name` gets after remapping (`-r name:=other`).
-fn topic_name(ros: &RosArgs, namespace: &str, name: &str) -> Result<Name, NodeError> {
-    let remapped = ros.remaps.iter().rev().find(|(from, _)| from == name || from.trim_start_matches('/') == format!("{}/{name}", namespace.trim_matches('/')).trim_start_matches('/')).map(|(_, to)| to.as_str());
-    let target = remapped.unwrap_or(name);
-    let (ns, base) = if let Some(abs) = target.strip_prefix('/') {
-        match abs.rsplit_once('/') {
-            Some((ns, base)) => (format!("/{ns}"), base.to_string()),
-            None => ("/".to_string(), abs.to_string()),
-        }
-    } else {
-        match target.rsplit_once('/') {
-            Some((sub, base)) => (format!("{}/{sub}", namespace.trim_end_matches('/')), base.to_string()),
-            None => (namespace.to_string(), target.to_string()),
-        }
+/// The name a topic gets: absolute names stay, relative ones go under the node's namespace,
+/// after `-r from:=to` remapping (matched on the relative or the resolved name).
+pub fn resolve_topic(ros: &RosArgs, namespace: &str, name: &str) -> String {
+    let ns = namespace.trim_end_matches('/');
+    let full = |n: &str| if n.starts_with('/') { n.to_string() } else { format!("{ns}/{n}") };
+    let resolved = full(name);
+    let target = ros.remaps.iter().rev().find(|(from, _)| *from == name || full(from) == resolved).map(|(_, to)| full(to));
+    target.unwrap_or(resolved)
+}
+
+fn ros_name(resolved: &str) -> Result<Name, NodeError> {
+    let trimmed = resolved.trim_start_matches('/');
+    let (ns, base) = match trimmed.rsplit_once('/') {
+        Some((ns, base)) => (format!("/{ns}"), base),
+        None => ("/".to_string(), trimmed),
     };
-    Name::new(&ns, &base).map_err(|_| NodeError::Name(format!("{ns}/{base}")))
+    Name::new(&ns, base).map_err(|_| NodeError::Name(resolved.to_string()))
 }
 
 fn type_name<T: RosMessage>() -> MessageTypeName {
     let mut parts = T::ROS_TYPE.split('/');
     let pkg = parts.next().unwrap_or_default();
-    let name = parts.nth(1).unwrap_or_default();
-    MessageTypeName::new(pkg, name)
+    MessageTypeName::new(pkg, parts.nth(1).unwrap_or_default())
 }
 
 /// SensorDataQoS: best effort, keep last 5.
@@ -80,6 +89,54 @@ fn reliable_qos() -> QosProfile {
     QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 })
 }
 
+fn subscribe<T: RosMessage + ros2_client::Message + 'static>(node: &mut Node, topic: &str, q: QosProfile) -> Result<Subscription<T>, NodeError> {
+    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds)?;
+    node.create_subscription(&t, Some(q)).map_err(dds)
+}
+
+fn advertise<T: RosMessage + ros2_client::Message>(node: &mut Node, topic: &str, q: QosProfile) -> Result<Publisher<T>, NodeError> {
+    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds)?;
+    node.create_publisher(&t, Some(q)).map_err(dds)
+}
+
+/// Counters /diagnostics reports.
+#[derive(Default)]
+struct Stats {
+    frames_in: AtomicU64,
+    frames_done: AtomicU64,
+    frame_drops: AtomicU64,
+    pair_drops: AtomicU64,
+    pairs_done: AtomicU64,
+    bad_frames: AtomicU64,
+    superpoint_errors: AtomicU64,
+    dust3r_errors: AtomicU64,
+    no_pose: AtomicU64,
+    publish_errors: AtomicU64,
+    superpoint_ms: AtomicU64,
+    dust3r_ms: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A frame as it arrived.
+#[derive(Clone)]
+struct Input {
+    header: std_msgs::Header,
+    frame: Arc<Frame>,
+}
+
+struct PairJob {
+    first: Input,
+    second: Input,
+    camera_info: Option<sensor_msgs::CameraInfo>,
+}
+
+fn seconds(t: &builtin_interfaces::Time) -> f64 {
+    t.sec as f64 + t.nanosec as f64 * 1e-9
+}
+
 /// Runs until `stop` is set (SIGINT/SIGTERM).
 pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let name = ros.node_name.clone().unwrap_or_else(|| "sp_dust3r".into());
@@ -89,9 +146,21 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     for w in warnings {
         tracing::warn!("{w}");
     }
-    let resolved = crate::weights::resolve(&HUB_MODEL, params.superpoint_weights.as_deref())?;
-    let model = SuperPoint::load(&resolved.dir)?;
-    let post = PostParams { threshold: params.keypoint_threshold as f32, nms_radius: params.nms_radius, border: 4, max_keypoints: params.max_keypoints };
+    if params.superpoint_backend != super::params::Backend::Cpu || params.dust3r_backend != super::params::Backend::Cpu {
+        tracing::warn!("the tt-server backends are not available in this build; running on the CPU");
+    }
+    let superpoint = SuperPoint::load(&crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir)?;
+    // DUSt3R is optional at run time: without its weights the node still serves keypoints.
+    let dust3r = crate::weights::resolve(&crate::dust3r::HUB_MODEL, params.dust3r_weights.as_deref())
+        .map_err(|e| e.to_string())
+        .and_then(|r| Dust3r::load(&r.dir).map_err(|e| e.to_string()));
+    let dust3r = match dust3r {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!("DUSt3R disabled: {e}");
+            None
+        }
+    };
 
     let domain = std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0u16);
     let mut builder = DomainParticipantBuilder::new(domain);
@@ -101,60 +170,249 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let context = Context::from_domain_participant(builder.build().map_err(dds)?).map_err(dds)?;
     let node_name = NodeName::new(&namespace, &name).map_err(|_| NodeError::Name(fqn.clone()))?;
     let mut node = context.new_node(node_name, NodeOptions::new().enable_rosout(true)).map_err(dds)?;
+    let topic = |n: &str| resolve_topic(ros, &namespace, n);
 
-    let image_name = topic_name(ros, &namespace, "image")?;
-    let image_topic = node.create_topic(&image_name, type_name::<sensor_msgs::Image>(), &sensor_qos()).map_err(dds)?;
-    let images: Subscription<sensor_msgs::Image> = node.create_subscription(&image_topic, Some(sensor_qos())).map_err(dds)?;
-    let kp_name = topic_name(ros, &namespace, "keypoints")?;
-    let kp_topic = node.create_topic(&kp_name, type_name::<sp_dust3r_msgs::Keypoints>(), &reliable_qos()).map_err(dds)?;
-    let keypoints = node.create_publisher::<sp_dust3r_msgs::Keypoints>(&kp_topic, Some(reliable_qos())).map_err(dds)?;
-    tracing::info!("node {fqn} up: {image_name:?} -> {kp_name:?}");
+    let raw: Option<Subscription<sensor_msgs::Image>> = (!params.compressed_input).then(|| subscribe(&mut node, &topic("image"), sensor_qos())).transpose()?;
+    let compressed: Option<Subscription<sensor_msgs::CompressedImage>> =
+        params.compressed_input.then(|| subscribe(&mut node, &topic("image/compressed"), sensor_qos())).transpose()?;
+    let info_sub: Subscription<sensor_msgs::CameraInfo> = subscribe(&mut node, &topic("camera_info"), sensor_qos())?;
+    let clock_sub: Option<Subscription<rosgraph_msgs::Clock>> = params.use_sim_time.then(|| subscribe(&mut node, "/clock", QosProfile::subscription_default())).transpose()?;
+    let pub_kp: Publisher<sp_dust3r_msgs::Keypoints> = advertise(&mut node, &topic("keypoints"), reliable_qos())?;
+    let pub_cloud: Publisher<sensor_msgs::PointCloud2> = advertise(&mut node, &topic("pointcloud"), reliable_qos())?;
+    let pub_pair: Publisher<sp_dust3r_msgs::PairPose> = advertise(&mut node, &topic("pair_pose"), reliable_qos())?;
+    let pub_pose: Publisher<geometry_msgs::PoseStamped> = advertise(&mut node, &topic("pose"), reliable_qos())?;
+    let pub_tf: Publisher<tf2_msgs::TFMessage> = advertise(&mut node, "/tf", reliable_qos())?;
+    let pub_diag: Publisher<diagnostic_msgs::DiagnosticArray> = advertise(&mut node, "/diagnostics", reliable_qos())?;
+    tracing::info!("node {fqn} up (input {}, DUSt3R {})", if params.compressed_input { topic("image/compressed") } else { topic("image") }, if dust3r.is_some() { "on" } else { "off" });
 
-    let (mut frames, mut dropped, mut errors) = (0u64, 0u64, 0u64);
-    while !stop.load(Ordering::Relaxed) {
-        // Newest frame wins: take everything waiting, keep the last.
-        let mut newest = None;
-        loop {
-            match images.take() {
-                Ok(Some((msg, _))) => {
-                    if newest.replace(msg).is_some() {
-                        dropped += 1;
+    let stats = Stats::default();
+    let frames: LatestSlot<Input> = LatestSlot::new();
+    let pairs: LatestSlot<PairJob> = LatestSlot::new();
+    let camera_info: Mutex<Option<sensor_msgs::CameraInfo>> = Mutex::new(None);
+    let sim_time: Mutex<Option<builtin_interfaces::Time>> = Mutex::new(None);
+    let post = PostParams { threshold: params.keypoint_threshold as f32, nms_radius: params.nms_radius, border: 4, max_keypoints: params.max_keypoints };
+    let policy = KeyframePolicy { match_ratio: params.keyframe_match_ratio, min_interval: params.keyframe_min_interval, max_interval: params.keyframe_max_interval };
+
+    std::thread::scope(|s| {
+        // SuperPoint worker: keypoints for every frame it takes; keyframes; pair jobs.
+        s.spawn(|| {
+            let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(policy);
+            loop {
+                let Some(input) = frames.take(Duration::from_millis(200)) else {
+                    if frames.is_closed() {
+                        break;
+                    }
+                    continue;
+                };
+                let t = Instant::now();
+                match superpoint.detect(&input.frame.to_luma(), &post) {
+                    Ok((kp, _)) => {
+                        stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+                        bump(&stats.frames_done);
+                        if pub_kp.publish(keypoints_msg(input.header.clone(), input.frame.width(), input.frame.height(), &kp)).is_err() {
+                            bump(&stats.publish_errors);
+                        }
+                        if dust3r.is_some() {
+                            if let KeyframeDecision::New { previous, .. } = keyframes.decide(seconds(&input.header.stamp), &kp, &input) {
+                                let info = camera_info.lock().ok().and_then(|c| c.clone());
+                                if pairs.put(PairJob { first: previous, second: input, camera_info: info }) {
+                                    bump(&stats.pair_drops);
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        bump(&stats.superpoint_errors);
+                        tracing::warn!("SuperPoint: {e}");
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    errors += 1;
-                    tracing::warn!("image subscription: {e:?}");
-                    break;
+            }
+            pairs.close();
+        });
+        // DUSt3R worker.
+        if let Some(model) = &dust3r {
+            s.spawn(|| {
+                loop {
+                    let Some(job) = pairs.take(Duration::from_millis(200)) else {
+                        if pairs.is_closed() {
+                            break;
+                        }
+                        continue;
+                    };
+                    let t = Instant::now();
+                    match reconstruct(model, &job, &params) {
+                        Ok(out) => {
+                            stats.dust3r_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+                            bump(&stats.pairs_done);
+                            let mut ok = pub_cloud.publish(out.cloud).is_ok();
+                            match out.pose {
+                                Ok((pair, pose, tf)) => {
+                                    ok &= pub_pair.publish(pair).is_ok() && pub_pose.publish(pose).is_ok();
+                                    if params.publish_tf {
+                                        ok &= pub_tf.publish(tf2_msgs::TFMessage { transforms: vec![tf] }).is_ok();
+                                    }
+                                }
+                                Err(reason) => {
+                                    bump(&stats.no_pose);
+                                    tracing::warn!("no pose for the pair: {reason}");
+                                }
+                            }
+                            if !ok {
+                                bump(&stats.publish_errors);
+                            }
+                        }
+                        Err(e) => {
+                            bump(&stats.dust3r_errors);
+                            tracing::warn!("DUSt3R: {e}");
+                        }
+                    }
+                }
+            });
+        }
+
+        // The DDS loop: newest frame wins; camera info and clock kept; diagnostics at 1 Hz.
+        let mut last_diag = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let mut got = false;
+            if let Some(sub) = &raw {
+                while let Ok(Some((msg, _))) = sub.take() {
+                    got = true;
+                    bump(&stats.frames_in);
+                    match Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, msg.is_bigendian != 0, msg.data) {
+                        Ok(frame) => offer(&frames, &stats, Input { header: msg.header, frame: Arc::new(frame) }),
+                        Err(e) => {
+                            bump(&stats.bad_frames);
+                            tracing::warn!("dropping a frame stamped {}.{:09}: {e}", msg.header.stamp.sec, msg.header.stamp.nanosec);
+                        }
+                    }
                 }
             }
-        }
-        let Some(msg) = newest else {
-            std::thread::sleep(Duration::from_millis(2));
-            continue;
-        };
-        let frame = match Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, msg.is_bigendian != 0, msg.data) {
-            Ok(f) => f,
-            Err(e) => {
-                errors += 1;
-                tracing::warn!("dropping a frame: {e}");
-                continue;
-            }
-        };
-        match model.detect(&frame.to_luma(), &post) {
-            Ok((kp, _)) => {
-                frames += 1;
-                if let Err(e) = keypoints.publish(keypoints_msg(msg.header, frame.width(), frame.height(), &kp)) {
-                    errors += 1;
-                    tracing::warn!("publishing keypoints: {e:?}");
+            if let Some(sub) = &compressed {
+                while let Ok(Some((msg, _))) = sub.take() {
+                    got = true;
+                    bump(&stats.frames_in);
+                    match Frame::decode(&msg.data) {
+                        Ok(frame) => offer(&frames, &stats, Input { header: msg.header, frame: Arc::new(frame) }),
+                        Err(e) => {
+                            bump(&stats.bad_frames);
+                            tracing::warn!("dropping a frame stamped {}.{:09}: {e}", msg.header.stamp.sec, msg.header.stamp.nanosec);
+                        }
+                    }
                 }
             }
-            Err(e) => {
-                errors += 1;
-                tracing::warn!("SuperPoint: {e}");
+            while let Ok(Some((info, _))) = info_sub.take() {
+                if let Ok(mut c) = camera_info.lock() {
+                    *c = Some(info);
+                }
+            }
+            if let Some(sub) = &clock_sub {
+                while let Ok(Some((clock, _))) = sub.take() {
+                    if let Ok(mut t) = sim_time.lock() {
+                        *t = Some(clock.clock);
+                    }
+                }
+            }
+            if last_diag.elapsed() >= Duration::from_secs(1) {
+                last_diag = Instant::now();
+                let now = if params.use_sim_time { sim_time.lock().ok().and_then(|t| t.clone()).unwrap_or_default() } else { wall_time() };
+                if pub_diag.publish(diagnostics(&fqn, now, &stats, dust3r.is_some())).is_err() {
+                    bump(&stats.publish_errors);
+                }
+            }
+            if !got {
+                std::thread::sleep(Duration::from_millis(2));
             }
         }
-    }
-    tracing::info!("shutting down: {frames} frames, {dropped} dropped, {errors} errors");
+        frames.close();
+    });
+    tracing::info!(
+        "shutting down: {} frames in, {} processed, {} dropped, {} bad, {} pairs, {} errors",
+        stats.frames_in.load(Ordering::Relaxed),
+        stats.frames_done.load(Ordering::Relaxed),
+        stats.frame_drops.load(Ordering::Relaxed),
+        stats.bad_frames.load(Ordering::Relaxed),
+        stats.pairs_done.load(Ordering::Relaxed),
+        stats.bad_frames.load(Ordering::Relaxed) + stats.superpoint_errors.load(Ordering::Relaxed) + stats.dust3r_errors.load(Ordering::Relaxed)
+    );
     Ok(())
+}
+
+fn offer(frames: &LatestSlot<Input>, stats: &Stats, input: Input) {
+    if frames.put(input) {
+        bump(&stats.frame_drops);
+    }
+}
+
+fn wall_time() -> builtin_interfaces::Time {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    builtin_interfaces::Time { sec: d.as_secs() as i32, nanosec: d.subsec_nanos() }
+}
+
+struct Reconstruction {
+    cloud: sensor_msgs::PointCloud2,
+    pose: Result<(sp_dust3r_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped), String>,
+}
+
+/// DUSt3R on a keyframe pair, the swapped pass, and the PairViewer pose.
+fn reconstruct(model: &Dust3r, job: &PairJob, params: &NodeParams) -> Result<Reconstruction, String> {
+    let v1 = prepare(&job.first.frame, PrepMode::Pad).map_err(|e| e.to_string())?;
+    let v2 = prepare(&job.second.frame, PrepMode::Pad).map_err(|e| e.to_string())?;
+    let e1 = model.encode(&v1.image, v1.height as usize, v1.width as usize).map_err(|e| e.to_string())?;
+    let e2 = model.encode(&v2.image, v2.height as usize, v2.width as usize).map_err(|e| e.to_string())?;
+    let forward = model.predict(&e1, &e2).map_err(|e| e.to_string())?;
+    let swapped = model.predict(&e2, &e1).map_err(|e| e.to_string())?;
+    let cloud_header = job.first.header.clone();
+    let cloud = pointcloud_msg(
+        cloud_header,
+        &[ColouredPoints { points: &forward.view1, rgb: &v1.rgb }, ColouredPoints { points: &forward.view2_in_1, rgb: &v2.rgb }],
+        params.confidence_threshold as f32,
+    );
+    // Known intrinsics from CameraInfo when it describes these frames.
+    let known = job.camera_info.as_ref().filter(|i| i.width == job.second.frame.width() && i.height == job.second.frame.height() && i.k[0] > 0.0 && i.k[4] > 0.0).map(|i| {
+        let m = v2.mapping;
+        let (cx, cy) = m.to_network(i.k[2], i.k[5]);
+        Intrinsics { fx: i.k[0] * m.scale_x, fy: i.k[4] * m.scale_y, cx, cy }
+    });
+    let opts = PoseOptions { known_intrinsics: known, grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()], ..PoseOptions::default() };
+    let mean_conf = {
+        let all = forward.view1.confidence.iter().chain(&forward.view2_in_1.confidence);
+        let n = forward.view1.confidence.len() + forward.view2_in_1.confidence.len();
+        (all.map(|&c| c as f64).sum::<f64>() / n.max(1) as f64) as f32
+    };
+    let child = format!("{}_view2", job.first.header.frame_id);
+    let pose = relative_pose(&forward, &swapped, &opts)
+        .map(|p| pose_msgs(&p, &job.first.header, job.second.header.stamp.clone(), &child, mean_conf))
+        .map_err(|e| e.to_string());
+    Ok(Reconstruction { cloud, pose })
+}
+
+fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, dust3r_on: bool) -> diagnostic_msgs::DiagnosticArray {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed).to_string();
+    let kv = |k: &str, v: String| diagnostic_msgs::KeyValue { key: k.into(), value: v };
+    let errors = s.bad_frames.load(Ordering::Relaxed) + s.superpoint_errors.load(Ordering::Relaxed) + s.dust3r_errors.load(Ordering::Relaxed);
+    let level = if errors > 0 || !dust3r_on { diagnostic_msgs::DiagnosticStatus::WARN } else { diagnostic_msgs::DiagnosticStatus::OK };
+    diagnostic_msgs::DiagnosticArray {
+        header: std_msgs::Header { stamp, frame_id: String::new() },
+        status: vec![diagnostic_msgs::DiagnosticStatus {
+            level,
+            name: format!("{}: pipeline", fqn.trim_start_matches('/')),
+            message: if dust3r_on { "running".into() } else { "running; DUSt3R disabled (no weights)".into() },
+            hardware_id: "cpu".into(),
+            values: vec![
+                kv("frames_in", get(&s.frames_in)),
+                kv("frames_processed", get(&s.frames_done)),
+                kv("frames_dropped", get(&s.frame_drops)),
+                kv("pairs_processed", get(&s.pairs_done)),
+                kv("pairs_dropped", get(&s.pair_drops)),
+                kv("errors_bad_frame", get(&s.bad_frames)),
+                kv("errors_superpoint", get(&s.superpoint_errors)),
+                kv("errors_dust3r", get(&s.dust3r_errors)),
+                kv("errors_publish", get(&s.publish_errors)),
+                kv("no_pose", get(&s.no_pose)),
+                kv("superpoint_latency_ms", get(&s.superpoint_ms)),
+                kv("dust3r_latency_ms", get(&s.dust3r_ms)),
+                kv("backend", "cpu".into()),
+            ],
+        }],
+    }
 }

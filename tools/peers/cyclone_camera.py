@@ -24,7 +24,7 @@ import cyclonedds.idl.annotations as annotate  # noqa: E402
 from cyclonedds.core import Policy, Qos  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
 from cyclonedds.idl import IdlStruct  # noqa: E402
-from cyclonedds.idl.types import float32, int32, sequence, uint8, uint32  # noqa: E402
+from cyclonedds.idl.types import float32, float64, int32, sequence, uint8, uint32  # noqa: E402
 from cyclonedds.pub import DataWriter  # noqa: E402
 from cyclonedds.sub import DataReader  # noqa: E402
 from cyclonedds.topic import Topic  # noqa: E402
@@ -70,12 +70,73 @@ class Keypoints(IdlStruct, typename="sp_dust3r_msgs::msg::dds_::Keypoints_"):
     descriptors: sequence[float32]
 
 
+@dataclass
+@annotate.final
+class PointField(IdlStruct, typename="sensor_msgs::msg::dds_::PointField_"):
+    name: str
+    offset: uint32
+    datatype: uint8
+    count: uint32
+
+
+@dataclass
+@annotate.final
+class PointCloud2(IdlStruct, typename="sensor_msgs::msg::dds_::PointCloud2_"):
+    header: Header
+    height: uint32
+    width: uint32
+    fields: sequence[PointField]
+    is_bigendian: bool
+    point_step: uint32
+    row_step: uint32
+    data: sequence[uint8]
+    is_dense: bool
+
+
+@dataclass
+@annotate.final
+class Point(IdlStruct, typename="geometry_msgs::msg::dds_::Point_"):
+    x: float64
+    y: float64
+    z: float64
+
+
+@dataclass
+@annotate.final
+class Quaternion(IdlStruct, typename="geometry_msgs::msg::dds_::Quaternion_"):
+    x: float64
+    y: float64
+    z: float64
+    w: float64
+
+
+@dataclass
+@annotate.final
+class Pose(IdlStruct, typename="geometry_msgs::msg::dds_::Pose_"):
+    position: Point
+    orientation: Quaternion
+
+
+@dataclass
+@annotate.final
+class PairPose(IdlStruct, typename="sp_dust3r_msgs::msg::dds_::PairPose_"):
+    header: Header
+    reference_stamp: Time
+    pose: Pose
+    focal_reference: float64
+    focal_query: float64
+    used_known_intrinsics: bool
+    num_inliers: uint32
+    mean_confidence: float32
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--image", required=True, help=".npy uint8 (H, W) plane")
     ap.add_argument("--ns", default="")
     ap.add_argument("--frames", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--expect-pairs", type=int, default=0)
     args = ap.parse_args()
     plane = np.load(args.image)
     h, w = plane.shape
@@ -85,7 +146,10 @@ def main():
     img_topic = Topic(dp, prefix + "/image", Image)
     kp_topic = Topic(dp, prefix + "/keypoints", Keypoints)
     writer = DataWriter(dp, img_topic, qos=Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1))
-    reader = DataReader(dp, kp_topic, qos=Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(50), xcdr1))
+    reliable = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(50), xcdr1)
+    reader = DataReader(dp, kp_topic, qos=reliable)
+    clouds = DataReader(dp, Topic(dp, prefix + "/pointcloud", PointCloud2), qos=reliable)
+    pairs = DataReader(dp, Topic(dp, prefix + "/pair_pose", PairPose), qos=reliable)
 
     start = time.time()
     while writer.get_publication_matched_status().current_count == 0 or reader.get_subscription_matched_status().current_count == 0:
@@ -116,7 +180,25 @@ def main():
                 }
             time.sleep(0.05)
     out = [{"stamp": list(k), **v} for k, v in sorted(received.items())]
-    print(json.dumps({"sent": sent, "bad_sent": bad, "received": out}))
+    got_clouds, got_pairs = [], []
+    t0 = time.time()
+    # Clouds always come; poses may not (the node reports "no pose" instead), so wait for the
+    # clouds, then a little longer for poses.
+    while len(got_clouds) < args.expect_pairs and time.time() - t0 < args.timeout:
+        for c in clouds.take(N=10):
+            got_clouds.append({"stamp": [c.header.stamp.sec, c.header.stamp.nanosec], "frame_id": c.header.frame_id, "width": c.width,
+                               "fields": [f.name for f in c.fields], "point_step": c.point_step, "bytes": len(c.data)})
+        for p in pairs.take(N=10):
+            q = p.pose.orientation
+            got_pairs.append({"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "reference": [p.reference_stamp.sec, p.reference_stamp.nanosec],
+                              "frame_id": p.header.frame_id, "inliers": p.num_inliers, "unit_quaternion": abs(q.x**2 + q.y**2 + q.z**2 + q.w**2 - 1) < 1e-6})
+        time.sleep(0.1)
+    time.sleep(1.0)
+    for p in pairs.take(N=10):
+        q = p.pose.orientation
+        got_pairs.append({"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "reference": [p.reference_stamp.sec, p.reference_stamp.nanosec],
+                          "frame_id": p.header.frame_id, "inliers": p.num_inliers, "unit_quaternion": abs(q.x**2 + q.y**2 + q.z**2 + q.w**2 - 1) < 1e-6})
+    print(json.dumps({"sent": sent, "bad_sent": bad, "received": out, "clouds": got_clouds, "pairs": got_pairs}))
 
 
 if __name__ == "__main__":
