@@ -274,30 +274,28 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         let mut last_diag = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let mut got = false;
+            // Every frame is counted; a bad one is reported and skipped, never fatal.
+            let mut accept = |header: std_msgs::Header, frame: Result<Frame, crate::image::ImageError>| {
+                got = true;
+                bump(&stats.frames_in);
+                match frame {
+                    Ok(frame) => offer(&frames, &stats, Input { header, frame: Arc::new(frame) }),
+                    Err(e) => {
+                        bump(&stats.bad_frames);
+                        tracing::warn!("dropping a frame stamped {}.{:09}: {e}", header.stamp.sec, header.stamp.nanosec);
+                    }
+                }
+            };
             if let Some(sub) = &raw {
                 while let Ok(Some((msg, _))) = sub.take() {
-                    got = true;
-                    bump(&stats.frames_in);
-                    match Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, msg.is_bigendian != 0, msg.data) {
-                        Ok(frame) => offer(&frames, &stats, Input { header: msg.header, frame: Arc::new(frame) }),
-                        Err(e) => {
-                            bump(&stats.bad_frames);
-                            tracing::warn!("dropping a frame stamped {}.{:09}: {e}", msg.header.stamp.sec, msg.header.stamp.nanosec);
-                        }
-                    }
+                    let frame = Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, msg.is_bigendian != 0, msg.data);
+                    accept(msg.header, frame);
                 }
             }
             if let Some(sub) = &compressed {
                 while let Ok(Some((msg, _))) = sub.take() {
-                    got = true;
-                    bump(&stats.frames_in);
-                    match Frame::decode(&msg.data) {
-                        Ok(frame) => offer(&frames, &stats, Input { header: msg.header, frame: Arc::new(frame) }),
-                        Err(e) => {
-                            bump(&stats.bad_frames);
-                            tracing::warn!("dropping a frame stamped {}.{:09}: {e}", msg.header.stamp.sec, msg.header.stamp.nanosec);
-                        }
-                    }
+                    let frame = Frame::decode(&msg.data);
+                    accept(msg.header, frame);
                 }
             }
             while let Ok(Some((info, _))) = info_sub.take() {

@@ -130,6 +130,12 @@ class PairPose(IdlStruct, typename="sp_dust3r_msgs::msg::dds_::PairPose_"):
     mean_confidence: float32
 
 
+def pair_summary(p):
+    q = p.pose.orientation
+    return {"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "reference": [p.reference_stamp.sec, p.reference_stamp.nanosec],
+            "frame_id": p.header.frame_id, "inliers": p.num_inliers, "unit_quaternion": abs(q.x**2 + q.y**2 + q.z**2 + q.w**2 - 1) < 1e-6}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--image", required=True, help=".npy uint8 (H, W) plane")
@@ -188,16 +194,10 @@ def main():
         for c in clouds.take(N=10):
             got_clouds.append({"stamp": [c.header.stamp.sec, c.header.stamp.nanosec], "frame_id": c.header.frame_id, "width": c.width,
                                "fields": [f.name for f in c.fields], "point_step": c.point_step, "bytes": len(c.data)})
-        for p in pairs.take(N=10):
-            q = p.pose.orientation
-            got_pairs.append({"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "reference": [p.reference_stamp.sec, p.reference_stamp.nanosec],
-                              "frame_id": p.header.frame_id, "inliers": p.num_inliers, "unit_quaternion": abs(q.x**2 + q.y**2 + q.z**2 + q.w**2 - 1) < 1e-6})
+        got_pairs.extend(pair_summary(p) for p in pairs.take(N=10))
         time.sleep(0.1)
     time.sleep(1.0)
-    for p in pairs.take(N=10):
-        q = p.pose.orientation
-        got_pairs.append({"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "reference": [p.reference_stamp.sec, p.reference_stamp.nanosec],
-                          "frame_id": p.header.frame_id, "inliers": p.num_inliers, "unit_quaternion": abs(q.x**2 + q.y**2 + q.z**2 + q.w**2 - 1) < 1e-6})
+    got_pairs.extend(pair_summary(p) for p in pairs.take(N=10))
     print(json.dumps({"sent": sent, "bad_sent": bad, "received": out, "clouds": got_clouds, "pairs": got_pairs}))
 
 
