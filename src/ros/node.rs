@@ -79,6 +79,20 @@ fn type_name<T: RosMessage>() -> MessageTypeName {
     MessageTypeName::new(pkg, parts.nth(1).unwrap_or_default())
 }
 
+/// Every topic the node uses, relative ones under its namespace: (name, ROS type, published).
+pub const TOPICS: &[(&str, &str, bool)] = &[
+    ("image", "sensor_msgs/msg/Image", false),
+    ("image/compressed", "sensor_msgs/msg/CompressedImage", false),
+    ("camera_info", "sensor_msgs/msg/CameraInfo", false),
+    ("/clock", "rosgraph_msgs/msg/Clock", false),
+    ("keypoints", "sp_dust3r_msgs/msg/Keypoints", true),
+    ("pointcloud", "sensor_msgs/msg/PointCloud2", true),
+    ("pair_pose", "sp_dust3r_msgs/msg/PairPose", true),
+    ("pose", "geometry_msgs/msg/PoseStamped", true),
+    ("/tf", "tf2_msgs/msg/TFMessage", true),
+    ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", true),
+];
+
 /// SensorDataQoS: best effort, keep last 5.
 fn sensor_qos() -> QosProfile {
     QosProfile::subscription_default().reliability_best_effort().history(qos::History::KeepLast { depth: 5 })

@@ -1,0 +1,96 @@
+//! The ROS package files users start the node with: both launch files, the RViz config. Every
+//! executable, argument, parameter and topic they name must exist (`ros2 launch` cannot run here,
+//! so they are parsed).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use sp_dust3r::ros::node::TOPICS;
+use sp_dust3r::ros::params::declared;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The binary's name from Cargo.toml (what `exec`/`executable` must name).
+fn binary_name() -> String {
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let bin = toml.split("[[bin]]").nth(1).unwrap();
+    bin.lines().find_map(|l| l.trim().strip_prefix("name = ")).unwrap().trim_matches('"').to_string()
+}
+
+fn declared_names() -> Vec<&'static str> {
+    declared().iter().map(|s| s.name).collect()
+}
+
+#[test]
+fn xml_launch_names_the_executable_its_subcommand_and_declared_parameters() {
+    let text = std::fs::read_to_string(root().join("launch/sp_dust3r.launch.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let node = doc.descendants().find(|n| n.has_tag_name("node")).unwrap();
+    assert_eq!(node.attribute("pkg"), Some("sp_dust3r"));
+    assert_eq!(node.attribute("exec"), Some(binary_name().as_str()));
+    assert_eq!(node.attribute("args"), Some("node"));
+    let args: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("arg")).filter_map(|n| n.attribute("name")).collect();
+    for a in ["camera_namespace", "backend", "superpoint_weights", "dust3r_weights", "params_file"] {
+        assert!(args.contains(&a), "launch argument {a}");
+    }
+    for p in node.children().filter(|n| n.has_tag_name("param")) {
+        if let Some(name) = p.attribute("name") {
+            assert!(declared_names().contains(&name), "parameter {name} is not declared by the node");
+        } else {
+            assert_eq!(p.attribute("from"), Some("$(var params_file)"));
+        }
+    }
+    let params_arg = doc.descendants().find(|n| n.has_tag_name("arg") && n.attribute("name") == Some("params_file")).unwrap();
+    assert_eq!(params_arg.attribute("default"), Some("$(find-pkg-share sp_dust3r)/config/params.yaml"));
+    assert!(root().join("config/params.yaml").is_file());
+    // Every $(var x) refers to a declared launch argument.
+    for cap in text.split("$(var ").skip(1) {
+        let var = cap.split(')').next().unwrap();
+        assert!(args.contains(&var), "$(var {var}) is not a launch argument");
+    }
+}
+
+#[test]
+fn python_launch_compiles_and_names_the_same_things() {
+    let path = root().join("launch/sp_dust3r.launch.py");
+    let out = std::process::Command::new(common::peer_python()).args(["-m", "py_compile"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("package=\"sp_dust3r\"") && text.contains(&format!("executable=\"{}\"", binary_name())));
+    assert!(text.contains("arguments=[\"node\"]"));
+    // Parameter keys set in the launch file's dictionary: `"name": ParameterValue(...)`.
+    let params = text.split("parameters=[").nth(1).unwrap();
+    let keys: Vec<&str> = params.split("\": ParameterValue").filter_map(|chunk| chunk.rsplit('"').next()).filter(|k| !k.contains(char::is_whitespace)).collect();
+    assert!(keys.len() >= 5, "{keys:?}");
+    for key in keys {
+        assert!(declared_names().contains(&key), "launch file sets {key}, which the node does not declare");
+    }
+    for a in ["camera_namespace", "backend", "superpoint_weights", "dust3r_weights", "params_file", "use_sim_time"] {
+        assert!(text.contains(&format!("DeclareLaunchArgument(\"{a}\"")), "launch argument {a}");
+    }
+}
+
+#[test]
+fn rviz_config_shows_topics_the_node_uses() {
+    let text = std::fs::read_to_string(root().join("config/sp_dust3r.rviz")).unwrap();
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
+    let displays = docs[0]["Visualization Manager"]["Displays"].as_vec().unwrap();
+    let node_topics: Vec<String> = TOPICS.iter().map(|(t, _, _)| if t.starts_with('/') { t.to_string() } else { format!("/camera/{t}") }).collect();
+    let mut shown = 0;
+    for d in displays {
+        if let Some(topic) = d["Topic"]["Value"].as_str() {
+            shown += 1;
+            assert!(node_topics.iter().any(|t| t == topic), "RViz shows {topic}, which the node does not use (namespace /camera)");
+            // What RViz subscribes reliably must be published reliably (all our outputs are).
+            let published = TOPICS.iter().any(|(t, _, p)| *p && Path::new(topic).ends_with(t.trim_start_matches('/')));
+            if d["Topic"]["Reliability Policy"].as_str() == Some("Reliable") {
+                assert!(published, "{topic} subscribed reliable but not one of our outputs");
+            }
+        }
+    }
+    assert!(shown >= 3);
+    assert_eq!(docs[0]["Visualization Manager"]["Displays"][1]["Class"].as_str(), Some("rviz_default_plugins/PointCloud2"));
+}
