@@ -190,6 +190,14 @@ fn corrupt_and_unknown_compressed_images_are_decode_errors() {
         other => panic!("corrupt JPEG: {other:?}"),
     }
     assert!(matches!(Frame::decode(&jpeg[..10]), Err(ImageError::Decode(_))));
+    // Cut off (the decoder alone would fill the rest with grey), with or without junk after.
+    let mut cut = jpeg[..jpeg.len() / 2].to_vec();
+    assert_eq!(Frame::decode(&cut).err(), Some(ImageError::Decode("truncated JPEG (no end-of-image marker)".into())));
+    cut.extend(0..200u8);
+    assert!(matches!(Frame::decode(&cut), Err(ImageError::Decode(_))));
+    let mut padded = jpeg.clone();
+    padded.extend([0u8; 7]);
+    assert!(Frame::decode(&padded).is_ok(), "zero padding after the end marker is fine");
     assert_eq!(Frame::decode(b"hello world, not an image").err(), Some(ImageError::Decode("not a PNG or JPEG image".into())));
     match Frame::open(Path::new("/nonexistent/image.png")) {
         Err(ImageError::Io { path, .. }) => assert_eq!(path, "/nonexistent/image.png"),

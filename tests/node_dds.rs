@@ -83,6 +83,52 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     assert!(stdout.contains("node_exit=0"), "clean exit on SIGINT within 2 s: {stdout}\nnode log:\n{log}");
     assert!(log.contains("dropping a frame"), "bad frames are reported: {log}");
     assert!(log.contains(&format!("{} errors", report["bad_sent"])), "bad frames are counted: {log}");
+    // /diagnostics counts them too, by kind.
+    let diag = &report["diagnostics"];
+    assert_eq!(diag["errors_bad_frame"].as_str(), Some("3"), "{diag}");
+    assert_eq!(diag["frames_in"].as_str(), Some("6"), "{diag}");
+    assert_eq!(diag["pairs_processed"].as_str(), Some("2"), "{diag}");
+}
+
+/// `image_transport: compressed`: JPEG frames on `image/compressed`, corrupt JPEGs in between.
+#[test]
+fn compressed_input_with_corrupt_jpegs() {
+    let dir = tempfile::tempdir().unwrap();
+    let jpeg = dir.path().join("frame.jpg");
+    image::open(fixture_dir("superpoint").join("image.png")).unwrap().to_rgb8().save(&jpeg).unwrap();
+    let plane = dir.path().join("plane.npy");
+    ndarray_npy::write_npy(&plane, &ndarray::Array2::<u8>::zeros((480, 640))).unwrap();
+    let node = env!("CARGO_BIN_EXE_sp_dust3r");
+    let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py");
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} -p image_transport:=compressed > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {peer} --image {plane} --jpeg {jpeg} --ns /cam --frames 3 --timeout 60\n\
+         rc=$?\n\
+         kill -TERM $pid; wait $pid; echo node_exit=$?\n\
+         exit $rc\n",
+        weights = fixture_dir("superpoint").display(),
+        log = dir.path().join("node.log").display(),
+        py = peer_python().display(),
+        peer = peer.display(),
+        plane = plane.display(),
+        jpeg = jpeg.display(),
+    );
+    let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().expect("unshare (root) is needed for DDS tests");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
+    assert!(out.status.success(), "{stdout}\n{}\nnode log:\n{log}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    let received = report["received"].as_array().unwrap();
+    assert_eq!(received.len(), 3, "{report}\nnode log:\n{log}");
+    for (r, s) in received.iter().zip(report["sent"].as_array().unwrap()) {
+        assert_eq!(&r["stamp"], s);
+        assert_eq!((r["width"].as_u64(), r["height"].as_u64()), (Some(640), Some(480)));
+    }
+    assert_eq!(report["diagnostics"]["errors_bad_frame"].as_str(), Some("3"), "{report}");
+    assert_eq!(log.matches("cannot decode image").count(), 3, "{log}");
+    assert!(stdout.contains("node_exit=0"), "clean exit on SIGTERM: {stdout}");
 }
 
 /// The tiny DUSt3R geometry of the upstream fixtures (head dimension 64, all DPT shapes real).

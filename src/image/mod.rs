@@ -171,6 +171,14 @@ impl Frame {
         if reader.format().is_none() {
             return Err(ImageError::Decode("not a PNG or JPEG image".to_string()));
         }
+        // The JPEG decoder fills a cut-off image with grey instead of failing: demand the
+        // end-of-image marker (encoders may pad after it with zeros).
+        if reader.format() == Some(image::ImageFormat::Jpeg) {
+            let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            if end < 2 || bytes[end - 2..end] != [0xFF, 0xD9] {
+                return Err(ImageError::Decode("truncated JPEG (no end-of-image marker)".to_string()));
+            }
+        }
         let (width, height) = reader.into_dimensions().map_err(|e| ImageError::Decode(e.to_string()))?;
         check_size(width, height)?;
         let decoded = image::load_from_memory(bytes).map_err(|e| ImageError::Decode(e.to_string()))?;

@@ -130,6 +130,38 @@ class PairPose(IdlStruct, typename="sp_dust3r_msgs::msg::dds_::PairPose_"):
     mean_confidence: float32
 
 
+@dataclass
+@annotate.final
+class CompressedImage(IdlStruct, typename="sensor_msgs::msg::dds_::CompressedImage_"):
+    header: Header
+    format: str
+    data: sequence[uint8]
+
+
+@dataclass
+@annotate.final
+class KeyValue(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
+    key: str
+    value: str
+
+
+@dataclass
+@annotate.final
+class DiagnosticStatus(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticStatus_"):
+    level: uint8
+    name: str
+    message: str
+    hardware_id: str
+    values: sequence[KeyValue]
+
+
+@dataclass
+@annotate.final
+class DiagnosticArray(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticArray_"):
+    header: Header
+    status: sequence[DiagnosticStatus]
+
+
 def pair_summary(p):
     q = p.pose.orientation
     return {"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "reference": [p.reference_stamp.sec, p.reference_stamp.nanosec],
@@ -143,19 +175,21 @@ def main():
     ap.add_argument("--frames", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--expect-pairs", type=int, default=0)
+    ap.add_argument("--jpeg", help="send this JPEG file as sensor_msgs/CompressedImage on <ns>/image/compressed")
     args = ap.parse_args()
     plane = np.load(args.image)
     h, w = plane.shape
     xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
     dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
     prefix = "rt" + args.ns
-    img_topic = Topic(dp, prefix + "/image", Image)
+    img_topic = Topic(dp, prefix + "/image/compressed", CompressedImage) if args.jpeg else Topic(dp, prefix + "/image", Image)
     kp_topic = Topic(dp, prefix + "/keypoints", Keypoints)
     writer = DataWriter(dp, img_topic, qos=Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1))
     reliable = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(50), xcdr1)
     reader = DataReader(dp, kp_topic, qos=reliable)
     clouds = DataReader(dp, Topic(dp, prefix + "/pointcloud", PointCloud2), qos=reliable)
     pairs = DataReader(dp, Topic(dp, prefix + "/pair_pose", PairPose), qos=reliable)
+    diags = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
 
     start = time.time()
     while writer.get_publication_matched_status().current_count == 0 or reader.get_subscription_matched_status().current_count == 0:
@@ -166,13 +200,24 @@ def main():
 
     sent, received, bad = [], {}, 0
     good = plane.tobytes()
+    jpeg = open(args.jpeg, "rb").read() if args.jpeg else b""
     for i in range(args.frames):
         stamp = Time(sec=100 + i, nanosec=1000 * i)
-        # A bad frame before each good one: data shorter than step * height.
-        writer.write(Image(Header(Time(sec=900 + i, nanosec=0), "cam_optical"), h, w, "mono8", 0, w, list(good[: w * 10])))
+        bad_header = Header(Time(sec=900 + i, nanosec=0), "cam_optical")
+        # A bad frame before each good one, a different fault each time.
+        if args.jpeg:
+            faults = [jpeg[: len(jpeg) // 3] + bytes(range(200)), b"not an image at all", jpeg[:10]]
+            writer.write(CompressedImage(bad_header, "jpeg", list(faults[i % 3])))
+        else:
+            faults = [(w, good[: w * 10], "mono8"), (w - 1, good, "mono8"), (w, good, "yuv444")]
+            step, data, enc = faults[i % 3]
+            writer.write(Image(bad_header, h, w, enc, 0, step, list(data)))
         bad += 1
         time.sleep(0.3)
-        writer.write(Image(Header(stamp, "cam_optical"), h, w, "mono8", 0, w, list(good)))
+        if args.jpeg:
+            writer.write(CompressedImage(Header(stamp, "cam_optical"), "jpeg", list(jpeg)))
+        else:
+            writer.write(Image(Header(stamp, "cam_optical"), h, w, "mono8", 0, w, list(good)))
         sent.append([stamp.sec, stamp.nanosec])
         # Wait for this frame's answer before the next (the node keeps only the newest frame).
         t0 = time.time()
@@ -198,7 +243,16 @@ def main():
         time.sleep(0.1)
     time.sleep(1.0)
     got_pairs.extend(pair_summary(p) for p in pairs.take(N=10))
-    print(json.dumps({"sent": sent, "bad_sent": bad, "received": out, "clouds": got_clouds, "pairs": got_pairs}))
+    # The node's latest /diagnostics (published at 1 Hz).
+    diagnostics = {}
+    t0 = time.time()
+    while time.time() - t0 < 3.0:
+        for d in diags.take(N=20):
+            for st in d.status:
+                diagnostics = {kv.key: kv.value for kv in st.values}
+                diagnostics["_level"] = st.level
+        time.sleep(0.1)
+    print(json.dumps({"diagnostics": diagnostics, "sent": sent, "bad_sent": bad, "received": out, "clouds": got_clouds, "pairs": got_pairs}))
 
 
 if __name__ == "__main__":
