@@ -79,18 +79,29 @@ fn type_name<T: RosMessage>() -> MessageTypeName {
     MessageTypeName::new(pkg, parts.nth(1).unwrap_or_default())
 }
 
+pub const IMAGE: &str = "image";
+pub const IMAGE_COMPRESSED: &str = "image/compressed";
+pub const CAMERA_INFO: &str = "camera_info";
+pub const CLOCK: &str = "/clock";
+pub const KEYPOINTS: &str = "keypoints";
+pub const POINTCLOUD: &str = "pointcloud";
+pub const PAIR_POSE: &str = "pair_pose";
+pub const POSE: &str = "pose";
+pub const TF: &str = "/tf";
+pub const DIAGNOSTICS: &str = "/diagnostics";
+
 /// Every topic the node uses, relative ones under its namespace: (name, ROS type, published).
 pub const TOPICS: &[(&str, &str, bool)] = &[
-    ("image", "sensor_msgs/msg/Image", false),
-    ("image/compressed", "sensor_msgs/msg/CompressedImage", false),
-    ("camera_info", "sensor_msgs/msg/CameraInfo", false),
-    ("/clock", "rosgraph_msgs/msg/Clock", false),
-    ("keypoints", "sp_dust3r_msgs/msg/Keypoints", true),
-    ("pointcloud", "sensor_msgs/msg/PointCloud2", true),
-    ("pair_pose", "sp_dust3r_msgs/msg/PairPose", true),
-    ("pose", "geometry_msgs/msg/PoseStamped", true),
-    ("/tf", "tf2_msgs/msg/TFMessage", true),
-    ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", true),
+    (IMAGE, sensor_msgs::Image::ROS_TYPE, false),
+    (IMAGE_COMPRESSED, sensor_msgs::CompressedImage::ROS_TYPE, false),
+    (CAMERA_INFO, sensor_msgs::CameraInfo::ROS_TYPE, false),
+    (CLOCK, rosgraph_msgs::Clock::ROS_TYPE, false),
+    (KEYPOINTS, sp_dust3r_msgs::Keypoints::ROS_TYPE, true),
+    (POINTCLOUD, sensor_msgs::PointCloud2::ROS_TYPE, true),
+    (PAIR_POSE, sp_dust3r_msgs::PairPose::ROS_TYPE, true),
+    (POSE, geometry_msgs::PoseStamped::ROS_TYPE, true),
+    (TF, tf2_msgs::TFMessage::ROS_TYPE, true),
+    (DIAGNOSTICS, diagnostic_msgs::DiagnosticArray::ROS_TYPE, true),
 ];
 
 /// SensorDataQoS: best effort, keep last 5.
@@ -186,18 +197,18 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let mut node = context.new_node(node_name, NodeOptions::new().enable_rosout(true)).map_err(dds)?;
     let topic = |n: &str| resolve_topic(ros, &namespace, n);
 
-    let raw: Option<Subscription<sensor_msgs::Image>> = (!params.compressed_input).then(|| subscribe(&mut node, &topic("image"), sensor_qos())).transpose()?;
+    let raw: Option<Subscription<sensor_msgs::Image>> = (!params.compressed_input).then(|| subscribe(&mut node, &topic(IMAGE), sensor_qos())).transpose()?;
     let compressed: Option<Subscription<sensor_msgs::CompressedImage>> =
-        params.compressed_input.then(|| subscribe(&mut node, &topic("image/compressed"), sensor_qos())).transpose()?;
-    let info_sub: Subscription<sensor_msgs::CameraInfo> = subscribe(&mut node, &topic("camera_info"), sensor_qos())?;
-    let clock_sub: Option<Subscription<rosgraph_msgs::Clock>> = params.use_sim_time.then(|| subscribe(&mut node, "/clock", QosProfile::subscription_default())).transpose()?;
-    let pub_kp: Publisher<sp_dust3r_msgs::Keypoints> = advertise(&mut node, &topic("keypoints"), reliable_qos())?;
-    let pub_cloud: Publisher<sensor_msgs::PointCloud2> = advertise(&mut node, &topic("pointcloud"), reliable_qos())?;
-    let pub_pair: Publisher<sp_dust3r_msgs::PairPose> = advertise(&mut node, &topic("pair_pose"), reliable_qos())?;
-    let pub_pose: Publisher<geometry_msgs::PoseStamped> = advertise(&mut node, &topic("pose"), reliable_qos())?;
-    let pub_tf: Publisher<tf2_msgs::TFMessage> = advertise(&mut node, "/tf", reliable_qos())?;
-    let pub_diag: Publisher<diagnostic_msgs::DiagnosticArray> = advertise(&mut node, "/diagnostics", reliable_qos())?;
-    tracing::info!("node {fqn} up (input {}, DUSt3R {})", if params.compressed_input { topic("image/compressed") } else { topic("image") }, if dust3r.is_some() { "on" } else { "off" });
+        params.compressed_input.then(|| subscribe(&mut node, &topic(IMAGE_COMPRESSED), sensor_qos())).transpose()?;
+    let info_sub: Subscription<sensor_msgs::CameraInfo> = subscribe(&mut node, &topic(CAMERA_INFO), sensor_qos())?;
+    let clock_sub: Option<Subscription<rosgraph_msgs::Clock>> = params.use_sim_time.then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default())).transpose()?;
+    let pub_kp: Publisher<sp_dust3r_msgs::Keypoints> = advertise(&mut node, &topic(KEYPOINTS), reliable_qos())?;
+    let pub_cloud: Publisher<sensor_msgs::PointCloud2> = advertise(&mut node, &topic(POINTCLOUD), reliable_qos())?;
+    let pub_pair: Publisher<sp_dust3r_msgs::PairPose> = advertise(&mut node, &topic(PAIR_POSE), reliable_qos())?;
+    let pub_pose: Publisher<geometry_msgs::PoseStamped> = advertise(&mut node, &topic(POSE), reliable_qos())?;
+    let pub_tf: Publisher<tf2_msgs::TFMessage> = advertise(&mut node, TF, reliable_qos())?;
+    let pub_diag: Publisher<diagnostic_msgs::DiagnosticArray> = advertise(&mut node, DIAGNOSTICS, reliable_qos())?;
+    tracing::info!("node {fqn} up (input {}, DUSt3R {})", if params.compressed_input { topic(IMAGE_COMPRESSED) } else { topic(IMAGE) }, if dust3r.is_some() { "on" } else { "off" });
 
     let stats = Stats::default();
     let frames: LatestSlot<Input> = LatestSlot::new();
