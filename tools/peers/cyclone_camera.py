@@ -168,6 +168,47 @@ def pair_summary(p):
             "frame_id": p.header.frame_id, "inliers": p.num_inliers, "unit_quaternion": abs(q.x**2 + q.y**2 + q.z**2 + q.w**2 - 1) < 1e-6}
 
 
+def load(args, writer, reader, plane):
+    """Publishes frames at a fixed rate and measures, per answered frame, the time from its
+    publication to the arrival of its keypoints."""
+    h, w = plane.shape
+    data = plane.tobytes()
+    period = 1.0 / args.rate
+    sent_at, latency = {}, []
+    start = time.time()
+    i = 0
+    while time.time() - start < args.duration:
+        target = start + i * period
+        now = time.time()
+        if now < target:
+            time.sleep(target - now)
+        stamp = Time(sec=int(i * period), nanosec=int(round((i * period % 1) * 1e9)))
+        sent_at[(stamp.sec, stamp.nanosec)] = time.time()
+        writer.write(Image(Header(stamp, "cam_optical"), h, w, "mono8", 0, w, data))
+        i += 1
+        for kp in reader.take(N=50):
+            key = (kp.header.stamp.sec, kp.header.stamp.nanosec)
+            if key in sent_at:
+                latency.append((sent_at[key] - start, time.time() - sent_at[key]))
+    t0 = time.time()
+    while time.time() - t0 < 3.0:
+        for kp in reader.take(N=50):
+            key = (kp.header.stamp.sec, kp.header.stamp.nanosec)
+            if key in sent_at:
+                latency.append((sent_at[key] - start, time.time() - sent_at[key]))
+        time.sleep(0.05)
+
+    def p95(values):
+        return float(np.percentile(values, 95)) if values else None
+
+    lat = [l for _, l in latency]
+    first = [l for t, l in latency if t < 15.0]
+    last = [l for t, l in latency if t >= args.duration - 15.0]
+    print(json.dumps({"sent": i, "answered": len(latency), "median_s": float(np.median(lat)) if lat else None, "p95_s": p95(lat),
+                      "max_s": max(lat) if lat else None, "p95_first_15s": p95(first), "p95_last_15s": p95(last),
+                      "seconds": time.time() - start}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--image", required=True, help=".npy uint8 (H, W) plane")
@@ -176,6 +217,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--expect-pairs", type=int, default=0)
     ap.add_argument("--jpeg", help="send this JPEG file as sensor_msgs/CompressedImage on <ns>/image/compressed")
+    ap.add_argument("--rate", type=float, default=0.0, help="load mode: frames per second")
+    ap.add_argument("--duration", type=float, default=60.0, help="load mode: seconds")
     args = ap.parse_args()
     plane = np.load(args.image)
     h, w = plane.shape
@@ -197,6 +240,10 @@ def main():
             print(json.dumps({"error": "no match with the node", "received": []}))
             return
         time.sleep(0.1)
+
+    if args.rate > 0:
+        load(args, writer, reader, plane)
+        return
 
     sent, received, bad = [], {}, 0
     good = plane.tobytes()

@@ -1,0 +1,56 @@
+//! Load: a Cyclone DDS peer sends 640x480 frames at 30 fps for 60 s (inside `unshare -n`). The
+//! node keeps up by dropping stale frames, never by queueing: latency stays bounded and does not
+//! grow, resident memory stays flat. Prints the figures.
+
+mod common;
+
+use std::process::Command;
+
+use common::{fixture_dir, peer_python};
+
+#[test]
+fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = dir.path().join("plane.npy");
+    let image = image::open(fixture_dir("superpoint").join("image.png")).unwrap().to_luma8();
+    let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw()).unwrap();
+    ndarray_npy::write_npy(&plane, &arr).unwrap();
+    let rss = dir.path().join("rss.txt");
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} > {log} 2>&1 &\n\
+         pid=$!\n\
+         (while kill -0 $pid 2>/dev/null; do grep VmRSS /proc/$pid/status | awk '{{print $2}}' >> {rss}; sleep 5; done) &\n\
+         {py} {peer} --image {plane} --ns /cam --rate 30 --duration 60 --timeout 60\n\
+         rc=$?\n\
+         kill -INT $pid; wait $pid; echo node_exit=$?\n\
+         exit $rc\n",
+        node = env!("CARGO_BIN_EXE_sp_dust3r"),
+        weights = fixture_dir("superpoint").display(),
+        log = dir.path().join("node.log").display(),
+        rss = rss.display(),
+        py = peer_python().display(),
+        peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py").display(),
+        plane = plane.display(),
+    );
+    let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().expect("unshare (root) is needed for DDS tests");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
+    assert!(out.status.success(), "{stdout}\n{}\nnode log:\n{log}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    let rss_kb: Vec<f64> = std::fs::read_to_string(&rss).unwrap().lines().filter_map(|l| l.trim().parse().ok()).collect();
+    eprintln!("load: {report}; node RSS samples (MB): {:?}", rss_kb.iter().map(|k| (k / 1024.0).round()).collect::<Vec<_>>());
+
+    let answered = report["answered"].as_u64().unwrap();
+    assert!(report["sent"].as_u64().unwrap() >= 1500, "the peer kept 30 fps: {report}");
+    assert!(answered >= 100, "the node answered {answered} frames in 60 s: {report}");
+    let (p95, first, last) = (report["p95_s"].as_f64().unwrap(), report["p95_first_15s"].as_f64().unwrap(), report["p95_last_15s"].as_f64().unwrap());
+    assert!(p95 < 2.0, "p95 latency {p95} s");
+    assert!(last < 2.0 * first + 0.5, "latency grows: p95 {first} s in the first 15 s, {last} s in the last");
+    // Resident memory flat after warm-up (samples every 5 s; skip the first 15 s).
+    let warm: Vec<f64> = rss_kb.iter().skip(3).copied().collect();
+    assert!(warm.len() >= 8, "RSS samples: {rss_kb:?}");
+    let (lo, hi) = warm.iter().fold((f64::MAX, 0f64), |(l, h), &v| (l.min(v), h.max(v)));
+    assert!(hi - lo < 64.0 * 1024.0, "RSS varies by {} MB after warm-up: {rss_kb:?}", (hi - lo) / 1024.0);
+    assert!(stdout.contains("node_exit=0"), "{stdout}");
+}
