@@ -12,17 +12,14 @@ use common::{fixture_dir, peer_python};
 #[test]
 fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() {
     let dir = tempfile::tempdir().unwrap();
-    let plane = dir.path().join("plane.npy");
-    let image = image::open(fixture_dir("superpoint").join("image.png")).unwrap().to_luma8();
-    let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw()).unwrap();
-    ndarray_npy::write_npy(&plane, &arr).unwrap();
+    let plane = common::fixture_plane_npy(dir.path());
 
     // Tiny deterministic DUSt3R weights (the real layout at a small geometry) so pairs run fast.
     let dust3r = dir.path().join("dust3r");
     std::fs::create_dir_all(&dust3r).unwrap();
     sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, TINY_DUST3R).unwrap();
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
-    let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py");
+    let peer = common::cyclone_peer();
     let weights = fixture_dir("superpoint");
     let script = format!(
         "ip link set lo up || exit 90\n\
@@ -99,7 +96,7 @@ fn compressed_input_with_corrupt_jpegs() {
     let plane = dir.path().join("plane.npy");
     ndarray_npy::write_npy(&plane, &ndarray::Array2::<u8>::zeros((480, 640))).unwrap();
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
-    let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py");
+    let peer = common::cyclone_peer();
     let script = format!(
         "ip link set lo up || exit 90\n\
          HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} -p image_transport:=compressed > {log} 2>&1 &\n\

@@ -11,10 +11,7 @@ use common::{fixture_dir, peer_python};
 #[test]
 fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
     let dir = tempfile::tempdir().unwrap();
-    let plane = dir.path().join("plane.npy");
-    let image = image::open(fixture_dir("superpoint").join("image.png")).unwrap().to_luma8();
-    let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw()).unwrap();
-    ndarray_npy::write_npy(&plane, &arr).unwrap();
+    let plane = common::fixture_plane_npy(dir.path());
     let rss = dir.path().join("rss.txt");
     let script = format!(
         "ip link set lo up || exit 90\n\
@@ -30,7 +27,7 @@ fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
         log = dir.path().join("node.log").display(),
         rss = rss.display(),
         py = peer_python().display(),
-        peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py").display(),
+        peer = common::cyclone_peer().display(),
         plane = plane.display(),
     );
     let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().expect("unshare (root) is needed for DDS tests");

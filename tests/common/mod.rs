@@ -137,3 +137,18 @@ pub fn rosbags_read(entries: &[&CdrEntry]) -> serde_json::Value {
     assert!(out.status.success(), "rosbags peer failed (tools/test.sh installs it):\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("peer JSON")
 }
+
+/// The sample image (tests/fixtures/superpoint/image.png) as a uint8 (480, 640) .npy plane, the
+/// frame the DDS peer publishes.
+pub fn fixture_plane_npy(dir: &std::path::Path) -> PathBuf {
+    let plane = dir.join("plane.npy");
+    let image = image::open(fixture_dir("superpoint").join("image.png")).expect("sample image").to_luma8();
+    let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw()).expect("plane shape");
+    ndarray_npy::write_npy(&plane, &arr).expect("write npy");
+    plane
+}
+
+/// The Cyclone DDS camera peer script.
+pub fn cyclone_peer() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py")
+}
