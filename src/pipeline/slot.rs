@@ -59,6 +59,21 @@ impl<T> LatestSlot<T> {
         }
     }
 
+    /// The next item, waiting as long as it takes; `None` once the slot is closed and empty.
+    /// A worker's loop: `while let Some(item) = slot.next() { ... }`.
+    pub fn next(&self) -> Option<T> {
+        let mut s = self.lock();
+        loop {
+            if let Some(item) = s.item.take() {
+                return Some(item);
+            }
+            if s.closed {
+                return None;
+            }
+            s = self.ready.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// Items replaced before a worker took them.
     pub fn dropped(&self) -> u64 {
         self.lock().dropped

@@ -222,13 +222,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         // SuperPoint worker: keypoints for every frame it takes; keyframes; pair jobs.
         s.spawn(|| {
             let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(policy);
-            loop {
-                let Some(input) = frames.take(Duration::from_millis(200)) else {
-                    if frames.is_closed() {
-                        break;
-                    }
-                    continue;
-                };
+            while let Some(input) = frames.next() {
                 let t = Instant::now();
                 match superpoint.detect(&input.frame.to_luma(), &post) {
                     Ok((kp, _)) => {
@@ -257,13 +251,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         // DUSt3R worker.
         if let Some(model) = &dust3r {
             s.spawn(|| {
-                loop {
-                    let Some(job) = pairs.take(Duration::from_millis(200)) else {
-                        if pairs.is_closed() {
-                            break;
-                        }
-                        continue;
-                    };
+                while let Some(job) = pairs.next() {
                     let t = Instant::now();
                     match reconstruct(model, &job, &params) {
                         Ok(out) => {
