@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{fixture_dir, peer_python};
+use common::{fixture_dir, peer_python, run_in_netns, NetnsRun};
 
 #[test]
 fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() {
@@ -38,12 +36,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
         peer = peer.display(),
         plane = plane.display(),
     );
-    let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().expect("unshare (root) is needed for DDS tests");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
-    assert!(out.status.success(), "peer failed: {}\n{}\nnode log:\n{log}", stdout, String::from_utf8_lossy(&out.stderr));
-    let line = stdout.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no peer report: {stdout}\nnode log:\n{log}"));
-    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    let NetnsRun { stdout, report, log } = run_in_netns(&script, &dir.path().join("node.log"));
     eprintln!("peer: {report}\nnode log:\n{log}");
     let received = report["received"].as_array().unwrap();
     let sent = report["sent"].as_array().unwrap();
@@ -112,11 +105,7 @@ fn compressed_input_with_corrupt_jpegs() {
         plane = plane.display(),
         jpeg = jpeg.display(),
     );
-    let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().expect("unshare (root) is needed for DDS tests");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
-    assert!(out.status.success(), "{stdout}\n{}\nnode log:\n{log}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    let NetnsRun { stdout, report, log } = run_in_netns(&script, &dir.path().join("node.log"));
     let received = report["received"].as_array().unwrap();
     assert_eq!(received.len(), 3, "{report}\nnode log:\n{log}");
     for (r, s) in received.iter().zip(report["sent"].as_array().unwrap()) {

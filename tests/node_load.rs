@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{fixture_dir, peer_python};
+use common::{fixture_dir, peer_python, run_in_netns, NetnsRun};
 
 #[test]
 fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
@@ -30,11 +28,7 @@ fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
         peer = common::cyclone_peer().display(),
         plane = plane.display(),
     );
-    let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().expect("unshare (root) is needed for DDS tests");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
-    assert!(out.status.success(), "{stdout}\n{}\nnode log:\n{log}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    let NetnsRun { stdout, report, .. } = run_in_netns(&script, &dir.path().join("node.log"));
     let rss_kb: Vec<f64> = std::fs::read_to_string(&rss).unwrap().lines().filter_map(|l| l.trim().parse().ok()).collect();
     eprintln!("load: {report}; node RSS samples (MB): {:?}", rss_kb.iter().map(|k| (k / 1024.0).round()).collect::<Vec<_>>());
 

@@ -152,3 +152,24 @@ pub fn fixture_plane_npy(dir: &std::path::Path) -> PathBuf {
 pub fn cyclone_peer() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_camera.py")
 }
+
+/// What a run inside a private network namespace left: the shell's stdout, the peer's JSON
+/// report (its first `{` line) and the node's log.
+pub struct NetnsRun {
+    pub stdout: String,
+    pub report: serde_json::Value,
+    pub log: String,
+}
+
+/// Runs `script` under `unshare -n` (loopback only: nothing can leave the machine); the script
+/// writes the node's log to `log`. Fails the test, with the log, if the script fails or the peer
+/// printed no report.
+pub fn run_in_netns(script: &str, log: &std::path::Path) -> NetnsRun {
+    let out = std::process::Command::new("unshare").args(["-n", "sh", "-c", script]).output().expect("unshare (root) is needed for DDS tests");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(out.status.success(), "{stdout}\n{}\nnode log:\n{log}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no peer report: {stdout}\nnode log:\n{log}"));
+    let report = serde_json::from_str(line).expect("peer JSON");
+    NetnsRun { stdout, report, log }
+}
