@@ -53,6 +53,9 @@ fn keep_freed_memory() {
 
 fn run_node(args: Vec<String>) -> anyhow::Result<()> {
     let (own, ros) = sp_dust3r::ros::args::split_ros_args(args)?;
+    if let Some(bad) = ros.log_level.as_deref().filter(|_| ros.tracing_level().is_none()) {
+        anyhow::bail!("--log-level {bad}: expected debug, info, warn, error or fatal");
+    }
     if !own.is_empty() {
         anyhow::bail!("unexpected arguments before --ros-args: {own:?}");
     }
@@ -64,17 +67,26 @@ fn run_node(args: Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Logs to stderr at `RUST_LOG`, else at the node's `--log-level`, else info (the DDS stack at
+/// warn: it reports every socket and discovery event at info). The node's records also go to
+/// /rosout unless `--disable-rosout-logs`.
+fn init_logging(cli: &Cli) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let ros = match &cli.command {
+        Command::Node { args } => sp_dust3r::ros::args::split_ros_args(args.clone()).ok().map(|(_, r)| r),
+        _ => None,
+    };
+    let level = ros.as_ref().and_then(|r| r.tracing_level()).unwrap_or("info");
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},rustdds=warn,ros2_client=warn")));
+    let rosout = ros.is_some_and(|r| !r.disable_rosout).then_some(sp_dust3r::ros::rosout::RosoutLayer);
+    tracing_subscriber::registry().with(filter).with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr)).with(rosout).init();
+}
+
 fn main() -> std::process::ExitCode {
     keep_freed_memory();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // The DDS stack reports every socket and discovery event at info.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rustdds=warn,ros2_client=warn")),
-        )
-        .init();
     let cli = Cli::parse();
+    init_logging(&cli);
     let result = match cli.command {
         Command::Superpoint(args) => commands::superpoint::run(args),
         Command::Dust3r(args) => commands::dust3r::run(args),

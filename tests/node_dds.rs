@@ -15,7 +15,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     // Tiny deterministic DUSt3R weights (the real layout at a small geometry) so pairs run fast.
     let dust3r = dir.path().join("dust3r");
     std::fs::create_dir_all(&dust3r).unwrap();
-    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, TINY_DUST3R).unwrap();
+    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
     let peer = common::cyclone_peer();
     let weights = fixture_dir("superpoint");
@@ -116,7 +116,3 @@ fn compressed_input_with_corrupt_jpegs() {
     assert_eq!(log.matches("cannot decode image").count(), 3, "{log}");
     assert!(stdout.contains("node_exit=0"), "clean exit on SIGTERM: {stdout}");
 }
-
-/// The tiny DUSt3R geometry of the upstream fixtures (head dimension 64, all DPT shapes real).
-const TINY_DUST3R: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity],
- "patch_size": 16, "enc_embed_dim": 128, "enc_depth": 2, "enc_num_heads": 2, "dec_embed_dim": 128, "dec_depth": 12, "dec_num_heads": 2, "pos_embed": "RoPE100"}"#;

@@ -116,3 +116,40 @@ fn shipped_params_file_is_valid_and_states_the_defaults() {
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(p, NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap().0);
 }
+
+/// What `ros2 param set` may change while the node runs: tunables yes, what was loaded or
+/// subscribed at start-up no; a batch is applied whole or not at all.
+#[test]
+fn runtime_changes_are_checked_and_atomic() {
+    use sp_dust3r::ros::params::ParamStore;
+    let (mut store, _) = ParamStore::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
+    let set = |s: &mut ParamStore, changes: &[(&str, ParamValue)]| s.set(&changes.iter().map(|(n, v)| (n.to_string(), v.clone())).collect::<Vec<_>>());
+
+    let applied = set(&mut store, &[("max_keypoints", ParamValue::Integer(5)), ("confidence_threshold", ParamValue::Integer(4))]).unwrap();
+    assert_eq!(applied, vec![("max_keypoints".into(), ParamValue::Integer(5)), ("confidence_threshold".into(), ParamValue::Double(4.0))]);
+    assert_eq!((store.params().max_keypoints, store.params().confidence_threshold), (Some(5), 4.0));
+
+    let err = set(&mut store, &[("image_transport", ParamValue::String("compressed".into()))]).unwrap_err().to_string();
+    assert!(err.contains("read-only"), "{err}");
+    let err = set(&mut store, &[("nms_radius", ParamValue::Integer(65))]).unwrap_err().to_string();
+    assert!(err.contains("outside [0, 64]"), "{err}");
+    let err = set(&mut store, &[("no_such", ParamValue::Bool(true))]).unwrap_err().to_string();
+    assert!(err.contains("not declared"), "{err}");
+    // The interval pair is checked together: min above max is refused, and nothing of the
+    // batch is applied.
+    let err = set(&mut store, &[("max_keypoints", ParamValue::Integer(7)), ("keyframe_min_interval", ParamValue::Double(9.0))]).unwrap_err().to_string();
+    assert!(err.contains("keyframe_max_interval"), "{err}");
+    assert_eq!((store.params().max_keypoints, store.params().keyframe_min_interval), (Some(5), 0.5));
+    assert_eq!(store.get("max_keypoints").map(|(_, v)| v.clone()), Some(ParamValue::Integer(5)));
+}
+
+#[test]
+fn log_level_maps_to_tracing() {
+    let level = |l: &str| split_ros_args(["--ros-args", "--log-level", l].map(String::from)).unwrap().1.tracing_level();
+    assert_eq!(level("DEBUG"), Some("debug"));
+    assert_eq!(level("sp_dust3r:=warn"), Some("warn"));
+    assert_eq!(level("fatal"), Some("error"));
+    assert_eq!(level("loud"), None);
+    let (_, ros) = split_ros_args(["--ros-args", "--disable-rosout-logs"].map(String::from)).unwrap();
+    assert!(ros.disable_rosout);
+}

@@ -7,7 +7,8 @@ use common::{rosbags_read, CdrEntry};
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 use sp_dust3r::dust3r::Pointmap;
 use sp_dust3r::geometry::{PairPose, PoseMode, TCam1Cam2};
-use sp_dust3r::ros::convert::{keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
+use sp_dust3r::image::Frame;
+use sp_dust3r::ros::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
 use sp_dust3r::ros::msg::*;
 use sp_dust3r::superpoint::Keypoints;
 
@@ -22,7 +23,7 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     let view2 = Pointmap { height: 2, width: 2, points: vec![1.0, 1.1, 3.0, 1.2, 1.3, 3.5, 1.4, 1.5, 4.0, 1.6, 1.7, 4.5], confidence: vec![3.5, 3.6, 3.7, 3.8] };
     let rgb1: Vec<u8> = vec![255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30];
     let rgb2: Vec<u8> = vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 250, 251, 252];
-    let cloud = pointcloud_msg(header(100, "cam1_optical"), &[ColouredPoints { points: &view1, rgb: &rgb1 }, ColouredPoints { points: &view2, rgb: &rgb2 }], 3.0);
+    let cloud = pointcloud_msg(header(100, "cam1_optical"), &[ColouredPoints { points: &view1, rgb: &rgb1 }, ColouredPoints { points: &view2, rgb: &rgb2 }], 3.0, 1);
     assert_eq!(cloud.width, 6);
 
     let t12: TCam1Cam2 = TCam1Cam2::new(Rotation3::new(Vector3::new(0.1, -0.2, 0.05)), Vector3::new(0.3, 0.0, -0.1));
@@ -69,4 +70,37 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     for (_, v) in r.as_object().unwrap() {
         assert_eq!(v["bytes_equal"], true);
     }
+}
+
+#[test]
+fn cloud_stride_keeps_every_nth_pixel_of_each_view() {
+    // 4x4 view whose x is the pixel index: stride 2 keeps pixels (0,0) (0,2) (2,0) (2,2).
+    let points: Vec<f32> = (0..16).flat_map(|i| [i as f32, 0.0, 1.0]).collect();
+    let view = Pointmap { height: 4, width: 4, points, confidence: vec![5.0; 16] };
+    let rgb = vec![0u8; 48];
+    let cloud = pointcloud_msg(header(1, "c"), &[ColouredPoints { points: &view, rgb: &rgb }], 3.0, 2);
+    let xs: Vec<f32> = cloud.data.chunks_exact(20).map(|p| f32::from_le_bytes([p[0], p[1], p[2], p[3]])).collect();
+    assert_eq!(xs, vec![0.0, 2.0, 8.0, 10.0]);
+    assert_eq!(cloud.width, 4);
+    let all = pointcloud_msg(header(1, "c"), &[ColouredPoints { points: &view, rgb: &rgb }], 3.0, 1);
+    assert_eq!(all.width, 16);
+}
+
+#[test]
+fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
+    // A mono8 frame of mid grey; two keypoints.
+    let (w, h) = (40u32, 30u32);
+    let frame = Frame::from_raw("mono8", w, h, w as usize, false, vec![128; (w * h) as usize]).unwrap();
+    let kp = Keypoints { xy: vec![[10.0, 12.0], [30.0, 5.0]], scores: vec![0.9, 0.5], descriptors: vec![1.0, 1.0], descriptor_dim: 1 };
+    let msg = debug_image_msg(header(42, "cam"), &frame, &kp);
+    let r = rosbags_read(&[&CdrEntry::of(&msg)]);
+    let v = &r["sensor_msgs/msg/Image"]["value"];
+    assert_eq!((v["encoding"].as_str(), v["width"].as_u64(), v["height"].as_u64(), v["step"].as_u64()), (Some("rgb8"), Some(40), Some(30), Some(120)));
+    assert_eq!(v["header"]["stamp"]["sec"].as_i64(), Some(42));
+    assert_eq!(r["sensor_msgs/msg/Image"]["bytes_equal"], true);
+    let px = |x: u32, y: u32| &msg.data[((y * w + x) * 3) as usize..((y * w + x) * 3 + 3) as usize];
+    assert_eq!(px(10, 12), &[0, 255, 0]);
+    assert_eq!(px(13, 12), &[0, 255, 0]);
+    assert_eq!(px(30, 5), &[0, 255, 0]);
+    assert_eq!(px(20, 20), &[128, 128, 128]);
 }

@@ -90,6 +90,15 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
             }],
         }),
         sample(rosgraph_msgs::Clock { clock: builtin_interfaces::Time { sec: 42, nanosec: 7 } }),
+        sample(rcl_interfaces::Log {
+            stamp: builtin_interfaces::Time { sec: 43, nanosec: 8 },
+            level: rcl_interfaces::Log::WARN,
+            name: "cam.sp_dust3r".into(),
+            msg: "dropping a frame".into(),
+            file: "src/ros/node.rs".into(),
+            function: "sp_dust3r::ros::node".into(),
+            line: 321,
+        }),
         sample(diagnostic_msgs::DiagnosticArray {
             header: header(17, 18, ""),
             status: vec![diagnostic_msgs::DiagnosticStatus {
@@ -132,7 +141,7 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
         same(json, &r["value"], s.ros_type);
         assert_eq!(&s.cdr[..4], &[0, 1, 0, 0]);
     }
-    let kp: sp_dust3r_msgs::Keypoints = from_cdr(&samples[10].0.cdr).unwrap();
+    let kp: sp_dust3r_msgs::Keypoints = from_cdr(&samples[11].0.cdr).unwrap();
     assert_eq!(kp.descriptor_dim, 2);
     assert!(from_cdr::<sp_dust3r_msgs::Keypoints>(&[9, 9, 9]).is_err());
 }

@@ -1,6 +1,8 @@
 //! Camera frames as they arrive (ROS raw encodings, or PNG/JPEG bytes), typed by pixel format,
 //! and their conversion to a luminance plane.
 
+pub mod draw;
+
 use std::path::Path;
 
 /// Why a frame could not be used. Each variant names what was wrong with the input.

@@ -76,6 +76,11 @@ impl<F: Clone> KeyframeSelector<F> {
         Self { policy, last: None }
     }
 
+    /// New thresholds (a parameter change); the last keyframe is kept.
+    pub fn set_policy(&mut self, policy: KeyframePolicy) {
+        self.policy = policy;
+    }
+
     /// The last keyframe's stamp and payload (e.g. its image, for the DUSt3R pair).
     pub fn last(&self) -> Option<(f64, &F)> {
         self.last.as_ref().map(|(t, _, f)| (*t, f))

@@ -84,7 +84,23 @@ pub struct RosArgs {
     /// `-p` overrides, in order (they win over files).
     pub params: Vec<(String, ParamValue)>,
     pub params_files: Vec<PathBuf>,
+    /// `--log-level [name:=]LEVEL` (debug, info, warn, error, fatal).
     pub log_level: Option<String>,
+    /// `--disable-rosout-logs`: log to stderr only.
+    pub disable_rosout: bool,
+}
+
+impl RosArgs {
+    /// The `tracing` level of `--log-level` (fatal maps to error); `None` when absent or unknown.
+    pub fn tracing_level(&self) -> Option<&'static str> {
+        match self.log_level.as_deref()?.to_ascii_lowercase().as_str() {
+            "debug" => Some("debug"),
+            "info" => Some("info"),
+            "warn" => Some("warn"),
+            "error" | "fatal" => Some("error"),
+            _ => None,
+        }
+    }
 }
 
 /// Splits a command line into the program's own arguments and its ROS arguments. Several
@@ -126,7 +142,8 @@ pub fn split_ros_args<I: IntoIterator<Item = String>>(args: I) -> Result<(Vec<St
                 "-e" | "--enclave" => {
                     value(&flag)?;
                 }
-                "--disable-rosout-logs" | "--disable-stdout-logs" | "--enable-rosout-logs" | "--enable-stdout-logs" | "--disable-external-lib-logs" => {}
+                "--disable-rosout-logs" => ros.disable_rosout = true,
+                "--disable-stdout-logs" | "--enable-rosout-logs" | "--enable-stdout-logs" | "--disable-external-lib-logs" => {}
                 other => return Err(ArgsError::Unknown(other.to_string())),
             }
         }

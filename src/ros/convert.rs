@@ -6,6 +6,8 @@ use nalgebra::UnitQuaternion;
 use super::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs};
 use crate::dust3r::Pointmap;
 use crate::geometry::{PairPose, TCam1Cam2};
+use crate::image::draw::draw_markers;
+use crate::image::Frame;
 use crate::superpoint::Keypoints;
 
 /// `sp_dust3r_msgs/Keypoints` of one image (`width x height`, keypoints in its pixels).
@@ -34,14 +36,17 @@ pub struct ColouredPoints<'a> {
 
 /// `sensor_msgs/PointCloud2` with float32 fields x, y, z, rgb (RViz's packed 0x00RRGGBB read as
 /// float32), confidence; the finite points of every view whose confidence exceeds
-/// `min_confidence`. An unorganised cloud (height 1), little endian, dense.
-pub fn pointcloud_msg(header: std_msgs::Header, views: &[ColouredPoints<'_>], min_confidence: f32) -> sensor_msgs::PointCloud2 {
+/// `min_confidence`, taking every `stride`-th pixel along rows and columns (1: all). An
+/// unorganised cloud (height 1), little endian, dense.
+pub fn pointcloud_msg(header: std_msgs::Header, views: &[ColouredPoints<'_>], min_confidence: f32, stride: usize) -> sensor_msgs::PointCloud2 {
+    let stride = stride.max(1);
     let field = |name: &str, offset: u32| sensor_msgs::PointField { name: name.into(), offset, datatype: sensor_msgs::PointField::FLOAT32, count: 1 };
     let mut data = Vec::new();
     for view in views {
         let p = view.points;
         for (i, (xyz, &conf)) in p.points.chunks_exact(3).zip(&p.confidence).enumerate() {
-            if !(conf > min_confidence) || !xyz.iter().all(|v| v.is_finite()) {
+            let (row, col) = (i / p.width.max(1), i % p.width.max(1));
+            if row % stride != 0 || col % stride != 0 || !(conf > min_confidence) || !xyz.iter().all(|v| v.is_finite()) {
                 continue;
             }
             let c = view.rgb.get(i * 3..i * 3 + 3).unwrap_or(&[0, 0, 0]);
@@ -104,4 +109,13 @@ pub fn pose_msgs(
         },
     };
     (pair, stamped, tf)
+}
+
+/// The debug image `keypoints/image`: the frame as rgb8 with a green ring at every keypoint,
+/// under the input's header.
+pub fn debug_image_msg(header: std_msgs::Header, frame: &Frame, kp: &Keypoints) -> sensor_msgs::Image {
+    let (width, height) = (frame.width(), frame.height());
+    let mut data = frame.to_rgb8();
+    draw_markers(&mut data, width, height, &kp.xy, [0, 255, 0]);
+    sensor_msgs::Image { header, height, width, encoding: "rgb8".into(), is_bigendian: 0, step: width * 3, data }
 }

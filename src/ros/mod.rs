@@ -5,4 +5,6 @@ pub mod args;
 pub mod convert;
 pub mod msg;
 pub mod node;
+pub mod param_services;
 pub mod params;
+pub mod rosout;

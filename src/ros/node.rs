@@ -20,9 +20,11 @@ use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription};
 
 use super::args::RosArgs;
-use super::convert::{keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
-use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
-use super::params::{NodeParams, ParamError};
+use super::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
+use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
+use super::param_services::ParamServices;
+use super::params::{NodeParams, ParamError, ParamStore};
+use super::rosout;
 use crate::dust3r::{prepare, Dust3r, PrepMode};
 use crate::geometry::{relative_pose, Intrinsics, PoseOptions};
 use crate::image::Frame;
@@ -84,11 +86,13 @@ pub const IMAGE_COMPRESSED: &str = "image/compressed";
 pub const CAMERA_INFO: &str = "camera_info";
 pub const CLOCK: &str = "/clock";
 pub const KEYPOINTS: &str = "keypoints";
+pub const KEYPOINTS_IMAGE: &str = "keypoints/image";
 pub const POINTCLOUD: &str = "pointcloud";
 pub const PAIR_POSE: &str = "pair_pose";
 pub const POSE: &str = "pose";
 pub const TF: &str = "/tf";
 pub const DIAGNOSTICS: &str = "/diagnostics";
+pub const ROSOUT: &str = "/rosout";
 
 /// Every topic the node uses, relative ones under its namespace: (name, ROS type, published).
 pub const TOPICS: &[(&str, &str, bool)] = &[
@@ -97,16 +101,24 @@ pub const TOPICS: &[(&str, &str, bool)] = &[
     (CAMERA_INFO, sensor_msgs::CameraInfo::ROS_TYPE, false),
     (CLOCK, rosgraph_msgs::Clock::ROS_TYPE, false),
     (KEYPOINTS, sp_dust3r_msgs::Keypoints::ROS_TYPE, true),
+    (KEYPOINTS_IMAGE, sensor_msgs::Image::ROS_TYPE, true),
     (POINTCLOUD, sensor_msgs::PointCloud2::ROS_TYPE, true),
     (PAIR_POSE, sp_dust3r_msgs::PairPose::ROS_TYPE, true),
     (POSE, geometry_msgs::PoseStamped::ROS_TYPE, true),
     (TF, tf2_msgs::TFMessage::ROS_TYPE, true),
     (DIAGNOSTICS, diagnostic_msgs::DiagnosticArray::ROS_TYPE, true),
+    (ROSOUT, rcl_interfaces::Log::ROS_TYPE, true),
 ];
 
 /// SensorDataQoS: best effort, keep last 5.
 fn sensor_qos() -> QosProfile {
     QosProfile::subscription_default().reliability_best_effort().history(qos::History::KeepLast { depth: 5 })
+}
+
+/// rcl's /rosout profile: reliable, transient local (late joiners get recent records), keep last
+/// 1000.
+fn rosout_qos() -> QosProfile {
+    reliable_qos().durability(qos::Durability::TransientLocal).history(qos::History::KeepLast { depth: 1000 })
 }
 
 /// What RViz subscribes with: reliable, keep last 10.
@@ -133,12 +145,23 @@ struct Stats {
     pair_drops: AtomicU64,
     pairs_done: AtomicU64,
     bad_frames: AtomicU64,
+    bad_camera_info: AtomicU64,
+    /// Pairs whose frames differ in size from the CameraInfo (focal estimated instead).
+    camera_info_mismatch: AtomicU64,
+    debug_images: AtomicU64,
     superpoint_errors: AtomicU64,
     dust3r_errors: AtomicU64,
     no_pose: AtomicU64,
     publish_errors: AtomicU64,
     superpoint_ms: AtomicU64,
     dust3r_ms: AtomicU64,
+}
+
+impl Stats {
+    /// Inputs or computations that failed (not publish errors or pairs without a pose).
+    fn errors(&self) -> u64 {
+        [&self.bad_frames, &self.bad_camera_info, &self.superpoint_errors, &self.dust3r_errors].iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
 }
 
 fn bump(c: &AtomicU64) {
@@ -162,15 +185,29 @@ fn seconds(t: &builtin_interfaces::Time) -> f64 {
     t.sec as f64 + t.nanosec as f64 * 1e-9
 }
 
+fn post_params(p: &NodeParams) -> PostParams {
+    PostParams { threshold: p.keypoint_threshold as f32, nms_radius: p.nms_radius, border: 4, max_keypoints: p.max_keypoints }
+}
+
+fn keyframe_policy(p: &NodeParams) -> KeyframePolicy {
+    KeyframePolicy { match_ratio: p.keyframe_match_ratio, min_interval: p.keyframe_min_interval, max_interval: p.keyframe_max_interval }
+}
+
 /// Runs until `stop` is set (SIGINT/SIGTERM).
 pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
+    // Records from here on reach /rosout once it exists (transient local: late joiners too).
+    let log_records = rosout::collect(1000);
     let name = ros.node_name.clone().unwrap_or_else(|| "sp_dust3r".into());
     let namespace = ros.namespace.clone().unwrap_or_else(|| "/".into());
     let fqn = format!("{}/{name}", namespace.trim_end_matches('/'));
-    let (params, warnings) = NodeParams::resolve(ros, &fqn)?;
+    let (store, warnings) = ParamStore::resolve(ros, &fqn)?;
     for w in warnings {
         tracing::warn!("{w}");
     }
+    let params = store.params().clone();
+    let store = Arc::new(Mutex::new(store));
+    // The tunable parameters as the workers see them: the store's, after any `ros2 param set`.
+    let current = || store.lock().map(|s| s.params().clone()).unwrap_or_else(|_| params.clone());
     if params.superpoint_backend != super::params::Backend::Cpu || params.dust3r_backend != super::params::Backend::Cpu {
         tracing::warn!("the tt-server backends are not available in this build; running on the CPU");
     }
@@ -194,7 +231,9 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     }
     let context = Context::from_domain_participant(builder.build().map_err(dds)?).map_err(dds)?;
     let node_name = NodeName::new(&namespace, &name).map_err(|_| NodeError::Name(fqn.clone()))?;
-    let mut node = context.new_node(node_name, NodeOptions::new().enable_rosout(true)).map_err(dds)?;
+    // Our own /rosout writer and parameter services (see rosout.rs, param_services.rs).
+    let options = NodeOptions::new().enable_rosout(false).start_parameter_services(false);
+    let mut node = context.new_node(node_name, options).map_err(dds)?;
     let topic = |n: &str| resolve_topic(ros, &namespace, n);
 
     let raw: Option<Subscription<sensor_msgs::Image>> = (!params.compressed_input).then(|| subscribe(&mut node, &topic(IMAGE), sensor_qos())).transpose()?;
@@ -203,11 +242,18 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let info_sub: Subscription<sensor_msgs::CameraInfo> = subscribe(&mut node, &topic(CAMERA_INFO), sensor_qos())?;
     let clock_sub: Option<Subscription<rosgraph_msgs::Clock>> = params.use_sim_time.then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default())).transpose()?;
     let pub_kp: Publisher<sp_dust3r_msgs::Keypoints> = advertise(&mut node, &topic(KEYPOINTS), reliable_qos())?;
+    let pub_debug: Publisher<sensor_msgs::Image> = advertise(&mut node, &topic(KEYPOINTS_IMAGE), reliable_qos())?;
     let pub_cloud: Publisher<sensor_msgs::PointCloud2> = advertise(&mut node, &topic(POINTCLOUD), reliable_qos())?;
     let pub_pair: Publisher<sp_dust3r_msgs::PairPose> = advertise(&mut node, &topic(PAIR_POSE), reliable_qos())?;
     let pub_pose: Publisher<geometry_msgs::PoseStamped> = advertise(&mut node, &topic(POSE), reliable_qos())?;
     let pub_tf: Publisher<tf2_msgs::TFMessage> = advertise(&mut node, TF, reliable_qos())?;
     let pub_diag: Publisher<diagnostic_msgs::DiagnosticArray> = advertise(&mut node, DIAGNOSTICS, reliable_qos())?;
+    let pub_rosout: Publisher<rcl_interfaces::Log> = advertise(&mut node, ROSOUT, rosout_qos())?;
+    let services = ParamServices::new(&mut node, &fqn, Arc::clone(&store)).map_err(|e| NodeError::Dds(e.to_string()))?;
+    // The spinner keeps ros2-client's view of the ROS graph current.
+    let spinner = node.spinner().map_err(dds)?;
+    let spin_thread = std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
+    let logger = rosout::logger_name(&fqn);
     tracing::info!("node {fqn} up (input {}, DUSt3R {})", if params.compressed_input { topic(IMAGE_COMPRESSED) } else { topic(IMAGE) }, if dust3r.is_some() { "on" } else { "off" });
 
     let stats = Stats::default();
@@ -215,21 +261,28 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let pairs: LatestSlot<PairJob> = LatestSlot::new();
     let camera_info: Mutex<Option<sensor_msgs::CameraInfo>> = Mutex::new(None);
     let sim_time: Mutex<Option<builtin_interfaces::Time>> = Mutex::new(None);
-    let post = PostParams { threshold: params.keypoint_threshold as f32, nms_radius: params.nms_radius, border: 4, max_keypoints: params.max_keypoints };
-    let policy = KeyframePolicy { match_ratio: params.keyframe_match_ratio, min_interval: params.keyframe_min_interval, max_interval: params.keyframe_max_interval };
+    let debug_wanted = AtomicBool::new(false);
 
     std::thread::scope(|s| {
         // SuperPoint worker: keypoints for every frame it takes; keyframes; pair jobs.
         s.spawn(|| {
-            let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(policy);
+            let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(keyframe_policy(&params));
             while let Some(input) = frames.next() {
+                let p = current();
+                keyframes.set_policy(keyframe_policy(&p));
                 let t = Instant::now();
-                match superpoint.detect(&input.frame.to_luma(), &post) {
+                match superpoint.detect(&input.frame.to_luma(), &post_params(&p)) {
                     Ok((kp, _)) => {
                         stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                         bump(&stats.frames_done);
                         if pub_kp.publish(keypoints_msg(input.header.clone(), input.frame.width(), input.frame.height(), &kp)).is_err() {
                             bump(&stats.publish_errors);
+                        }
+                        if debug_wanted.load(Ordering::Relaxed) {
+                            match pub_debug.publish(debug_image_msg(input.header.clone(), &input.frame, &kp)) {
+                                Ok(()) => bump(&stats.debug_images),
+                                Err(_) => bump(&stats.publish_errors),
+                            }
                         }
                         if dust3r.is_some() {
                             if let KeyframeDecision::New { previous, .. } = keyframes.decide(seconds(&input.header.stamp), &kp, &input) {
@@ -252,16 +305,21 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         if let Some(model) = &dust3r {
             s.spawn(|| {
                 while let Some(job) = pairs.next() {
+                    let p = current();
                     let t = Instant::now();
-                    match reconstruct(model, &job, &params) {
+                    match reconstruct(model, &job, &p) {
                         Ok(out) => {
+                            if out.camera_info_mismatch {
+                                bump(&stats.camera_info_mismatch);
+                                tracing::warn!("camera_info is for another image size than the frames; estimating the focal instead");
+                            }
                             stats.dust3r_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                             bump(&stats.pairs_done);
                             let mut ok = pub_cloud.publish(out.cloud).is_ok();
                             match out.pose {
                                 Ok((pair, pose, tf)) => {
                                     ok &= pub_pair.publish(pair).is_ok() && pub_pose.publish(pose).is_ok();
-                                    if params.publish_tf {
+                                    if p.publish_tf {
                                         ok &= pub_tf.publish(tf2_msgs::TFMessage { transforms: vec![tf] }).is_ok();
                                     }
                                 }
@@ -283,8 +341,12 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
             });
         }
 
-        // The DDS loop: newest frame wins; camera info and clock kept; diagnostics at 1 Hz.
+        // The DDS loop: newest frame wins; camera info and clock kept; parameter requests
+        // answered; log records to /rosout; diagnostics at 1 Hz.
         let mut last_diag = Instant::now();
+        let mut last_graph_check = Instant::now();
+        let debug_topic = topic(KEYPOINTS_IMAGE);
+        let now = || if params.use_sim_time { sim_time.lock().ok().and_then(|t| t.clone()).unwrap_or_default() } else { wall_time() };
         while !stop.load(Ordering::Relaxed) {
             let mut got = false;
             // Every frame is counted; a bad one is reported and skipped, never fatal.
@@ -312,8 +374,16 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                 }
             }
             while let Ok(Some((info, _))) = info_sub.take() {
-                if let Ok(mut c) = camera_info.lock() {
-                    *c = Some(info);
+                match check_camera_info(&info) {
+                    Ok(()) => {
+                        if let Ok(mut c) = camera_info.lock() {
+                            *c = Some(info);
+                        }
+                    }
+                    Err(e) => {
+                        bump(&stats.bad_camera_info);
+                        tracing::warn!("ignoring camera_info stamped {}.{:09}: {e}", info.header.stamp.sec, info.header.stamp.nanosec);
+                    }
                 }
             }
             if let Some(sub) = &clock_sub {
@@ -323,10 +393,26 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                     }
                 }
             }
+            if last_graph_check.elapsed() >= Duration::from_millis(100) {
+                // Discovered readers of the debug image (Publisher::get_subscription_count
+                // needs a match event first and logs an error per call until then).
+                last_graph_check = Instant::now();
+                debug_wanted.store(node.subscription_count(&debug_topic) > 0, Ordering::Relaxed);
+            }
+            let stamp = now();
+            if services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
+                got = true;
+            }
+            if let Some(rx) = &log_records {
+                for record in rx.try_iter() {
+                    // Records carry wall time, as rcl's do.
+                    let _ = pub_rosout.publish(record.to_log(&logger, wall_time()));
+                }
+            }
             if last_diag.elapsed() >= Duration::from_secs(1) {
                 last_diag = Instant::now();
-                let now = if params.use_sim_time { sim_time.lock().ok().and_then(|t| t.clone()).unwrap_or_default() } else { wall_time() };
-                if pub_diag.publish(diagnostics(&fqn, now, &stats, dust3r.is_some())).is_err() {
+                let info = describe_camera_info(&camera_info.lock().map(|c| c.clone()).unwrap_or_default());
+                if pub_diag.publish(diagnostics(&fqn, stamp, &stats, dust3r.is_some(), info)).is_err() {
                     bump(&stats.publish_errors);
                 }
             }
@@ -343,8 +429,18 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         stats.frame_drops.load(Ordering::Relaxed),
         stats.bad_frames.load(Ordering::Relaxed),
         stats.pairs_done.load(Ordering::Relaxed),
-        stats.bad_frames.load(Ordering::Relaxed) + stats.superpoint_errors.load(Ordering::Relaxed) + stats.dust3r_errors.load(Ordering::Relaxed)
+        stats.errors()
     );
+    if let Some(rx) = &log_records {
+        for record in rx.try_iter() {
+            let _ = pub_rosout.publish(record.to_log(&logger, wall_time()));
+        }
+    }
+    // Dropping the node stops the spinner.
+    drop(node);
+    if spin_thread.join().is_err() {
+        tracing::warn!("the DDS spinner thread panicked");
+    }
     Ok(())
 }
 
@@ -361,6 +457,7 @@ fn wall_time() -> builtin_interfaces::Time {
 
 struct Reconstruction {
     cloud: sensor_msgs::PointCloud2,
+    camera_info_mismatch: bool,
     pose: Result<(sp_dust3r_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped), String>,
 }
 
@@ -377,14 +474,24 @@ fn reconstruct(model: &Dust3r, job: &PairJob, params: &NodeParams) -> Result<Rec
         cloud_header,
         &[ColouredPoints { points: &forward.view1, rgb: &v1.rgb }, ColouredPoints { points: &forward.view2_in_1, rgb: &v2.rgb }],
         params.confidence_threshold as f32,
+        params.cloud_stride,
     );
     // Known intrinsics from CameraInfo when it describes these frames.
-    let known = job.camera_info.as_ref().filter(|i| i.width == job.second.frame.width() && i.height == job.second.frame.height() && i.k[0] > 0.0 && i.k[4] > 0.0).map(|i| {
+    let fits = |i: &&sensor_msgs::CameraInfo| {
+        [&job.first, &job.second].iter().all(|v| i.width == v.frame.width() && i.height == v.frame.height())
+    };
+    let camera_info_mismatch = job.camera_info.as_ref().is_some_and(|i| !fits(&i));
+    let known = job.camera_info.as_ref().filter(fits).map(|i| {
         let m = v2.mapping;
         let (cx, cy) = m.to_network(i.k[2], i.k[5]);
         Intrinsics { fx: i.k[0] * m.scale_x, fy: i.k[4] * m.scale_y, cx, cy }
     });
-    let opts = PoseOptions { known_intrinsics: known, grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()], ..PoseOptions::default() };
+    let opts = PoseOptions {
+        known_intrinsics: known,
+        min_confidence: params.pose_confidence_threshold as f32,
+        grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()],
+        ..PoseOptions::default()
+    };
     let mean_conf = {
         let all = forward.view1.confidence.iter().chain(&forward.view2_in_1.confidence);
         let n = forward.view1.confidence.len() + forward.view2_in_1.confidence.len();
@@ -394,13 +501,37 @@ fn reconstruct(model: &Dust3r, job: &PairJob, params: &NodeParams) -> Result<Rec
     let pose = relative_pose(&forward, &swapped, &opts)
         .map(|p| pose_msgs(&p, &job.first.header, job.second.header.stamp.clone(), &child, mean_conf))
         .map_err(|e| e.to_string());
-    Ok(Reconstruction { cloud, pose })
+    Ok(Reconstruction { cloud, camera_info_mismatch, pose })
 }
 
-fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, dust3r_on: bool) -> diagnostic_msgs::DiagnosticArray {
+/// A CameraInfo the pose can use: a size, and a pinhole K with positive finite focals and a
+/// finite principal point. (Rectification and distortion are not applied: DUSt3R sees the image
+/// as it arrives.)
+fn check_camera_info(i: &sensor_msgs::CameraInfo) -> Result<(), String> {
+    if i.width == 0 || i.height == 0 {
+        return Err(format!("zero image size {}x{}", i.width, i.height));
+    }
+    let (fx, fy, cx, cy) = (i.k[0], i.k[4], i.k[2], i.k[5]);
+    if !(fx.is_finite() && fy.is_finite() && fx > 0.0 && fy > 0.0) {
+        return Err(format!("K has no usable focal lengths (fx {fx}, fy {fy})"));
+    }
+    if !(cx.is_finite() && cy.is_finite()) {
+        return Err(format!("K has a non-finite principal point ({cx}, {cy})"));
+    }
+    Ok(())
+}
+
+fn describe_camera_info(c: &Option<sensor_msgs::CameraInfo>) -> String {
+    match c {
+        Some(i) => format!("{}x{} fx {:.1} fy {:.1} cx {:.1} cy {:.1}", i.width, i.height, i.k[0], i.k[4], i.k[2], i.k[5]),
+        None => "none".into(),
+    }
+}
+
+fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, dust3r_on: bool, camera_info: String) -> diagnostic_msgs::DiagnosticArray {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed).to_string();
     let kv = |k: &str, v: String| diagnostic_msgs::KeyValue { key: k.into(), value: v };
-    let errors = s.bad_frames.load(Ordering::Relaxed) + s.superpoint_errors.load(Ordering::Relaxed) + s.dust3r_errors.load(Ordering::Relaxed);
+    let errors = s.errors();
     let level = if errors > 0 || !dust3r_on { diagnostic_msgs::DiagnosticStatus::WARN } else { diagnostic_msgs::DiagnosticStatus::OK };
     diagnostic_msgs::DiagnosticArray {
         header: std_msgs::Header { stamp, frame_id: String::new() },
@@ -416,6 +547,10 @@ fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, dust3r_on:
                 kv("pairs_processed", get(&s.pairs_done)),
                 kv("pairs_dropped", get(&s.pair_drops)),
                 kv("errors_bad_frame", get(&s.bad_frames)),
+                kv("errors_camera_info", get(&s.bad_camera_info)),
+                kv("camera_info_size_mismatch", get(&s.camera_info_mismatch)),
+                kv("camera_info", camera_info),
+                kv("debug_images", get(&s.debug_images)),
                 kv("errors_superpoint", get(&s.superpoint_errors)),
                 kv("errors_dust3r", get(&s.dust3r_errors)),
                 kv("errors_publish", get(&s.publish_errors)),

@@ -21,6 +21,9 @@ pub struct ParamSpec {
     pub description: &'static str,
     pub default: ParamValue,
     pub constraint: Constraint,
+    /// Fixed once the node runs (what it loaded and subscribed to); the others can be changed
+    /// with `ros2 param set` and take effect on the next frame or pair.
+    pub read_only: bool,
 }
 
 /// Every parameter the node declares.
@@ -29,20 +32,22 @@ pub fn declared() -> Vec<ParamSpec> {
     use ParamValue as V;
     let s = |v: &str| V::String(v.to_string());
     vec![
-        ParamSpec { name: "image_transport", description: "Subscribe to `image` (raw) or `image/compressed` (compressed)", default: s("raw"), constraint: C::OneOf(&["raw", "compressed"]) },
-        ParamSpec { name: "superpoint_backend", description: "Where SuperPoint runs: in process (cpu) or on a tt-model server", default: s("cpu"), constraint: C::OneOf(&["cpu", "tt-server"]) },
-        ParamSpec { name: "superpoint_weights", description: "Folder with SuperPoint's model.safetensors + config.json; empty: environment, Hugging Face cache, download", default: s(""), constraint: C::None },
-        ParamSpec { name: "dust3r_backend", description: "Where DUSt3R runs: in process (cpu) or on a tt-model server", default: s("cpu"), constraint: C::OneOf(&["cpu", "tt-server"]) },
-        ParamSpec { name: "dust3r_weights", description: "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download", default: s(""), constraint: C::None },
-        ParamSpec { name: "max_keypoints", description: "Keep the N best keypoints per frame; -1 keeps all", default: V::Integer(1024), constraint: C::Integer { min: -1, max: 100_000 } },
-        ParamSpec { name: "keypoint_threshold", description: "Keep keypoints whose score is strictly above this", default: V::Double(0.005), constraint: C::Double { min: 0.0, max: 1.0 } },
-        ParamSpec { name: "nms_radius", description: "Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it", default: V::Integer(4), constraint: C::Integer { min: 0, max: 64 } },
-        ParamSpec { name: "keyframe_match_ratio", description: "New keyframe when the share of SuperPoint mutual nearest-neighbour matches to the last keyframe falls below this", default: V::Double(0.5), constraint: C::Double { min: 0.0, max: 1.0 } },
-        ParamSpec { name: "keyframe_min_interval", description: "Seconds of input time before another keyframe may be taken", default: V::Double(0.5), constraint: C::Double { min: 0.0, max: 3600.0 } },
-        ParamSpec { name: "keyframe_max_interval", description: "Seconds of input time after which a keyframe is taken regardless of matches", default: V::Double(5.0), constraint: C::Double { min: 0.0, max: 3600.0 } },
-        ParamSpec { name: "confidence_threshold", description: "Publish DUSt3R points whose confidence (>= 1) is above this", default: V::Double(3.0), constraint: C::Double { min: 1.0, max: 1e6 } },
-        ParamSpec { name: "publish_tf", description: "Broadcast TF from view 1's camera frame to a child frame for view 2", default: V::Bool(false), constraint: C::None },
-        ParamSpec { name: "use_sim_time", description: "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`", default: V::Bool(false), constraint: C::None },
+        ParamSpec { name: "image_transport", description: "Subscribe to `image` (raw) or `image/compressed` (compressed)", default: s("raw"), constraint: C::OneOf(&["raw", "compressed"]), read_only: true },
+        ParamSpec { name: "superpoint_backend", description: "Where SuperPoint runs: in process (cpu) or on a tt-model server", default: s("cpu"), constraint: C::OneOf(&["cpu", "tt-server"]), read_only: true },
+        ParamSpec { name: "superpoint_weights", description: "Folder with SuperPoint's model.safetensors + config.json; empty: environment, Hugging Face cache, download", default: s(""), constraint: C::None, read_only: true },
+        ParamSpec { name: "dust3r_backend", description: "Where DUSt3R runs: in process (cpu) or on a tt-model server", default: s("cpu"), constraint: C::OneOf(&["cpu", "tt-server"]), read_only: true },
+        ParamSpec { name: "dust3r_weights", description: "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download", default: s(""), constraint: C::None, read_only: true },
+        ParamSpec { name: "max_keypoints", description: "Keep the N best keypoints per frame; -1 keeps all", default: V::Integer(1024), constraint: C::Integer { min: -1, max: 100_000 }, read_only: false },
+        ParamSpec { name: "keypoint_threshold", description: "Keep keypoints whose score is strictly above this", default: V::Double(0.005), constraint: C::Double { min: 0.0, max: 1.0 }, read_only: false },
+        ParamSpec { name: "nms_radius", description: "Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it", default: V::Integer(4), constraint: C::Integer { min: 0, max: 64 }, read_only: false },
+        ParamSpec { name: "keyframe_match_ratio", description: "New keyframe when the share of SuperPoint mutual nearest-neighbour matches to the last keyframe falls below this", default: V::Double(0.5), constraint: C::Double { min: 0.0, max: 1.0 }, read_only: false },
+        ParamSpec { name: "keyframe_min_interval", description: "Seconds of input time before another keyframe may be taken", default: V::Double(0.5), constraint: C::Double { min: 0.0, max: 3600.0 }, read_only: false },
+        ParamSpec { name: "keyframe_max_interval", description: "Seconds of input time after which a keyframe is taken regardless of matches", default: V::Double(5.0), constraint: C::Double { min: 0.0, max: 3600.0 }, read_only: false },
+        ParamSpec { name: "confidence_threshold", description: "Publish DUSt3R points whose confidence (>= 1) is above this", default: V::Double(3.0), constraint: C::Double { min: 1.0, max: 1e6 }, read_only: false },
+        ParamSpec { name: "pose_confidence_threshold", description: "PairViewer's min_conf_thr: only DUSt3R points above this confidence enter the focal estimate and PnP", default: V::Double(3.0), constraint: C::Double { min: 1.0, max: 1e6 }, read_only: false },
+        ParamSpec { name: "cloud_stride", description: "Publish the point of every n-th pixel along rows and columns of each view (1: all; 2 quarters the cloud)", default: V::Integer(1), constraint: C::Integer { min: 1, max: 16 }, read_only: false },
+        ParamSpec { name: "publish_tf", description: "Broadcast TF from view 1's camera frame to a child frame for view 2", default: V::Bool(false), constraint: C::None, read_only: false },
+        ParamSpec { name: "use_sim_time", description: "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`", default: V::Bool(false), constraint: C::None, read_only: true },
     ]
 }
 
@@ -81,6 +86,8 @@ pub struct NodeParams {
     pub keyframe_min_interval: f64,
     pub keyframe_max_interval: f64,
     pub confidence_threshold: f64,
+    pub pose_confidence_threshold: f64,
+    pub cloud_stride: usize,
     pub publish_tf: bool,
     pub use_sim_time: bool,
 }
@@ -89,35 +96,22 @@ impl NodeParams {
     /// Defaults, then every parameter file in order, then `-p` overrides. Returns warnings for
     /// parameters the node does not declare (they are ignored, as rclcpp does).
     pub fn resolve(ros: &RosArgs, node_fqn: &str) -> Result<(Self, Vec<String>), ParamError> {
-        let specs = declared();
-        let mut values: Vec<(&'static str, ParamValue)> = specs.iter().map(|s| (s.name, s.default.clone())).collect();
-        let mut warnings = Vec::new();
-        let mut given: Vec<(String, ParamValue)> = Vec::new();
-        for file in &ros.params_files {
-            given.extend(load_params_file(file, node_fqn)?);
-        }
-        given.extend(ros.params.iter().cloned());
-        for (name, value) in given {
-            let Some(spec) = specs.iter().find(|s| s.name == name) else {
-                warnings.push(format!("parameter {name} is not declared by this node; ignored"));
-                continue;
-            };
-            let value = check(spec, value)?;
-            if let Some(slot) = values.iter_mut().find(|(n, _)| *n == spec.name) {
-                slot.1 = value;
-            }
-        }
-        let get = |n: &str| values.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone());
+        let (store, warnings) = ParamStore::resolve(ros, node_fqn)?;
+        Ok((store.params().clone(), warnings))
+    }
+
+    fn from_values(specs: &[ParamSpec], values: &[ParamValue]) -> Result<Self, ParamError> {
+        let get = |n: &str| specs.iter().position(|s| s.name == n).map(|i| &values[i]);
         let string = |n: &str| match get(n) {
-            Some(ParamValue::String(s)) => s,
+            Some(ParamValue::String(s)) => s.clone(),
             _ => String::new(),
         };
         let int = |n: &str| match get(n) {
-            Some(ParamValue::Integer(i)) => i,
+            Some(ParamValue::Integer(i)) => *i,
             _ => 0,
         };
         let double = |n: &str| match get(n) {
-            Some(ParamValue::Double(d)) => d,
+            Some(ParamValue::Double(d)) => *d,
             _ => 0.0,
         };
         let boolean = |n: &str| matches!(get(n), Some(ParamValue::Bool(true)));
@@ -136,6 +130,8 @@ impl NodeParams {
             keyframe_min_interval: double("keyframe_min_interval"),
             keyframe_max_interval: double("keyframe_max_interval"),
             confidence_threshold: double("confidence_threshold"),
+            pose_confidence_threshold: double("pose_confidence_threshold"),
+            cloud_stride: int("cloud_stride").max(1) as usize,
             publish_tf: boolean("publish_tf"),
             use_sim_time: boolean("use_sim_time"),
         };
@@ -145,7 +141,73 @@ impl NodeParams {
                 detail: format!("{} is below keyframe_min_interval {}", params.keyframe_max_interval, params.keyframe_min_interval),
             });
         }
-        Ok((params, warnings))
+        Ok(params)
+    }
+}
+
+/// The declared parameters with their current values: what the parameter services read and
+/// write. Every change is checked (declared, writable, type, range, the interval pair) and
+/// applied whole or not at all.
+#[derive(Clone, Debug)]
+pub struct ParamStore {
+    specs: Vec<ParamSpec>,
+    values: Vec<ParamValue>,
+    params: NodeParams,
+}
+
+impl ParamStore {
+    /// Defaults, then every parameter file in order, then `-p` overrides. Returns warnings for
+    /// parameters the node does not declare (they are ignored, as rclcpp does).
+    pub fn resolve(ros: &RosArgs, node_fqn: &str) -> Result<(Self, Vec<String>), ParamError> {
+        let specs = declared();
+        let mut values: Vec<ParamValue> = specs.iter().map(|s| s.default.clone()).collect();
+        let mut warnings = Vec::new();
+        let mut given: Vec<(String, ParamValue)> = Vec::new();
+        for file in &ros.params_files {
+            given.extend(load_params_file(file, node_fqn)?);
+        }
+        given.extend(ros.params.iter().cloned());
+        for (name, value) in given {
+            let Some(i) = specs.iter().position(|s| s.name == name) else {
+                warnings.push(format!("parameter {name} is not declared by this node; ignored"));
+                continue;
+            };
+            values[i] = check(&specs[i], value)?;
+        }
+        let params = NodeParams::from_values(&specs, &values)?;
+        Ok((Self { specs, values, params }, warnings))
+    }
+
+    pub fn params(&self) -> &NodeParams {
+        &self.params
+    }
+
+    pub fn specs(&self) -> &[ParamSpec] {
+        &self.specs
+    }
+
+    /// The declaration and current value of `name`.
+    pub fn get(&self, name: &str) -> Option<(&ParamSpec, &ParamValue)> {
+        self.specs.iter().position(|s| s.name == name).map(|i| (&self.specs[i], &self.values[i]))
+    }
+
+    /// Sets all of `changes` or none; returns the values as stored (integers given for doubles
+    /// become doubles).
+    pub fn set(&mut self, changes: &[(String, ParamValue)]) -> Result<Vec<(String, ParamValue)>, ParamError> {
+        let mut values = self.values.clone();
+        let mut applied = Vec::new();
+        for (name, value) in changes {
+            let i = self.specs.iter().position(|s| s.name == name).ok_or_else(|| ParamError::Invalid { name: name.clone(), detail: "not declared by this node".into() })?;
+            let spec = &self.specs[i];
+            if spec.read_only {
+                return Err(ParamError::Invalid { name: name.clone(), detail: "read-only while the node runs; set it at start-up (-p or a params file)".into() });
+            }
+            values[i] = check(spec, value.clone())?;
+            applied.push((name.clone(), values[i].clone()));
+        }
+        self.params = NodeParams::from_values(&self.specs, &values)?;
+        self.values = values;
+        Ok(applied)
     }
 }
 

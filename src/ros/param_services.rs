@@ -1,0 +1,251 @@
+//! The six `rcl_interfaces` parameter services (`ros2 param list/get/describe/set/dump`) over the
+//! node's [`ParamStore`], and `/parameter_events` on every change.
+//!
+//! ros2-client has its own parameter services, but its `describe_parameters` answers without
+//! descriptions or ranges and its store knows nothing of read-only parameters, so the node
+//! serves these itself. Requests are polled from the node's DDS loop.
+
+use std::sync::{Arc, Mutex};
+
+use ros2_client::parameters::raw;
+use ros2_client::rcl_interfaces as rcl;
+use ros2_client::service::{Server, ServiceMapping};
+use ros2_client::{qos, Name, Node, Publisher, QosProfile, ServiceTypeName};
+
+use super::args::ParamValue;
+use super::params::{Constraint, ParamSpec, ParamStore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParamServiceError {
+    #[error("cannot create parameter service {name}: {reason}")]
+    Create { name: String, reason: String },
+}
+
+/// How requests and replies are framed on DDS: rmw_cyclonedds puts a request header in the
+/// payload, the other RMWs (Fast DDS, the ROS 2 default) carry it in inline QoS. Chosen by
+/// `RMW_IMPLEMENTATION`, as the ROS tools on the same machine would be.
+pub fn service_mapping() -> ServiceMapping {
+    match std::env::var("RMW_IMPLEMENTATION") {
+        Ok(rmw) if rmw.contains("cyclonedds") => ServiceMapping::Cyclone,
+        _ => ServiceMapping::Enhanced,
+    }
+}
+
+pub struct ParamServices {
+    store: Arc<Mutex<ParamStore>>,
+    node_fqn: String,
+    list: Server<rcl::ListParametersRequest, rcl::ListParametersResponse>,
+    get: Server<rcl::GetParametersRequest, rcl::GetParametersResponse>,
+    get_types: Server<rcl::GetParameterTypesRequest, rcl::GetParameterTypesResponse>,
+    describe: Server<rcl::DescribeParametersRequest, rcl::DescribeParametersResponse>,
+    set: Server<rcl::SetParametersRequest, rcl::SetParametersResponse>,
+    set_atomically: Server<rcl::SetParametersRequest, rcl::SetParametersAtomicallyResponse>,
+    events: Publisher<raw::ParameterEvent>,
+}
+
+/// rmw's services profile: reliable, volatile, keep last 10.
+fn services_qos() -> QosProfile {
+    QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 })
+}
+
+impl ParamServices {
+    pub fn new(node: &mut Node, node_fqn: &str, store: Arc<Mutex<ParamStore>>) -> Result<Self, ParamServiceError> {
+        let mapping = service_mapping();
+        fn server<Q: ros2_client::Message + Clone + 'static, R: ros2_client::Message + 'static>(
+            node: &mut Node,
+            mapping: ServiceMapping,
+            fqn: &str,
+            name: &str,
+            ty: &str,
+        ) -> Result<Server<Q, R>, ParamServiceError> {
+            let err = |reason: String| ParamServiceError::Create { name: format!("{fqn}/{name}"), reason };
+            let service = Name::new(fqn, name).map_err(|e| err(format!("{e:?}")))?;
+            node.create_server(mapping, &service, &ServiceTypeName::new("rcl_interfaces", ty), services_qos(), services_qos()).map_err(|e| err(format!("{e:?}")))
+        }
+        let events_name = Name::new("/", "parameter_events").map_err(|e| ParamServiceError::Create { name: "/parameter_events".into(), reason: format!("{e:?}") })?;
+        // rmw_qos_profile_parameter_events: reliable, volatile, keep last 1000.
+        let events_qos = QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 1000 });
+        let create = |e: ros2_client::CreateError| ParamServiceError::Create { name: "/parameter_events".into(), reason: format!("{e:?}") };
+        let topic = node.create_topic(&events_name, ros2_client::MessageTypeName::new("rcl_interfaces", "ParameterEvent"), &events_qos).map_err(create)?;
+        let events = node.create_publisher(&topic, Some(events_qos)).map_err(create)?;
+        Ok(Self {
+            list: server(node, mapping, node_fqn, "list_parameters", "ListParameters")?,
+            get: server(node, mapping, node_fqn, "get_parameters", "GetParameters")?,
+            get_types: server(node, mapping, node_fqn, "get_parameter_types", "GetParameterTypes")?,
+            describe: server(node, mapping, node_fqn, "describe_parameters", "DescribeParameters")?,
+            set: server(node, mapping, node_fqn, "set_parameters", "SetParameters")?,
+            set_atomically: server(node, mapping, node_fqn, "set_parameters_atomically", "SetParametersAtomically")?,
+            events,
+            store,
+            node_fqn: node_fqn.to_string(),
+        })
+    }
+
+    /// Answers every pending request; returns how many were answered. A request that cannot be
+    /// read or answered is logged and skipped.
+    pub fn poll(&self, stamp: ros2_client::builtin_interfaces::Time) -> usize {
+        let mut n = 0;
+        macro_rules! serve {
+            ($server:expr, |$req:ident| $answer:expr) => {
+                loop {
+                    match $server.receive_request() {
+                        Ok(Some((id, $req))) => {
+                            n += 1;
+                            let answer = $answer;
+                            if let Err(e) = $server.send_response(id, answer) {
+                                tracing::warn!("parameter service reply failed: {e:?}");
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!("unreadable parameter service request: {e:?}");
+                            break;
+                        }
+                    }
+                }
+            };
+        }
+        // A fresh copy per request: a set earlier in this poll is seen by later gets.
+        let snapshot = || self.store.lock().map(|s| s.clone()).ok();
+        serve!(self.list, |req| {
+            let store = snapshot();
+            rcl::ListParametersResponse { result: list(store.as_ref(), &req.prefixes) }
+        });
+        serve!(self.get, |req| {
+            let store = snapshot();
+            let value = |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(_, v)| to_raw(v)).unwrap_or_else(not_set);
+            rcl::GetParametersResponse { values: req.names.iter().map(value).collect() }
+        });
+        serve!(self.get_types, |req| {
+            let store = snapshot();
+            let ty = |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(_, v)| to_raw(v).ptype).unwrap_or(raw::ParameterType::NOT_SET);
+            rcl::GetParameterTypesResponse { values: req.names.iter().map(ty).collect() }
+        });
+        serve!(self.describe, |req| {
+            let store = snapshot();
+            let descriptor = |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(spec, _)| describe(spec)).unwrap_or_else(|| unknown(k));
+            rcl::DescribeParametersResponse { values: req.names.iter().map(descriptor).collect() }
+        });
+        serve!(self.set, |req| rcl::SetParametersResponse { results: req.parameter.iter().map(|p| self.apply(std::slice::from_ref(p), stamp.clone())).collect() });
+        serve!(self.set_atomically, |req| rcl::SetParametersAtomicallyResponse { result: self.apply(&req.parameter, stamp.clone()) });
+        n
+    }
+
+    /// Sets `params` all or none, publishes the change and logs it.
+    fn apply(&self, params: &[raw::Parameter], stamp: ros2_client::builtin_interfaces::Time) -> raw::SetParametersResult {
+        let changes: Result<Vec<(String, ParamValue)>, String> =
+            params.iter().map(|p| from_raw(&p.value).map(|v| (p.name.clone(), v)).ok_or_else(|| format!("parameter {}: unsupported value type {}", p.name, p.value.ptype))).collect();
+        let result = changes.and_then(|c| match self.store.lock() {
+            Ok(mut store) => store.set(&c).map_err(|e| e.to_string()),
+            Err(_) => Err("parameter store unavailable".into()),
+        });
+        match result {
+            Ok(applied) => {
+                for (name, value) in &applied {
+                    tracing::info!("parameter {name} set to {value:?}");
+                }
+                let changed = applied.iter().map(|(name, value)| raw::Parameter { name: name.clone(), value: to_raw(value) }).collect();
+                let event = raw::ParameterEvent { stamp, node: self.node_fqn.clone(), new_parameters: vec![], changed_parameters: changed, deleted_parameters: vec![] };
+                if let Err(e) = self.events.publish(event) {
+                    tracing::warn!("cannot publish /parameter_events: {e:?}");
+                }
+                raw::SetParametersResult { successful: true, reason: String::new() }
+            }
+            Err(reason) => {
+                tracing::warn!("parameter change refused: {reason}");
+                raw::SetParametersResult { successful: false, reason }
+            }
+        }
+    }
+}
+
+/// Our parameter names have no `.` sections: a name is listed when there are no prefixes or it
+/// equals one or lies under one.
+fn list(store: Option<&ParamStore>, prefixes: &[String]) -> rcl::ListParametersResult {
+    let names = store
+        .map(|s| s.specs())
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s.name.to_string())
+        .filter(|n| prefixes.is_empty() || prefixes.iter().any(|p| n == p || n.starts_with(&format!("{p}."))))
+        .collect();
+    rcl::ListParametersResult { names, prefixes: vec![] }
+}
+
+fn describe(spec: &ParamSpec) -> raw::ParameterDescriptor {
+    let (integer_range, floating_point_range, constraints) = match &spec.constraint {
+        Constraint::Integer { min, max } => (vec![raw::IntegerRange { from_value: *min, to_value: *max, step: 0 }], vec![], String::new()),
+        Constraint::Double { min, max } => (vec![], vec![raw::FloatingPointRange { from_value: *min, to_value: *max, step: 0.0 }], String::new()),
+        Constraint::OneOf(allowed) => (vec![], vec![], format!("one of: {}", allowed.join(", "))),
+        Constraint::None => (vec![], vec![], String::new()),
+    };
+    raw::ParameterDescriptor {
+        name: spec.name.to_string(),
+        r#type: to_raw(&spec.default).ptype,
+        description: spec.description.to_string(),
+        additional_constraints: constraints,
+        read_only: spec.read_only,
+        dynamic_typing: false,
+        floating_point_range,
+        integer_range,
+    }
+}
+
+fn unknown(name: &str) -> raw::ParameterDescriptor {
+    raw::ParameterDescriptor {
+        name: name.to_string(),
+        r#type: raw::ParameterType::NOT_SET,
+        description: String::new(),
+        additional_constraints: String::new(),
+        read_only: false,
+        dynamic_typing: false,
+        floating_point_range: vec![],
+        integer_range: vec![],
+    }
+}
+
+fn not_set() -> raw::ParameterValue {
+    raw::ParameterValue {
+        ptype: raw::ParameterType::NOT_SET,
+        boolean_value: false,
+        int_value: 0,
+        double_value: 0.0,
+        string_value: String::new(),
+        byte_array: vec![],
+        bool_array: vec![],
+        int_array: vec![],
+        double_array: vec![],
+        string_array: vec![],
+    }
+}
+
+pub fn to_raw(v: &ParamValue) -> raw::ParameterValue {
+    use raw::ParameterType as T;
+    let mut r = not_set();
+    match v {
+        ParamValue::Bool(b) => (r.ptype, r.boolean_value) = (T::BOOL, *b),
+        ParamValue::Integer(i) => (r.ptype, r.int_value) = (T::INTEGER, *i),
+        ParamValue::Double(d) => (r.ptype, r.double_value) = (T::DOUBLE, *d),
+        ParamValue::String(s) => (r.ptype, r.string_value) = (T::STRING, s.clone()),
+        ParamValue::BoolArray(a) => (r.ptype, r.bool_array) = (T::BOOL_ARRAY, a.clone()),
+        ParamValue::IntegerArray(a) => (r.ptype, r.int_array) = (T::INTEGER_ARRAY, a.clone()),
+        ParamValue::DoubleArray(a) => (r.ptype, r.double_array) = (T::DOUBLE_ARRAY, a.clone()),
+        ParamValue::StringArray(a) => (r.ptype, r.string_array) = (T::STRING_ARRAY, a.clone()),
+    }
+    r
+}
+
+pub fn from_raw(r: &raw::ParameterValue) -> Option<ParamValue> {
+    use raw::ParameterType as T;
+    Some(match r.ptype {
+        T::BOOL => ParamValue::Bool(r.boolean_value),
+        T::INTEGER => ParamValue::Integer(r.int_value),
+        T::DOUBLE => ParamValue::Double(r.double_value),
+        T::STRING => ParamValue::String(r.string_value.clone()),
+        T::BOOL_ARRAY => ParamValue::BoolArray(r.bool_array.clone()),
+        T::INTEGER_ARRAY => ParamValue::IntegerArray(r.int_array.clone()),
+        T::DOUBLE_ARRAY => ParamValue::DoubleArray(r.double_array.clone()),
+        T::STRING_ARRAY => ParamValue::StringArray(r.string_array.clone()),
+        _ => return None,
+    })
+}

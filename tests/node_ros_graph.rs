@@ -1,0 +1,126 @@
+//! The node as ROS tools see it, against an independent DDS stack (Cyclone DDS from PyPI) inside
+//! a private network namespace (`unshare -n`, loopback only): parameter services framed as
+//! rmw_cyclonedds frames them (describe with ranges, get, list, set with refusals and an effect
+//! on the next frame), /rosout records, sim time from /clock on /diagnostics, camera_info (a bad
+//! one counted, a good one kept), the debug image only while someone subscribes, and the pairs'
+//! clouds and poses.
+
+mod common;
+
+use common::{fixture_dir, peer_python, run_in_netns, NetnsRun};
+use serde_json::json;
+
+#[test]
+fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = common::fixture_plane_npy(dir.path());
+    let dust3r = dir.path().join("dust3r");
+    std::fs::create_dir_all(&dust3r).unwrap();
+    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
+    let node = env!("CARGO_BIN_EXE_sp_dust3r");
+    let peer = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_ros_graph.py");
+    // pose_confidence_threshold 1: every point of the (untrained) test weights enters PnP.
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+           -p superpoint_weights:={weights} -p dust3r_weights:={dust3r} -p use_sim_time:=true -p publish_tf:=true \
+           -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 -p confidence_threshold:=2.2 -p pose_confidence_threshold:=1.0 > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {peer} --image {plane} --ns /cam --node /cam/sp_dust3r\n\
+         rc=$?\n\
+         kill -INT $pid; wait $pid; echo node_exit=$?\n\
+         exit $rc\n",
+        weights = fixture_dir("superpoint").display(),
+        dust3r = dust3r.display(),
+        log = dir.path().join("node.log").display(),
+        py = peer_python().display(),
+        peer = peer.display(),
+        plane = plane.display(),
+    );
+    let NetnsRun { stdout, report, log } = run_in_netns(&script, &dir.path().join("node.log"));
+    let ctx = format!("peer: {report}\nnode log:\n{log}");
+    assert!(stdout.contains("node_exit=0"), "{stdout}\n{ctx}");
+
+    // describe: description, type, read-only flag and range as declared; unknown: NOT_SET.
+    let d = report["describe"].as_array().unwrap_or_else(|| panic!("no describe reply: {ctx}"));
+    assert_eq!(d.len(), 4, "{ctx}");
+    assert_eq!((d[0]["name"].as_str(), d[0]["type"].as_u64(), d[0]["read_only"].as_bool()), (Some("keypoint_threshold"), Some(3), Some(false)));
+    assert_eq!(d[0]["float_range"], json!([[0.0, 1.0]]));
+    assert!(d[0]["description"].as_str().unwrap().contains("score"), "{ctx}");
+    assert_eq!((d[1]["type"].as_u64(), d[1]["read_only"].as_bool()), (Some(4), Some(true)));
+    assert_eq!(d[1]["constraints"], "one of: raw, compressed");
+    assert_eq!((d[2]["type"].as_u64(), &d[2]["int_range"]), (Some(2), &json!([[-1, 100000]])));
+    assert_eq!(d[3]["type"].as_u64(), Some(0));
+    // get and list
+    assert_eq!(report["get"], json!([[2, 1024], [4, "raw"], [3, 0.005]]), "{ctx}");
+    let names: Vec<&str> = report["list"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let declared: Vec<&str> = sp_dust3r::ros::params::declared().iter().map(|s| s.name).collect();
+    assert_eq!(names, declared);
+    // set: read-only refused, out of range refused, wrong type refused, a valid one applied...
+    let set = report["set"].as_array().unwrap_or_else(|| panic!("no set reply: {ctx}"));
+    assert_eq!(set.iter().map(|r| r[0].as_bool().unwrap()).collect::<Vec<_>>(), vec![false, false, true, false], "{ctx}");
+    assert!(set[0][1].as_str().unwrap().contains("read-only"), "{ctx}");
+    assert!(set[1][1].as_str().unwrap().contains("outside [0, 1]"), "{ctx}");
+    assert!(set[3][1].as_str().unwrap().contains("expected a integer") || set[3][1].as_str().unwrap().contains("integer"), "{ctx}");
+    assert_eq!(report["get_after_set"], json!([5]));
+    // ...and in effect on the next frames: at most 5 keypoints.
+    let counts = report["kp_counts"].as_array().unwrap();
+    assert_eq!(counts.len(), 3);
+    assert!(counts.iter().all(|c| c.as_u64().is_some_and(|n| (1..=5).contains(&n))), "{ctx}");
+
+    // The debug image: none while nobody subscribed (frame 200), then one per frame (201, 202).
+    let debug = report["debug_images"].as_array().unwrap();
+    assert_eq!(debug.iter().map(|i| i["stamp"].as_i64().unwrap()).collect::<Vec<_>>(), vec![201, 202], "{ctx}");
+    for i in debug {
+        assert_eq!((i["encoding"].as_str(), &i["size"]), (Some("rgb8"), &json!([640, 480])));
+        assert!(i["green_pixels"].as_u64().unwrap() > 0, "keypoints are drawn: {ctx}");
+    }
+    let diag = &report["diagnostics"];
+    assert_eq!(diag["debug_images"].as_str(), Some("2"), "{ctx}");
+
+    // camera_info: the one without focals is counted; the good one is used for the poses.
+    assert_eq!(diag["errors_camera_info"].as_str(), Some("1"), "{ctx}");
+    assert_eq!(diag["camera_info"].as_str(), Some("640x480 fx 500.0 fy 500.0 cx 320.0 cy 240.0"), "{ctx}");
+    assert!(log.contains("ignoring camera_info stamped 199.000000000: K has no usable focal lengths"), "{ctx}");
+
+    // Two pairs: clouds with view 1's stamp. Poses: PairPose + PoseStamped (view 2's stamp, view
+    // 1's frame) and TF from view 1's frame to the view-2 child frame, each pair either with a
+    // pose or with the reason in the log (the untrained test weights rarely give one).
+    let stamps = |k: &str| report[k].as_array().unwrap().iter().map(|v| v["stamp"].clone()).collect::<Vec<_>>();
+    assert_eq!(stamps("clouds"), vec![json!(200), json!(201)], "{ctx}");
+    let pairs = report["pairs"].as_array().unwrap();
+    let poses = report["poses"].as_array().unwrap();
+    let tf = report["tf"].as_array().unwrap();
+    assert_eq!(pairs.len() + log.matches("no pose for the pair").count(), 2, "{ctx}");
+    assert_eq!((poses.len(), tf.len()), (pairs.len(), pairs.len()), "{ctx}");
+    for ((p, pose), t) in pairs.iter().zip(poses).zip(tf) {
+        let s = p["stamp"][0].as_i64().unwrap();
+        assert!(s == 201 || s == 202, "{ctx}");
+        assert_eq!(p["reference"], json!([s - 1, 0]));
+        assert_eq!(p["used_known_intrinsics"], true, "CameraInfo K used: {ctx}");
+        assert!((p["focal"][0].as_f64().unwrap() - 500.0).abs() < 1e-6, "known K: the focals are CameraInfo's: {ctx}");
+        assert_eq!((pose["stamp"].as_i64(), pose["frame_id"].as_str()), (Some(s), Some("cam_optical")));
+        assert_eq!((t["parent"].as_str(), t["child"].as_str()), (Some("cam_optical"), Some("cam_optical_view2")));
+        assert_eq!((&t["stamp"], &t["translation"]), (&pose["stamp"], &pose["position"]));
+    }
+
+    // Sim time: /diagnostics is stamped from /clock (5000 s on), not wall time.
+    let diag_stamps = report["diagnostics_stamps"].as_array().unwrap();
+    assert!(!diag_stamps.is_empty(), "{ctx}");
+    let sim_now = report["sim_now"].as_f64().unwrap();
+    for s in diag_stamps {
+        let s = s.as_f64().unwrap();
+        assert!(s > 5000.0 && s <= sim_now + 0.01, "diagnostics stamp {s} vs sim time {sim_now}: {ctx}");
+    }
+
+    // /rosout: the node's own records, under its rcl logger name, with levels.
+    let rosout = report["rosout"].as_array().unwrap();
+    let find = |text: &str| rosout.iter().find(|r| r["msg"].as_str().is_some_and(|m| m.contains(text)));
+    let up = find("node /cam/sp_dust3r up").unwrap_or_else(|| panic!("start-up record on /rosout: {ctx}"));
+    assert_eq!((up["name"].as_str(), up["level"].as_u64()), (Some("cam.sp_dust3r"), Some(20)));
+    assert!(up["file"].as_str().unwrap().ends_with("node.rs") && up["line"].as_u64().unwrap() > 0);
+    let set_rec = find("parameter max_keypoints set to").unwrap_or_else(|| panic!("parameter change on /rosout: {ctx}"));
+    assert_eq!(set_rec["level"].as_u64(), Some(20));
+    let refused = find("parameter change refused").unwrap_or_else(|| panic!("refusal on /rosout: {ctx}"));
+    assert_eq!(refused["level"].as_u64(), Some(30));
+}

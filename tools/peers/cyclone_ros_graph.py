@@ -1,0 +1,386 @@
+"""Cyclone DDS peer (PyPI cyclonedds) for tests/node_ros_graph.rs: plays what ROS tools do around
+the node. It calls the parameter services the way rmw_cyclonedds frames them (describe, get,
+list, set), publishes /clock (rosgraph_msgs/Clock) and camera_info (a bad one, then a good one),
+sends frames, subscribes to the debug image only half-way through, and collects keypoints, the
+debug image, clouds, PairPose, PoseStamped, /tf, /diagnostics and /rosout. Prints one JSON line.
+
+Run only inside a private network namespace (the test uses `unshare -n`); CYCLONEDDS_URI is set
+to loopback only as a second guard (in cyclone_camera, whose message types this reuses).
+"""
+import argparse
+import json
+import os
+import threading
+import time
+import types
+from dataclasses import dataclass
+
+import numpy as np
+import cyclonedds.idl.annotations as annotate
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl.types import array, float64, int64, sequence, uint8, uint32, uint64
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+from cyclone_camera import Header, Image, Keypoints, PairPose, PointCloud2, DiagnosticArray, Pose, Time, pair_summary
+
+
+@dataclass
+@annotate.final
+class Clock(IdlStruct, typename="rosgraph_msgs::msg::dds_::Clock_"):
+    clock: Time
+
+
+@dataclass
+@annotate.final
+class RegionOfInterest(IdlStruct, typename="sensor_msgs::msg::dds_::RegionOfInterest_"):
+    x_offset: uint32
+    y_offset: uint32
+    height: uint32
+    width: uint32
+    do_rectify: bool
+
+
+@dataclass
+@annotate.final
+class CameraInfo(IdlStruct, typename="sensor_msgs::msg::dds_::CameraInfo_"):
+    header: Header
+    height: uint32
+    width: uint32
+    distortion_model: str
+    d: sequence[float64]
+    k: array[float64, 9]
+    r: array[float64, 9]
+    p: array[float64, 12]
+    binning_x: uint32
+    binning_y: uint32
+    roi: RegionOfInterest
+
+
+@dataclass
+@annotate.final
+class PoseStamped(IdlStruct, typename="geometry_msgs::msg::dds_::PoseStamped_"):
+    header: Header
+    pose: Pose
+
+
+@dataclass
+@annotate.final
+class Vector3(IdlStruct, typename="geometry_msgs::msg::dds_::Vector3_"):
+    x: float64
+    y: float64
+    z: float64
+
+
+@dataclass
+@annotate.final
+class QuaternionT(IdlStruct, typename="geometry_msgs::msg::dds_::Quaternion_"):
+    x: float64
+    y: float64
+    z: float64
+    w: float64
+
+
+@dataclass
+@annotate.final
+class Transform(IdlStruct, typename="geometry_msgs::msg::dds_::Transform_"):
+    translation: Vector3
+    rotation: QuaternionT
+
+
+@dataclass
+@annotate.final
+class TransformStamped(IdlStruct, typename="geometry_msgs::msg::dds_::TransformStamped_"):
+    header: Header
+    child_frame_id: str
+    transform: Transform
+
+
+@dataclass
+@annotate.final
+class TFMessage(IdlStruct, typename="tf2_msgs::msg::dds_::TFMessage_"):
+    transforms: sequence[TransformStamped]
+
+
+@dataclass
+@annotate.final
+class Log(IdlStruct, typename="rcl_interfaces::msg::dds_::Log_"):
+    stamp: Time
+    level: uint8
+    name: str
+    msg: str
+    file: str
+    function: str
+    line: uint32
+
+
+# rcl_interfaces parameter types and services, framed as rmw_cyclonedds frames requests and
+# replies: a (client guid, sequence number) header before the fields.
+@dataclass
+@annotate.final
+class ParameterValue(IdlStruct, typename="rcl_interfaces::msg::dds_::ParameterValue_"):
+    type: uint8
+    bool_value: bool
+    integer_value: int64
+    double_value: float64
+    string_value: str
+    byte_array_value: sequence[uint8]
+    bool_array_value: sequence[bool]
+    integer_array_value: sequence[int64]
+    double_array_value: sequence[float64]
+    string_array_value: sequence[str]
+
+
+def pvalue(type, **kw):
+    base = dict(bool_value=False, integer_value=0, double_value=0.0, string_value="", byte_array_value=[], bool_array_value=[],
+                integer_array_value=[], double_array_value=[], string_array_value=[])
+    base.update(kw)
+    return ParameterValue(type=type, **base)
+
+
+def value_json(v):
+    return {1: lambda: v.bool_value, 2: lambda: v.integer_value, 3: lambda: v.double_value, 4: lambda: v.string_value}.get(v.type, lambda: None)()
+
+
+@dataclass
+@annotate.final
+class Parameter(IdlStruct, typename="rcl_interfaces::msg::dds_::Parameter_"):
+    name: str
+    value: ParameterValue
+
+
+@dataclass
+@annotate.final
+class SetParametersResult(IdlStruct, typename="rcl_interfaces::msg::dds_::SetParametersResult_"):
+    successful: bool
+    reason: str
+
+
+@dataclass
+@annotate.final
+class FloatingPointRange(IdlStruct, typename="rcl_interfaces::msg::dds_::FloatingPointRange_"):
+    from_value: float64
+    to_value: float64
+    step: float64
+
+
+@dataclass
+@annotate.final
+class IntegerRange(IdlStruct, typename="rcl_interfaces::msg::dds_::IntegerRange_"):
+    from_value: int64
+    to_value: int64
+    step: uint64
+
+
+@dataclass
+@annotate.final
+class ParameterDescriptor(IdlStruct, typename="rcl_interfaces::msg::dds_::ParameterDescriptor_"):
+    name: str
+    type: uint8
+    description: str
+    additional_constraints: str
+    read_only: bool
+    dynamic_typing: bool
+    floating_point_range: sequence[FloatingPointRange, 1]
+    integer_range: sequence[IntegerRange, 1]
+
+
+def service(name, req_fields, resp_fields):
+    """Request/reply structs of rcl_interfaces/srv/<name> with the rmw_cyclonedds header."""
+    def make(suffix, fields):
+        ann = {"client_guid": uint64, "seq": int64, **fields}
+        cls = types.new_class(f"{name}_{suffix}", (IdlStruct,), {"typename": f"rcl_interfaces::srv::dds_::{name}_{suffix}_"},
+                              lambda ns: ns.update({"__annotations__": ann}))
+        return dataclass(annotate.final(cls))
+    return make("Request", req_fields), make("Response", resp_fields)
+
+
+DescribeReq, DescribeResp = service("DescribeParameters", {"names": sequence[str]}, {"descriptors": sequence[ParameterDescriptor]})
+GetReq, GetResp = service("GetParameters", {"names": sequence[str]}, {"values": sequence[ParameterValue]})
+SetReq, SetResp = service("SetParameters", {"parameters": sequence[Parameter]}, {"results": sequence[SetParametersResult]})
+
+
+@dataclass
+@annotate.final
+class ListParametersResult(IdlStruct, typename="rcl_interfaces::msg::dds_::ListParametersResult_"):
+    names: sequence[str]
+    prefixes: sequence[str]
+
+
+ListReq, ListResp = service("ListParameters", {"prefixes": sequence[str], "depth": uint64}, {"result": ListParametersResult})
+
+
+class Client:
+    def __init__(self, dp, node, name, req_type, resp_type, qos):
+        self.w = DataWriter(dp, Topic(dp, f"rq{node}/{name}Request", req_type), qos=qos)
+        self.r = DataReader(dp, Topic(dp, f"rr{node}/{name}Reply", resp_type), qos=qos)
+        self.req_type, self.seq, self.guid = req_type, 0, 0x1122334455667788
+
+    def matched(self):
+        return self.w.get_publication_matched_status().current_count > 0 and self.r.get_subscription_matched_status().current_count > 0
+
+    def call(self, timeout=10.0, **fields):
+        self.seq += 1
+        self.w.write(self.req_type(client_guid=self.guid, seq=self.seq, **fields))
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            for s in self.r.take(N=10):
+                if s.seq == self.seq and s.client_guid == self.guid:
+                    return s
+            time.sleep(0.02)
+        return None
+
+
+def camera_info(stamp, w, h, fx):
+    k = [fx, 0.0, w / 2, 0.0, fx, h / 2, 0.0, 0.0, 1.0]
+    return CameraInfo(Header(stamp, "cam_optical"), h, w, "plumb_bob", [0.0] * 5, k, [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0],
+                      [fx, 0, w / 2, 0, 0, fx, h / 2, 0, 0, 0, 1.0, 0], 0, 0, RegionOfInterest(0, 0, 0, 0, False))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--image", required=True, help=".npy uint8 (H, W) plane")
+    ap.add_argument("--ns", default="/cam")
+    ap.add_argument("--node", default="/cam/sp_dust3r")
+    ap.add_argument("--timeout", type=float, default=90.0)
+    args = ap.parse_args()
+    plane = np.load(args.image)
+    h, w = plane.shape
+    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
+    dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
+    prefix = "rt" + args.ns
+    best_effort = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1)
+    reliable = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(50), xcdr1)
+    services_qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(10), xcdr1)
+    rosout_qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.Durability.TransientLocal, Policy.History.KeepLast(1000), xcdr1)
+
+    images = DataWriter(dp, Topic(dp, prefix + "/image", Image), qos=best_effort)
+    infos = DataWriter(dp, Topic(dp, prefix + "/camera_info", CameraInfo), qos=best_effort)
+    clock = DataWriter(dp, Topic(dp, "rt/clock", Clock), qos=reliable)
+    keypoints = DataReader(dp, Topic(dp, prefix + "/keypoints", Keypoints), qos=reliable)
+    clouds = DataReader(dp, Topic(dp, prefix + "/pointcloud", PointCloud2), qos=reliable)
+    pairs = DataReader(dp, Topic(dp, prefix + "/pair_pose", PairPose), qos=reliable)
+    poses = DataReader(dp, Topic(dp, prefix + "/pose", PoseStamped), qos=reliable)
+    tf = DataReader(dp, Topic(dp, "rt/tf", TFMessage), qos=reliable)
+    diags = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
+    rosout = DataReader(dp, Topic(dp, "rt/rosout", Log), qos=rosout_qos)
+    describe = Client(dp, args.node, "describe_parameters", DescribeReq, DescribeResp, services_qos)
+    get = Client(dp, args.node, "get_parameters", GetReq, GetResp, services_qos)
+    setp = Client(dp, args.node, "set_parameters", SetReq, SetResp, services_qos)
+    listp = Client(dp, args.node, "list_parameters", ListReq, ListResp, services_qos)
+    report = {}
+
+    # Sim time: /clock at 20 Hz from 5000 s on, for the whole run.
+    stop = threading.Event()
+    sim_start = time.time()
+
+    def tick():
+        while not stop.is_set():
+            t = 5000.0 + (time.time() - sim_start)
+            clock.write(Clock(Time(sec=int(t), nanosec=int((t % 1) * 1e9))))
+            time.sleep(0.05)
+    threading.Thread(target=tick, daemon=True).start()
+
+    start = time.time()
+    while not (images.get_publication_matched_status().current_count and keypoints.get_subscription_matched_status().current_count
+               and describe.matched() and get.matched() and setp.matched() and listp.matched()):
+        if time.time() - start > args.timeout / 3:
+            print(json.dumps({"error": "no match with the node"}))
+            return
+        time.sleep(0.1)
+
+    # Parameters, as `ros2 param describe/get/list/set` would do them.
+    d = describe.call(names=["keypoint_threshold", "image_transport", "max_keypoints", "no_such_parameter"])
+    report["describe"] = None if d is None else [
+        {"name": x.name, "type": x.type, "description": x.description, "constraints": x.additional_constraints, "read_only": x.read_only,
+         "float_range": [[r.from_value, r.to_value] for r in x.floating_point_range], "int_range": [[r.from_value, r.to_value] for r in x.integer_range]}
+        for x in d.descriptors]
+    g = get.call(names=["max_keypoints", "image_transport", "keypoint_threshold"])
+    report["get"] = None if g is None else [[v.type, value_json(v)] for v in g.values]
+    lst = listp.call(prefixes=[], depth=0)
+    report["list"] = None if lst is None else list(lst.result.names)
+    s = setp.call(parameters=[Parameter("image_transport", pvalue(4, string_value="compressed")), Parameter("keypoint_threshold", pvalue(3, double_value=2.0)),
+                              Parameter("max_keypoints", pvalue(2, integer_value=5)), Parameter("nms_radius", pvalue(4, string_value="four"))])
+    report["set"] = None if s is None else [[r.successful, r.reason] for r in s.results]
+    g = get.call(names=["max_keypoints"])
+    report["get_after_set"] = None if g is None else [value_json(v) for v in g.values]
+
+    # camera_info: one without focal lengths (rejected), then a good one for these frames.
+    infos.write(camera_info(Time(sec=199, nanosec=0), w, h, 0.0))
+    time.sleep(0.2)
+    good_info = camera_info(Time(sec=199, nanosec=1), w, h, 500.0)
+
+    def frame(sec):
+        infos.write(good_info)
+        time.sleep(0.2)
+        stamp = Time(sec=sec, nanosec=0)
+        images.write(Image(Header(stamp, "cam_optical"), h, w, "mono8", 0, w, list(plane.tobytes())))
+        t0 = time.time()
+        while time.time() - t0 < 20:
+            for kp in keypoints.take(N=10):
+                if (kp.header.stamp.sec, kp.header.stamp.nanosec) == (sec, 0):
+                    return len(kp.x)
+            time.sleep(0.05)
+        return None
+
+    report["kp_counts"] = [frame(200)]
+    # Now subscribe to the debug image, as RViz does when its Image display is enabled.
+    debug = DataReader(dp, Topic(dp, prefix + "/keypoints/image", Image), qos=reliable)
+    t0 = time.time()
+    while debug.get_subscription_matched_status().current_count == 0 and time.time() - t0 < 10:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    report["kp_counts"].append(frame(201))
+    report["kp_counts"].append(frame(202))
+    debug_images = []
+    t0 = time.time()
+    while len(debug_images) < 2 and time.time() - t0 < 10:
+        for im in debug.take(N=10):
+            px = np.frombuffer(bytes(im.data), dtype=np.uint8).reshape(im.height, im.width, 3)
+            green = int(np.sum((px[:, :, 0] == 0) & (px[:, :, 1] == 255) & (px[:, :, 2] == 0)))
+            debug_images.append({"stamp": im.header.stamp.sec, "encoding": im.encoding, "size": [im.width, im.height], "green_pixels": green})
+        time.sleep(0.05)
+    report["debug_images"] = debug_images
+
+    # Frames 200, 201, 202 are keyframes (max interval 0.5 s): two pairs.
+    got = {"clouds": [], "pairs": [], "poses": [], "tf": []}
+
+    def collect():
+        got["clouds"] += [{"stamp": c.header.stamp.sec, "frame_id": c.header.frame_id, "width": c.width} for c in clouds.take(N=10)]
+        got["pairs"] += [dict(pair_summary(p), used_known_intrinsics=p.used_known_intrinsics, focal=[p.focal_reference, p.focal_query]) for p in pairs.take(N=10)]
+        got["poses"] += [{"stamp": p.header.stamp.sec, "frame_id": p.header.frame_id,
+                          "position": [p.pose.position.x, p.pose.position.y, p.pose.position.z]} for p in poses.take(N=10)]
+        for m in tf.take(N=10):
+            got["tf"] += [{"stamp": t.header.stamp.sec, "parent": t.header.frame_id, "child": t.child_frame_id,
+                           "translation": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z]} for t in m.transforms]
+    # Clouds always come; a pair's pose right after its cloud, or not at all (no pose found).
+    t0 = time.time()
+    while len(got["clouds"]) < 2 and time.time() - t0 < args.timeout / 2:
+        collect()
+        time.sleep(0.1)
+    time.sleep(1.0)
+    collect()
+    report.update(got)
+
+    diagnostics, stamps = {}, []
+    t0 = time.time()
+    while time.time() - t0 < 2.5:
+        for dg in diags.take(N=20):
+            stamps.append(dg.header.stamp.sec + dg.header.stamp.nanosec * 1e-9)
+            for st in dg.status:
+                diagnostics = {kv.key: kv.value for kv in st.values}
+        time.sleep(0.1)
+    report["diagnostics"] = diagnostics
+    report["diagnostics_stamps"] = stamps
+    report["sim_now"] = 5000.0 + (time.time() - sim_start)
+    report["rosout"] = [{"level": l.level, "name": l.name, "msg": l.msg, "file": l.file, "line": l.line} for l in rosout.take(N=1000)]
+    stop.set()
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
