@@ -3,6 +3,7 @@
 //! Data flows image -> preprocess -> backend -> post-processing -> (geometry) -> ROS messages;
 //! one module per stage. Neither the compute core nor the models know about ROS.
 
+pub mod backend;
 pub mod dust3r;
 pub mod geometry;
 pub mod image;

@@ -22,7 +22,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     let script = format!(
         "ip link set lo up || exit 90\n\
          HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} -p dust3r_weights:={dust3r} \
-           -p max_keypoints:=256 -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 -p confidence_threshold:=2.2 > {log} 2>&1 &\n\
+           -p max_keypoints:=256 -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 -p confidence_threshold:=2.2 -p cloud_stride:=1 > {log} 2>&1 &\n\
          pid=$!\n\
          {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 60 --expect-pairs 2\n\
          rc=$?\n\

@@ -2,8 +2,9 @@
 //! a private network namespace (`unshare -n`, loopback only): parameter services framed as
 //! rmw_cyclonedds frames them (describe with ranges, get, list, set with refusals and an effect
 //! on the next frame), /rosout records, sim time from /clock on /diagnostics, camera_info (a bad
-//! one counted, a good one kept), the debug image only while someone subscribes, and the pairs'
-//! clouds and poses.
+//! one counted, a good one sent with the pairs), the debug image only while someone subscribes,
+//! and the pairs' clouds and poses — DUSt3R here through a mast3r-blackhole server double with a
+//! known pose, so every pair has one.
 
 mod common;
 
@@ -14,26 +15,33 @@ use serde_json::json;
 fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     let dir = tempfile::tempdir().unwrap();
     let plane = common::fixture_plane_npy(dir.path());
-    let dust3r = dir.path().join("dust3r");
-    std::fs::create_dir_all(&dust3r).unwrap();
-    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
     let peer = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_ros_graph.py");
-    // pose_confidence_threshold 1: every point of the (untrained) test weights enters PnP.
+    // DUSt3R through a mast3r-blackhole double with a known scene and pose, so that every pair
+    // has a pose whose value is known; SuperPoint on the CPU with the fixture weights.
+    let server = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
+    let port_file = dir.path().join("port");
     let script = format!(
         "ip link set lo up || exit 90\n\
+         export ROS_DOMAIN_ID=7\n\
+         {py} {server} --model dust3r --port-file {port_file} 2> {dir}/server.log &\n\
+         spid=$!\n\
+         t=0; while [ ! -s {port_file} ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
          RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
-           -p superpoint_weights:={weights} -p dust3r_weights:={dust3r} -p use_sim_time:=true -p publish_tf:=true \
-           -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 -p confidence_threshold:=2.2 -p pose_confidence_threshold:=1.0 > {log} 2>&1 &\n\
+           -p superpoint_weights:={weights} -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {port_file}) -p fallback:=none \
+           -p use_sim_time:=true -p publish_tf:=true -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 > {log} 2>&1 &\n\
          pid=$!\n\
          {py} {peer} --image {plane} --ns /cam --node /cam/sp_dust3r\n\
          rc=$?\n\
          kill -INT $pid; wait $pid; echo node_exit=$?\n\
+         kill $spid\n\
          exit $rc\n",
         weights = fixture_dir("superpoint").display(),
-        dust3r = dust3r.display(),
+        dir = dir.path().display(),
+        port_file = port_file.display(),
         log = dir.path().join("node.log").display(),
         py = peer_python().display(),
+        server = server.display(),
         peer = peer.display(),
         plane = plane.display(),
     );
@@ -83,26 +91,31 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     assert_eq!(diag["camera_info"].as_str(), Some("640x480 fx 500.0 fy 500.0 cx 320.0 cy 240.0"), "{ctx}");
     assert!(log.contains("ignoring camera_info stamped 199.000000000: K has no usable focal lengths"), "{ctx}");
 
-    // Two pairs: clouds with view 1's stamp. Poses: PairPose + PoseStamped (view 2's stamp, view
-    // 1's frame) and TF from view 1's frame to the view-2 child frame, each pair either with a
-    // pose or with the reason in the log (the untrained test weights rarely give one).
+    // Two pairs: clouds with view 1's stamp; PairPose + PoseStamped with view 2's stamp in view
+    // 1's frame; TF from view 1's frame to the view-2 child frame. The server reported
+    // X_cam2 = R X_cam1 + t; the pose published is camera 2 in camera 1's frame: -R^T t.
     let stamps = |k: &str| report[k].as_array().unwrap().iter().map(|v| v["stamp"].clone()).collect::<Vec<_>>();
     assert_eq!(stamps("clouds"), vec![json!(200), json!(201)], "{ctx}");
+    assert_eq!(stamps("poses"), vec![json!(201), json!(202)], "{ctx}");
+    let (r, t) = mock_server_pose();
+    let expected = -(r.transpose() * t);
     let pairs = report["pairs"].as_array().unwrap();
-    let poses = report["poses"].as_array().unwrap();
     let tf = report["tf"].as_array().unwrap();
-    assert_eq!(pairs.len() + log.matches("no pose for the pair").count(), 2, "{ctx}");
-    assert_eq!((poses.len(), tf.len()), (pairs.len(), pairs.len()), "{ctx}");
-    for ((p, pose), t) in pairs.iter().zip(poses).zip(tf) {
+    assert_eq!((pairs.len(), tf.len()), (2, 2), "{ctx}");
+    for ((p, pose), t) in pairs.iter().zip(report["poses"].as_array().unwrap()).zip(tf) {
         let s = p["stamp"][0].as_i64().unwrap();
-        assert!(s == 201 || s == 202, "{ctx}");
         assert_eq!(p["reference"], json!([s - 1, 0]));
-        assert_eq!(p["used_known_intrinsics"], true, "CameraInfo K used: {ctx}");
-        assert!((p["focal"][0].as_f64().unwrap() - 500.0).abs() < 1e-6, "known K: the focals are CameraInfo's: {ctx}");
-        assert_eq!((pose["stamp"].as_i64(), pose["frame_id"].as_str()), (Some(s), Some("cam_optical")));
+        assert_eq!((pose["stamp"].as_i64(), pose["frame_id"].as_str(), p["unit_quaternion"].as_bool()), (Some(s), Some("cam_optical"), Some(true)));
+        // CameraInfo's K went to the server with the pair (it reports using it, focal = fx).
+        assert_eq!(p["used_known_intrinsics"], true, "{ctx}");
+        assert!((p["focal"][1].as_f64().unwrap() - 500.0).abs() < 1e-9, "{ctx}");
+        for k in 0..3 {
+            assert!((pose["position"][k].as_f64().unwrap() - expected[k]).abs() < 1e-9, "position {} vs {expected}: {ctx}", pose["position"]);
+        }
         assert_eq!((t["parent"].as_str(), t["child"].as_str()), (Some("cam_optical"), Some("cam_optical_view2")));
         assert_eq!((&t["stamp"], &t["translation"]), (&pose["stamp"], &pose["position"]));
     }
+    assert!(report["diagnostics"]["dust3r_backend"].as_str().unwrap().contains("tt-server http://127.0.0.1:"), "{ctx}");
 
     // Sim time: /diagnostics is stamped from /clock (5000 s on), not wall time.
     let diag_stamps = report["diagnostics_stamps"].as_array().unwrap();
@@ -123,4 +136,11 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     assert_eq!(set_rec["level"].as_u64(), Some(20));
     let refused = find("parameter change refused").unwrap_or_else(|| panic!("refusal on /rosout: {ctx}"));
     assert_eq!(refused["level"].as_u64(), Some(30));
+}
+
+/// The relative pose of tools/peers/tt_model_server.py's scene: rotation vector (0.05, -0.2,
+/// 0.03), t = (0.3, -0.05, 0.1), as X_cam2 = R X_cam1 + t.
+fn mock_server_pose() -> (nalgebra::Matrix3<f64>, nalgebra::Vector3<f64>) {
+    let r = nalgebra::Rotation3::new(nalgebra::Vector3::new(0.05, -0.2, 0.03));
+    (*r.matrix(), nalgebra::Vector3::new(0.3, -0.05, 0.1))
 }

@@ -25,12 +25,15 @@ use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfa
 use super::param_services::ParamServices;
 use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
-use crate::dust3r::{prepare, Dust3r, PrepMode};
-use crate::geometry::{relative_pose, Intrinsics, PoseOptions};
+use crate::backend::cpu::{CpuFeatures, CpuPairs};
+use crate::backend::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
+use crate::backend::{BackendError, CameraK, FeatureExtractor, PairReconstructor, PairRequest, WithFallback};
+use crate::dust3r::Dust3r;
 use crate::image::Frame;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
 use crate::pipeline::slot::LatestSlot;
 use crate::superpoint::{PostParams, SuperPoint};
+use super::params::Backend;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -155,9 +158,20 @@ struct Stats {
     publish_errors: AtomicU64,
     superpoint_ms: AtomicU64,
     dust3r_ms: AtomicU64,
+    /// Frames or pairs skipped while a server could not answer and no fallback ran.
+    superpoint_paused: AtomicU64,
+    dust3r_paused: AtomicU64,
+    /// Errors by model and kind (`errors_superpoint_server_malformed`, ...).
+    by_kind: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Stats {
+    fn count_kind(&self, model: &str, kind: &str) {
+        if let Ok(mut m) = self.by_kind.lock() {
+            *m.entry(format!("errors_{model}_{kind}")).or_default() += 1;
+        }
+    }
+
     /// Inputs or computations that failed (not publish errors or pairs without a pose).
     fn errors(&self) -> u64 {
         [&self.bad_frames, &self.bad_camera_info, &self.superpoint_errors, &self.dust3r_errors].iter().map(|c| c.load(Ordering::Relaxed)).sum()
@@ -208,21 +222,8 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let store = Arc::new(Mutex::new(store));
     // The tunable parameters as the workers see them: the store's, after any `ros2 param set`.
     let current = || store.lock().map(|s| s.params().clone()).unwrap_or_else(|_| params.clone());
-    if params.superpoint_backend != super::params::Backend::Cpu || params.dust3r_backend != super::params::Backend::Cpu {
-        tracing::warn!("the tt-server backends are not available in this build; running on the CPU");
-    }
-    let superpoint = SuperPoint::load(&crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir)?;
-    // DUSt3R is optional at run time: without its weights the node still serves keypoints.
-    let dust3r = crate::weights::resolve(&crate::dust3r::HUB_MODEL, params.dust3r_weights.as_deref())
-        .map_err(|e| e.to_string())
-        .and_then(|r| Dust3r::load(&r.dir).map_err(|e| e.to_string()));
-    let dust3r = match dust3r {
-        Ok(m) => Some(m),
-        Err(e) => {
-            tracing::warn!("DUSt3R disabled: {e}");
-            None
-        }
-    };
+    let (features, dust3r) = build_backends(&params)?;
+    tracing::info!("SuperPoint on {}; DUSt3R on {}", features.describe(), dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe()));
 
     let domain = std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0u16);
     let mut builder = DomainParticipantBuilder::new(domain);
@@ -271,8 +272,8 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                 let p = current();
                 keyframes.set_policy(keyframe_policy(&p));
                 let t = Instant::now();
-                match superpoint.detect(&input.frame.to_luma(), &post_params(&p)) {
-                    Ok((kp, _)) => {
+                match features.detect(&input.frame, &post_params(&p)) {
+                    Ok(kp) => {
                         stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                         bump(&stats.frames_done);
                         if pub_kp.publish(keypoints_msg(input.header.clone(), input.frame.width(), input.frame.height(), &kp)).is_err() {
@@ -293,8 +294,12 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                             }
                         }
                     }
+                    // The server is down or starting and there is no CPU fallback: paused, and
+                    // /diagnostics says why (the link logs its state changes).
+                    Err(e) if e.is_unavailable() => bump(&stats.superpoint_paused),
                     Err(e) => {
                         bump(&stats.superpoint_errors);
+                        stats.count_kind("superpoint", e.kind());
                         tracing::warn!("SuperPoint: {e}");
                     }
                 }
@@ -307,7 +312,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                 while let Some(job) = pairs.next() {
                     let p = current();
                     let t = Instant::now();
-                    match reconstruct(model, &job, &p) {
+                    match reconstruct(model.as_ref(), &job, &p) {
                         Ok(out) => {
                             if out.camera_info_mismatch {
                                 bump(&stats.camera_info_mismatch);
@@ -332,8 +337,10 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                                 bump(&stats.publish_errors);
                             }
                         }
+                        Err(e) if e.is_unavailable() => bump(&stats.dust3r_paused),
                         Err(e) => {
                             bump(&stats.dust3r_errors);
+                            stats.count_kind("dust3r", e.kind());
                             tracing::warn!("DUSt3R: {e}");
                         }
                     }
@@ -412,7 +419,8 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
             if last_diag.elapsed() >= Duration::from_secs(1) {
                 last_diag = Instant::now();
                 let info = describe_camera_info(&camera_info.lock().map(|c| c.clone()).unwrap_or_default());
-                if pub_diag.publish(diagnostics(&fqn, stamp, &stats, dust3r.is_some(), info)).is_err() {
+                let backends = [features.describe(), dust3r.as_ref().map_or("disabled".into(), |d| d.describe())];
+                if pub_diag.publish(diagnostics(&fqn, stamp, &stats, backends, dust3r.is_some(), info)).is_err() {
                     bump(&stats.publish_errors);
                 }
             }
@@ -461,47 +469,76 @@ struct Reconstruction {
     pose: Result<(sp_dust3r_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped), String>,
 }
 
-/// DUSt3R on a keyframe pair, the swapped pass, and the PairViewer pose.
-fn reconstruct(model: &Dust3r, job: &PairJob, params: &NodeParams) -> Result<Reconstruction, String> {
-    let v1 = prepare(&job.first.frame, PrepMode::Pad).map_err(|e| e.to_string())?;
-    let v2 = prepare(&job.second.frame, PrepMode::Pad).map_err(|e| e.to_string())?;
-    let e1 = model.encode(&v1.image, v1.height as usize, v1.width as usize).map_err(|e| e.to_string())?;
-    let e2 = model.encode(&v2.image, v2.height as usize, v2.width as usize).map_err(|e| e.to_string())?;
-    let forward = model.predict(&e1, &e2).map_err(|e| e.to_string())?;
-    let swapped = model.predict(&e2, &e1).map_err(|e| e.to_string())?;
-    let cloud_header = job.first.header.clone();
+/// A keyframe pair through the DUSt3R backend: the cloud of both views (view 1's stamp and
+/// frame) and the pose messages, or why there is no pose.
+fn reconstruct(model: &dyn PairReconstructor, job: &PairJob, params: &NodeParams) -> Result<Reconstruction, BackendError> {
+    // Known intrinsics from CameraInfo when it describes these frames.
+    let fits = |i: &&sensor_msgs::CameraInfo| [&job.first, &job.second].iter().all(|v| i.width == v.frame.width() && i.height == v.frame.height());
+    let camera_info_mismatch = job.camera_info.as_ref().is_some_and(|i| !fits(&i));
+    let known = job.camera_info.as_ref().filter(fits).map(|i| CameraK { fx: i.k[0], fy: i.k[4], cx: i.k[2], cy: i.k[5] });
+    let request = PairRequest {
+        first: &job.first.frame,
+        second: &job.second.frame,
+        known,
+        min_confidence: params.pose_confidence_threshold as f32,
+        conf_pct: params.server_conf_pct,
+    };
+    let out = model.reconstruct(&request)?;
     let cloud = pointcloud_msg(
-        cloud_header,
-        &[ColouredPoints { points: &forward.view1, rgb: &v1.rgb }, ColouredPoints { points: &forward.view2_in_1, rgb: &v2.rgb }],
+        job.first.header.clone(),
+        &[ColouredPoints { points: &out.view1, rgb: &out.rgb1 }, ColouredPoints { points: &out.view2_in_1, rgb: &out.rgb2 }],
         params.confidence_threshold as f32,
         params.cloud_stride,
     );
-    // Known intrinsics from CameraInfo when it describes these frames.
-    let fits = |i: &&sensor_msgs::CameraInfo| {
-        [&job.first, &job.second].iter().all(|v| i.width == v.frame.width() && i.height == v.frame.height())
-    };
-    let camera_info_mismatch = job.camera_info.as_ref().is_some_and(|i| !fits(&i));
-    let known = job.camera_info.as_ref().filter(fits).map(|i| {
-        let m = v2.mapping;
-        let (cx, cy) = m.to_network(i.k[2], i.k[5]);
-        Intrinsics { fx: i.k[0] * m.scale_x, fy: i.k[4] * m.scale_y, cx, cy }
-    });
-    let opts = PoseOptions {
-        known_intrinsics: known,
-        min_confidence: params.pose_confidence_threshold as f32,
-        grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()],
-        ..PoseOptions::default()
-    };
     let mean_conf = {
-        let all = forward.view1.confidence.iter().chain(&forward.view2_in_1.confidence);
-        let n = forward.view1.confidence.len() + forward.view2_in_1.confidence.len();
+        let all = out.view1.confidence.iter().chain(&out.view2_in_1.confidence);
+        let n = out.view1.confidence.len() + out.view2_in_1.confidence.len();
         (all.map(|&c| c as f64).sum::<f64>() / n.max(1) as f64) as f32
     };
     let child = format!("{}_view2", job.first.header.frame_id);
-    let pose = relative_pose(&forward, &swapped, &opts)
-        .map(|p| pose_msgs(&p, &job.first.header, job.second.header.stamp.clone(), &child, mean_conf))
-        .map_err(|e| e.to_string());
+    let pose = out.pose.map(|p| pose_msgs(&p, &job.first.header, job.second.header.stamp.clone(), &child, mean_conf));
     Ok(Reconstruction { cloud, camera_info_mismatch, pose })
+}
+
+/// The two backends the parameters ask for. A server backend gets the CPU behind it when
+/// `fallback: cpu` and the CPU weights can be found; without DUSt3R weights (CPU) the node
+/// still serves keypoints.
+fn build_backends(params: &NodeParams) -> Result<(Box<dyn FeatureExtractor>, Option<Box<dyn PairReconstructor>>), NodeError> {
+    let server = |url: &str| ServerOptions { url: url.to_string(), timeout: Duration::from_secs_f64(params.server_timeout), jpeg_quality: params.server_jpeg_quality };
+    let cpu_superpoint = || -> Result<CpuFeatures, NodeError> {
+        Ok(CpuFeatures(SuperPoint::load(&crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir)?))
+    };
+    let cpu_dust3r = || -> Result<CpuPairs, String> {
+        let dir = crate::weights::resolve(&crate::dust3r::HUB_MODEL, params.dust3r_weights.as_deref()).map_err(|e| e.to_string())?.dir;
+        Dust3r::load(&dir).map(CpuPairs).map_err(|e| e.to_string())
+    };
+    let features: Box<dyn FeatureExtractor> = match params.superpoint_backend {
+        Backend::Cpu => Box::new(cpu_superpoint()?),
+        Backend::TtServer => {
+            let fallback = params.cpu_fallback.then(cpu_superpoint).transpose().unwrap_or_else(|e| {
+                tracing::warn!("no CPU fallback for SuperPoint: {e}");
+                None
+            });
+            Box::new(WithFallback { primary: TtSuperPoint::new(server(&params.superpoint_url)), fallback })
+        }
+    };
+    let dust3r: Option<Box<dyn PairReconstructor>> = match params.dust3r_backend {
+        Backend::Cpu => match cpu_dust3r() {
+            Ok(m) => Some(Box::new(m)),
+            Err(e) => {
+                tracing::warn!("DUSt3R disabled: {e}");
+                None
+            }
+        },
+        Backend::TtServer => {
+            let fallback = params.cpu_fallback.then(cpu_dust3r).transpose().unwrap_or_else(|e| {
+                tracing::warn!("no CPU fallback for DUSt3R: {e}");
+                None
+            });
+            Some(Box::new(WithFallback { primary: TtDust3r::new(server(&params.dust3r_url)), fallback }))
+        }
+    };
+    Ok((features, dust3r))
 }
 
 /// A CameraInfo the pose can use: a size, and a pinhole K with positive finite focals and a
@@ -528,11 +565,12 @@ fn describe_camera_info(c: &Option<sensor_msgs::CameraInfo>) -> String {
     }
 }
 
-fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, dust3r_on: bool, camera_info: String) -> diagnostic_msgs::DiagnosticArray {
+fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, backends: [String; 2], dust3r_on: bool, camera_info: String) -> diagnostic_msgs::DiagnosticArray {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed).to_string();
     let kv = |k: &str, v: String| diagnostic_msgs::KeyValue { key: k.into(), value: v };
     let errors = s.errors();
-    let level = if errors > 0 || !dust3r_on { diagnostic_msgs::DiagnosticStatus::WARN } else { diagnostic_msgs::DiagnosticStatus::OK };
+    let paused = s.superpoint_paused.load(Ordering::Relaxed) + s.dust3r_paused.load(Ordering::Relaxed);
+    let level = if errors > 0 || paused > 0 || !dust3r_on { diagnostic_msgs::DiagnosticStatus::WARN } else { diagnostic_msgs::DiagnosticStatus::OK };
     diagnostic_msgs::DiagnosticArray {
         header: std_msgs::Header { stamp, frame_id: String::new() },
         status: vec![diagnostic_msgs::DiagnosticStatus {
@@ -557,8 +595,14 @@ fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, dust3r_on:
                 kv("no_pose", get(&s.no_pose)),
                 kv("superpoint_latency_ms", get(&s.superpoint_ms)),
                 kv("dust3r_latency_ms", get(&s.dust3r_ms)),
-                kv("backend", "cpu".into()),
-            ],
+                kv("superpoint_paused", get(&s.superpoint_paused)),
+                kv("dust3r_paused", get(&s.dust3r_paused)),
+                kv("superpoint_backend", backends[0].clone()),
+                kv("dust3r_backend", backends[1].clone()),
+            ]
+            .into_iter()
+            .chain(s.by_kind.lock().map(|m| m.iter().map(|(k, v)| kv(k, v.to_string())).collect::<Vec<_>>()).unwrap_or_default())
+            .collect(),
         }],
     }
 }

@@ -1,0 +1,113 @@
+//! Arrays out of the servers' base64 NPZ payloads. ndarray-npy reads NPZ but has no float16,
+//! and the servers send descriptors and confidences as float16; this reads .npy entries of
+//! little-endian float16/float32/float64 from the zip container into f32.
+
+use std::io::Read;
+
+/// One array: its shape and values (row-major, as f32).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Array {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum NpzError {
+    #[error("not valid base64: {0}")]
+    Base64(String),
+    #[error("not a zip (NPZ) archive: {0}")]
+    Zip(String),
+    #[error("NPZ has no array `{0}`")]
+    Missing(String),
+    #[error("array `{name}`: {reason}")]
+    Npy { name: String, reason: String },
+}
+
+/// The archive behind a base64 string, for [`read_array`].
+pub fn decode_base64(text: &str) -> Result<Vec<u8>, NpzError> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| NpzError::Base64(e.to_string()))
+}
+
+/// Array `name` (with or without `.npy`) from NPZ bytes.
+pub fn read_array(npz: &[u8], name: &str) -> Result<Array, NpzError> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(npz)).map_err(|e| NpzError::Zip(e.to_string()))?;
+    let entry = if name.ends_with(".npy") { name.to_string() } else { format!("{name}.npy") };
+    let mut file = zip.by_name(&entry).map_err(|_| NpzError::Missing(name.to_string()))?;
+    let mut bytes = Vec::with_capacity(file.size() as usize);
+    file.read_to_end(&mut bytes).map_err(|e| NpzError::Zip(e.to_string()))?;
+    parse_npy(&bytes).map_err(|reason| NpzError::Npy { name: name.to_string(), reason })
+}
+
+/// A .npy file: magic, version, header dict (`descr`, `fortran_order`, `shape`), data.
+pub fn parse_npy(bytes: &[u8]) -> Result<Array, String> {
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err("not a .npy array".into());
+    }
+    let (header_len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        v => return Err(format!("unsupported .npy version {v}")),
+    };
+    let header = bytes.get(start..start + header_len).ok_or("truncated .npy header")?;
+    let header = std::str::from_utf8(header).map_err(|_| "header is not text")?;
+    let field = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        Some(header[at..].trim_start().strip_prefix(':')?.trim_start())
+    };
+    let descr = field("descr").and_then(|v| v.strip_prefix('\'')).and_then(|v| v.split('\'').next()).ok_or("no descr")?;
+    if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
+        return Err("Fortran-ordered arrays are not supported".into());
+    }
+    let shape_text = field("shape").and_then(|v| v.strip_prefix('(')).and_then(|v| v.split(')').next()).ok_or("no shape")?;
+    let shape: Vec<usize> = shape_text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.parse::<usize>().map_err(|_| format!("bad shape ({shape_text})"))).collect::<Result<_, _>>()?;
+    let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("shape overflows")?;
+    let body = &bytes[start + header_len..];
+    let width = match descr {
+        "<f2" => 2,
+        "<f4" => 4,
+        "<f8" => 8,
+        other => return Err(format!("dtype {other} (float16/32/64 little endian expected)")),
+    };
+    if body.len() != count * width {
+        return Err(format!("{} data bytes for shape {shape:?} of {descr}, {} expected", body.len(), count * width));
+    }
+    let data = match width {
+        2 => body.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        4 => body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        _ => body.chunks_exact(8).map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32).collect(),
+    };
+    Ok(Array { shape, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npy(descr: &str, shape: &str, body: &[u8]) -> Vec<u8> {
+        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn float16_and_float32_arrays_parse_and_bad_ones_say_why() {
+        let h: Vec<u8> = [1.0f32, -2.5, 0.099975586].iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
+        let a = parse_npy(&npy("<f2", "(3,)", &h)).unwrap();
+        assert_eq!((a.shape, a.data), (vec![3], vec![1.0, -2.5, 0.099975586]));
+        let f: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        assert_eq!(parse_npy(&npy("<f4", "(2, 3)", &f)).unwrap().shape, vec![2, 3]);
+        assert!(parse_npy(&npy("<f4", "(2, 4)", &f)).unwrap_err().contains("24 data bytes"));
+        assert!(parse_npy(&npy("<i8", "(3,)", &f[..24])).unwrap_err().contains("dtype <i8"));
+        assert!(parse_npy(b"garbage").is_err());
+        assert!(matches!(decode_base64("@@@"), Err(NpzError::Base64(_))));
+        assert!(matches!(read_array(b"PK not really", "x"), Err(NpzError::Zip(_))));
+    }
+}
