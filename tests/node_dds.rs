@@ -58,6 +58,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
         assert_eq!(c["fields"], serde_json::json!(["x", "y", "z", "rgb", "confidence"]));
         assert_eq!(c["bytes"].as_u64(), Some(c["width"].as_u64().unwrap() * 20));
         assert!(c["width"].as_u64().unwrap() > 0);
+        assert_eq!(c["finite"], true, "every published point is finite");
     }
     // Poses: the deterministic test weights are not a trained model, so PairViewer may find no
     // confident points; then the node says so instead of publishing an identity. Every pair is
@@ -78,6 +79,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     assert_eq!(diag["errors_bad_frame"].as_str(), Some("3"), "{diag}");
     assert_eq!(diag["frames_in"].as_str(), Some("6"), "{diag}");
     assert_eq!(diag["pairs_processed"].as_str(), Some("2"), "{diag}");
+    assert!(diag["input_rate_hz"].as_str().unwrap().parse::<f64>().is_ok(), "{diag}");
 }
 
 /// `image_transport: compressed`: JPEG frames on `image/compressed`, corrupt JPEGs in between.

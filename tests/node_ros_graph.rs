@@ -96,6 +96,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     // X_cam2 = R X_cam1 + t; the pose published is camera 2 in camera 1's frame: -R^T t.
     let stamps = |k: &str| report[k].as_array().unwrap().iter().map(|v| v["stamp"].clone()).collect::<Vec<_>>();
     assert_eq!(stamps("clouds"), vec![json!(200), json!(201)], "{ctx}");
+    assert!(report["clouds"].as_array().unwrap().iter().all(|c| c["finite"] == true && c["width"].as_u64() > Some(1000)), "{ctx}");
     assert_eq!(stamps("poses"), vec![json!(201), json!(202)], "{ctx}");
     let (r, t) = mock_server_pose();
     let expected = -(r.transpose() * t);

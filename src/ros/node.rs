@@ -160,6 +160,8 @@ struct Stats {
     dust3r_ms: AtomicU64,
     /// Frames or pairs skipped while a server could not answer and no fallback ran.
     superpoint_paused: AtomicU64,
+    /// Frames received per second over the last /diagnostics period, in millihertz.
+    input_rate_mhz: AtomicU64,
     dust3r_paused: AtomicU64,
     /// Errors by model and kind (`errors_superpoint_server_malformed`, ...).
     by_kind: Mutex<std::collections::BTreeMap<String, u64>>,
@@ -352,6 +354,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         // answered; log records to /rosout; diagnostics at 1 Hz.
         let mut last_diag = Instant::now();
         let mut last_graph_check = Instant::now();
+        let mut frames_at_last_diag = 0u64;
         let debug_topic = topic(KEYPOINTS_IMAGE);
         let now = || if params.use_sim_time { sim_time.lock().ok().and_then(|t| t.clone()).unwrap_or_default() } else { wall_time() };
         while !stop.load(Ordering::Relaxed) {
@@ -417,6 +420,10 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                 }
             }
             if last_diag.elapsed() >= Duration::from_secs(1) {
+                let frames_in = stats.frames_in.load(Ordering::Relaxed);
+                let rate = (frames_in - frames_at_last_diag) as f64 / last_diag.elapsed().as_secs_f64();
+                stats.input_rate_mhz.store((rate * 1000.0) as u64, Ordering::Relaxed);
+                frames_at_last_diag = frames_in;
                 last_diag = Instant::now();
                 let info = describe_camera_info(&camera_info.lock().map(|c| c.clone()).unwrap_or_default());
                 let backends = [features.describe(), dust3r.as_ref().map_or("disabled".into(), |d| d.describe())];
@@ -580,6 +587,7 @@ fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, backends: 
             hardware_id: "cpu".into(),
             values: vec![
                 kv("frames_in", get(&s.frames_in)),
+                kv("input_rate_hz", format!("{:.2}", s.input_rate_mhz.load(Ordering::Relaxed) as f64 / 1000.0)),
                 kv("frames_processed", get(&s.frames_done)),
                 kv("frames_dropped", get(&s.frame_drops)),
                 kv("pairs_processed", get(&s.pairs_done)),

@@ -285,7 +285,8 @@ def main():
     while len(got_clouds) < args.expect_pairs and time.time() - t0 < args.timeout:
         for c in clouds.take(N=10):
             got_clouds.append({"stamp": [c.header.stamp.sec, c.header.stamp.nanosec], "frame_id": c.header.frame_id, "width": c.width,
-                               "fields": [f.name for f in c.fields], "point_step": c.point_step, "bytes": len(c.data)})
+                               "fields": [f.name for f in c.fields], "point_step": c.point_step, "bytes": len(c.data),
+                               "finite": bool(np.all(np.isfinite(np.frombuffer(bytes(c.data), dtype="<f4").reshape(-1, 5)[:, :3])))})
         got_pairs.extend(pair_summary(p) for p in pairs.take(N=10))
         time.sleep(0.1)
     time.sleep(1.0)

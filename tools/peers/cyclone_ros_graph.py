@@ -350,7 +350,8 @@ def main():
     got = {"clouds": [], "pairs": [], "poses": [], "tf": []}
 
     def collect():
-        got["clouds"] += [{"stamp": c.header.stamp.sec, "frame_id": c.header.frame_id, "width": c.width} for c in clouds.take(N=10)]
+        got["clouds"] += [{"stamp": c.header.stamp.sec, "frame_id": c.header.frame_id, "width": c.width,
+                           "finite": bool(np.all(np.isfinite(np.frombuffer(bytes(c.data), dtype="<f4").reshape(-1, 5)[:, :3])))} for c in clouds.take(N=10)]
         got["pairs"] += [dict(pair_summary(p), used_known_intrinsics=p.used_known_intrinsics, focal=[p.focal_reference, p.focal_query]) for p in pairs.take(N=10)]
         got["poses"] += [{"stamp": p.header.stamp.sec, "frame_id": p.header.frame_id,
                           "position": [p.pose.position.x, p.pose.position.y, p.pose.position.z]} for p in poses.take(N=10)]
