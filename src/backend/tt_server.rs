@@ -195,13 +195,15 @@ impl Link {
         }
     }
 
-    /// `POST /predict`; one retry at once when the connection drops (a stale keep-alive
-    /// connection looks like that), then the server counts as down.
+    /// `POST /predict`; one retry at once when the connection drops early (a stale keep-alive
+    /// connection looks like that), none after a timeout (a slow chip would only get busier),
+    /// then the server counts as down until its backoff has passed.
     pub fn predict(&self, body: &Value) -> Result<Value, BackendError> {
         self.ensure_ready()?;
         let text = body.to_string();
+        let t = Instant::now();
         let mut outcome = self.exchange("POST", "/predict", Some(&text));
-        if outcome.is_err() {
+        if outcome.is_err() && t.elapsed() < self.opts.timeout.mul_f64(0.9) {
             outcome = self.exchange("POST", "/predict", Some(&text));
         }
         let url = self.opts.url.clone();
@@ -223,6 +225,21 @@ impl Link {
             Err(reason) => {
                 let mut st = self.state.lock().map_err(|_| BackendError::Unreachable { url: url.clone(), reason: reason.clone() })?;
                 Err(self.unavailable(&mut st, false, reason))
+            }
+        }
+    }
+
+    /// Blocks until the server is ready or `limit` has passed (for the command line; the node
+    /// never waits, it falls back or pauses).
+    pub fn wait_ready(&self, limit: Duration) -> Result<(), BackendError> {
+        let start = Instant::now();
+        loop {
+            match self.ensure_ready() {
+                Err(e) if e.is_unavailable() && start.elapsed() < limit => {
+                    let wait = self.state.lock().ok().and_then(|s| s.retry_at).map_or(MIN_BACKOFF, |at| at.saturating_duration_since(Instant::now()));
+                    std::thread::sleep(wait.max(Duration::from_millis(50)).min(limit.saturating_sub(start.elapsed())));
+                }
+                other => return other,
             }
         }
     }
@@ -267,6 +284,31 @@ pub fn encode_frame(frame: &Frame, jpeg_quality: u8) -> Result<String, BackendEr
 pub const SUPERPOINT_MODEL: &str = "superpoint-p150";
 pub const DUST3R_MODEL: &str = "mast3r-blackhole";
 
+/// Where a server request's time went on this side: encoding the frames, the HTTP exchange
+/// (which contains the server's own `timing_ms.total`), checking and decoding the answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostTiming {
+    pub encode_ms: f64,
+    pub request_ms: f64,
+    pub parse_ms: f64,
+    pub server_total_ms: Option<f64>,
+}
+
+impl HostTiming {
+    /// What this side adds to the server's own time: encode + transfer + decode.
+    pub fn overhead_ms(&self) -> Option<f64> {
+        self.server_total_ms.map(|s| self.encode_ms + self.parse_ms + (self.request_ms - s))
+    }
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn server_total(v: &Value) -> Option<f64> {
+    v.get("timing_ms")?.get("total")?.as_f64()
+}
+
 /// SuperPoint on the `superpoint-p150` server.
 pub struct TtSuperPoint {
     link: Link,
@@ -277,6 +319,31 @@ impl TtSuperPoint {
     pub fn new(opts: ServerOptions) -> Self {
         let jpeg_quality = opts.jpeg_quality;
         Self { link: Link::new(opts, SUPERPOINT_MODEL), jpeg_quality }
+    }
+
+    pub fn link(&self) -> &Link {
+        &self.link
+    }
+
+    /// [`FeatureExtractor::detect`] with the host-side timing.
+    pub fn detect_timed(&self, frame: &Frame, params: &PostParams) -> Result<(Keypoints, HostTiming), BackendError> {
+        let t = Instant::now();
+        let image = encode_frame(frame, self.jpeg_quality)?;
+        let encode_ms = ms_since(t);
+        let body = json!({
+            "image": image,
+            "max_keypoints": params.max_keypoints.map_or(-1, |k| k as i64),
+            "keypoint_threshold": params.threshold,
+            // The server runs radius 0..32 (4 on the device); larger radii are capped.
+            "nms_radius": params.nms_radius.min(32),
+            "return_descriptors": true,
+        });
+        let t = Instant::now();
+        let answer = self.link.predict(&body)?;
+        let request_ms = ms_since(t);
+        let t = Instant::now();
+        let kp = parse_superpoint(self.link.url(), &answer, frame.width(), frame.height())?;
+        Ok((kp, HostTiming { encode_ms, request_ms, parse_ms: ms_since(t), server_total_ms: server_total(&answer) }))
     }
 }
 
@@ -345,16 +412,7 @@ pub fn parse_superpoint(url: &str, v: &Value, width: u32, height: u32) -> Result
 
 impl FeatureExtractor for TtSuperPoint {
     fn detect(&self, frame: &Frame, params: &PostParams) -> Result<Keypoints, BackendError> {
-        let body = json!({
-            "image": encode_frame(frame, self.jpeg_quality)?,
-            "max_keypoints": params.max_keypoints.map_or(-1, |k| k as i64),
-            "keypoint_threshold": params.threshold,
-            // The server runs radius 0..32 (4 on the device); larger radii are capped.
-            "nms_radius": params.nms_radius.min(32),
-            "return_descriptors": true,
-        });
-        let answer = self.link.predict(&body)?;
-        parse_superpoint(self.link.url(), &answer, frame.width(), frame.height())
+        self.detect_timed(frame, params).map(|(kp, _)| kp)
     }
     fn describe(&self) -> String {
         self.link.describe()
@@ -365,12 +423,40 @@ impl FeatureExtractor for TtSuperPoint {
 pub struct TtDust3r {
     link: Link,
     jpeg_quality: u8,
+    /// Ask for the pose (the server then also runs the swapped pair: twice the device time).
+    pub return_pose: bool,
 }
 
 impl TtDust3r {
     pub fn new(opts: ServerOptions) -> Self {
         let jpeg_quality = opts.jpeg_quality;
-        Self { link: Link::new(opts, DUST3R_MODEL), jpeg_quality }
+        Self { link: Link::new(opts, DUST3R_MODEL), jpeg_quality, return_pose: true }
+    }
+
+    pub fn link(&self) -> &Link {
+        &self.link
+    }
+
+    /// [`PairReconstructor::reconstruct`] with the host-side timing.
+    pub fn reconstruct_timed(&self, r: &PairRequest<'_>) -> Result<(PairOutput, HostTiming), BackendError> {
+        let t = Instant::now();
+        let mut body = json!({
+            "image1": encode_frame(r.first, self.jpeg_quality)?,
+            "image2": encode_frame(r.second, self.jpeg_quality)?,
+            "output_format": "npz",
+            "return_pose": self.return_pose,
+            "conf_pct": r.conf_pct,
+        });
+        if let Some(k) = r.known {
+            body["intrinsics"] = json!([[k.fx, 0.0, k.cx], [0.0, k.fy, k.cy], [0.0, 0.0, 1.0]]);
+        }
+        let encode_ms = ms_since(t);
+        let t = Instant::now();
+        let answer = self.link.predict(&body)?;
+        let request_ms = ms_since(t);
+        let t = Instant::now();
+        let out = parse_dust3r(self.link.url(), &answer, r.first, r.second)?;
+        Ok((out, HostTiming { encode_ms, request_ms, parse_ms: ms_since(t), server_total_ms: server_total(&answer) }))
     }
 }
 
@@ -439,7 +525,7 @@ pub fn parse_dust3r(url: &str, v: &Value, first: &Frame, second: &Frame) -> Resu
     let m1 = parse_mapping(url, view(0, "view1"), first, "view1")?;
     let m2 = parse_mapping(url, view(1, "view2"), second, "view2")?;
     let pose = match v.get("pose") {
-        None | Some(Value::Null) => Err("the server returned no pose (PnP failed)".to_string()),
+        None | Some(Value::Null) => Err("the server returned no pose (not asked, or its PnP failed)".to_string()),
         Some(p) => Ok(parse_pose(url, p)?),
     };
     Ok(PairOutput {
@@ -477,18 +563,7 @@ fn parse_pose(url: &str, p: &Value) -> Result<PairPose, BackendError> {
 
 impl PairReconstructor for TtDust3r {
     fn reconstruct(&self, r: &PairRequest<'_>) -> Result<PairOutput, BackendError> {
-        let mut body = json!({
-            "image1": encode_frame(r.first, self.jpeg_quality)?,
-            "image2": encode_frame(r.second, self.jpeg_quality)?,
-            "output_format": "npz",
-            "return_pose": true,
-            "conf_pct": r.conf_pct,
-        });
-        if let Some(k) = r.known {
-            body["intrinsics"] = json!([[k.fx, 0.0, k.cx], [0.0, k.fy, k.cy], [0.0, 0.0, 1.0]]);
-        }
-        let answer = self.link.predict(&body)?;
-        parse_dust3r(self.link.url(), &answer, r.first, r.second)
+        self.reconstruct_timed(r).map(|(out, _)| out)
     }
     fn describe(&self) -> String {
         self.link.describe()

@@ -5,6 +5,8 @@ use anyhow::{bail, Context};
 use ndarray::{Array2, Array3};
 use serde_json::json;
 
+use sp_dust3r::backend::tt_server::TtDust3r;
+use sp_dust3r::backend::{CameraK, PairRequest};
 use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, PrepMode, HUB_MODEL};
 use sp_dust3r::geometry::{relative_pose, Intrinsics, PairPose, PoseOptions};
 use sp_dust3r::image::Frame;
@@ -43,6 +45,8 @@ pub struct Args {
     /// --pose also R (3,3), t (3,) (X_cam2 = R X_cam1 + t), focal1, focal2 (input pixels).
     #[arg(long)]
     out: PathBuf,
+    #[command(flatten)]
+    server: super::ServerArgs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -55,6 +59,9 @@ pub enum Prep {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.pose && args.intrinsics.is_some() {
         bail!("--intrinsics only matters with --pose");
+    }
+    if args.server.backend == super::BackendArg::TtServer {
+        return run_server(&args);
     }
     let total = Instant::now();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
@@ -127,6 +134,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                                         "heads": heads, "pose": pose_ms, "total": ms(total)}});
     if let Some(p) = &pose {
         line["pose"] = super::pose::pose_json(p);
+    }
+    println!("{line}");
+    Ok(())
+}
+
+/// The same job on a mast3r-blackhole server (which pads to a square and, with --pose, uses its
+/// own recipe: the server's, see `--mode server`).
+fn run_server(args: &Args) -> anyhow::Result<()> {
+    if !matches!(args.preprocess, Prep::Pad) {
+        bail!("the mast3r-blackhole server pads to a square; --preprocess crop/upstream are CPU-only");
+    }
+    let url = args.server.server_url.clone().unwrap_or_else(|| "http://127.0.0.1:20001".into());
+    let mut backend = TtDust3r::new(args.server.options(&url));
+    backend.return_pose = args.pose;
+    backend.link().wait_ready(std::time::Duration::from_secs_f64(args.server.wait))?;
+    let f1 = Frame::open(&args.image1).with_context(|| format!("{}", args.image1.display()))?;
+    let f2 = Frame::open(&args.image2).with_context(|| format!("{}", args.image2.display()))?;
+    let known = args.intrinsics.map(|[fx, fy, cx, cy]| CameraK { fx, fy, cx, cy });
+    let request = PairRequest { first: &f1, second: &f2, known, min_confidence: 3.0, conf_pct: args.conf_pct };
+    let (out, timing) = backend.reconstruct_timed(&request)?;
+    let pair = PairPrediction { view1: out.view1, view2_in_1: out.view2_in_1 };
+    let pose = args.pose.then_some(out.pose);
+    if let Some(Err(reason)) = &pose {
+        tracing::warn!("no pose: {reason}");
+    }
+    write_npz(&args.out, &pair, pose.as_ref().and_then(|p| p.as_ref().ok())).with_context(|| format!("writing {}", args.out.display()))?;
+    let mut line = json!({"backend": backend.link().describe(), "timing_ms": super::host_timing_json(&[timing])});
+    if let Some(p) = &pose {
+        line["pose"] = match p {
+            Ok(p) => super::pose::pose_json(&Ok(p.clone())),
+            Err(reason) => json!({"pose": null, "reason": reason}),
+        };
     }
     println!("{line}");
     Ok(())

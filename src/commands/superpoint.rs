@@ -5,6 +5,7 @@ use anyhow::Context;
 use ndarray::{Array1, Array2};
 use serde_json::json;
 
+use sp_dust3r::backend::tt_server::TtSuperPoint;
 use sp_dust3r::image::Frame;
 use sp_dust3r::superpoint::{Keypoints, PostParams, SuperPoint, HUB_MODEL};
 use sp_dust3r::weights;
@@ -33,10 +34,15 @@ pub struct Args {
     /// Output NPZ: keypoints (N,2) [x, y] in input pixels, scores (N,), descriptors (N,256).
     #[arg(long)]
     out: PathBuf,
+    #[command(flatten)]
+    server: super::ServerArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let params = PostParams::new(args.threshold, args.nms_radius, 4, args.max_keypoints)?;
+    if args.server.backend == super::BackendArg::TtServer {
+        return run_server(&args, &params);
+    }
     let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
     tracing::info!("SuperPoint weights from {} ({:?})", resolved.dir.display(), resolved.source);
     let model = SuperPoint::load(&resolved.dir)?;
@@ -65,6 +71,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "timing_ms": {"decode": m(0), "preprocess": m(1), "forward": m(2), "postprocess": m(3)},
         })
     );
+    Ok(())
+}
+
+/// The same job on a superpoint-p150 server: the same NPZ, and where the time went on this side.
+fn run_server(args: &Args, params: &PostParams) -> anyhow::Result<()> {
+    let url = args.server.server_url.clone().unwrap_or_else(|| "http://127.0.0.1:20000".into());
+    let backend = TtSuperPoint::new(args.server.options(&url));
+    backend.link().wait_ready(std::time::Duration::from_secs_f64(args.server.wait))?;
+    let frame = Frame::open(&args.image)?;
+    let mut timings = Vec::new();
+    let mut result = Keypoints::default();
+    for _ in 0..args.repeat {
+        let (kp, timing) = backend.detect_timed(&frame, params)?;
+        timings.push(timing);
+        result = kp;
+    }
+    write_npz(&args.out, &result).with_context(|| format!("writing {}", args.out.display()))?;
+    println!("{}", json!({"num_keypoints": result.len(), "backend": backend.link().describe(), "timing_ms": super::host_timing_json(&timings)}));
     Ok(())
 }
 

@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
@@ -83,9 +83,13 @@ class State:
         self.faults = [f for f in args.faults.split(",") if f]
         self.answered = 0
         self.lock = threading.Lock()
+        # One request at a time reaches the chip, as on the real servers; /health stays free.
+        self.chip = threading.Lock()
         if args.model == "superpoint":
             ref = np.load(os.path.join(ROOT, "tests/fixtures/superpoint/superpoint_random_seed0.npz"))
-            self.kp, self.scores, self.desc = ref["keypoints_xy"], ref["scores"], ref["descriptors"]
+            # The server answers with scores descending (keypoints and descriptors in that order).
+            order = np.argsort(-ref["scores"], kind="stable")
+            self.kp, self.scores, self.desc = ref["keypoints_xy"][order], ref["scores"][order], ref["descriptors"][order]
         else:
             self.pts1, self.pts2, self.R, self.t, self.focal = synthetic_pair()
 
@@ -159,8 +163,13 @@ def make_handler(st):
                 self.send(404, {"detail": "Not Found"})
 
         def do_POST(self):
+            with st.chip:
+                self.predict()
+
+        def predict(self):
             length = int(self.headers.get("Content-Length", 0))
             body_bytes = self.rfile.read(length)
+            started = time.time()
             if self.path != "/predict":
                 return self.send(404, {"detail": "Not Found"})
             if st.starting():
@@ -199,6 +208,8 @@ def make_handler(st):
                     out["scores"] = out["scores"][:-1]
             else:
                 out = dust3r_answer(st, body, sizes, badshape=fault == "badshape")
+            # Like the real servers, timing_ms.total is the server's own time for the request.
+            out["timing_ms"]["total"] = (time.time() - started) * 1e3
             self.send(200, out)
             st.answered += 1
             if st.args.die_after and st.answered >= st.args.die_after:
@@ -217,7 +228,7 @@ def main():
     ap.add_argument("--die-after", type=int, default=0)
     args = ap.parse_args()
     st = State(args)
-    server = HTTPServer(("127.0.0.1", args.port), make_handler(st))
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(st))
     if args.port_file:
         with open(args.port_file + ".tmp", "w") as f:
             f.write(str(server.server_address[1]))
