@@ -251,3 +251,26 @@ fn cli_runs_on_the_server_and_reports_host_cost() {
     let pts: ndarray::Array3<f32> = npz.by_name("pts3d1").unwrap();
     assert_eq!(pts.shape(), &[512, 512, 3]);
 }
+
+/// What goes on the wire: grey frames as lossless PNG, colour as JPEG (or PNG), SuperPoint's
+/// always as grey PNG of the BT.601 luminance.
+#[test]
+fn frames_are_encoded_for_the_wire_and_decode_back() {
+    use base64::Engine;
+    use sp_dust3r::backend::tt_server::encode_frame;
+    let decode = |b64: String| image::load_from_memory(&base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap();
+    let (w, h) = (64u32, 48u32);
+    let grey: Vec<u8> = (0..w * h).map(|i| (i * 7 % 256) as u8).collect();
+    let mono = Frame::from_raw("mono8", w, h, w as usize, false, grey.clone()).unwrap();
+    let back = decode(encode_frame(&mono, 90, false).unwrap());
+    assert_eq!(back.color(), image::ColorType::L8);
+    assert_eq!(back.to_luma8().into_raw(), grey, "lossless");
+    let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 13 % 256) as u8).collect();
+    let colour = Frame::from_raw("rgb8", w, h, (w * 3) as usize, false, rgb.clone()).unwrap();
+    let jpeg = decode(encode_frame(&colour, 95, false).unwrap());
+    assert_eq!((jpeg.color(), jpeg.width(), jpeg.height()), (image::ColorType::Rgb8, w, h));
+    assert_eq!(decode(encode_frame(&colour, 0, false).unwrap()).to_rgb8().into_raw(), rgb, "quality 0: PNG, lossless");
+    let as_grey = decode(encode_frame(&colour, 90, true).unwrap()).to_luma8().into_raw();
+    let luma: Vec<u8> = colour.to_luma().data.iter().map(|v| (v * 255.0).round() as u8).collect();
+    assert_eq!(as_grey, luma);
+}
