@@ -24,7 +24,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     let script = format!(
         "ip link set lo up || exit 90\n\
          export ROS_DOMAIN_ID=7\n\
-         {py} {server} --model dust3r --port-file {port_file} 2> {dir}/server.log &\n\
+         {py} {server} --model dust3r --port-file {port_file} > /dev/null 2> {dir}/server.log &\n\
          spid=$!\n\
          t=0; while [ ! -s {port_file} ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
          RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \

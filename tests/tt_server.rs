@@ -230,6 +230,18 @@ fn cli_runs_on_the_server_and_reports_host_cost() {
     let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
     let kp: ndarray::Array2<f32> = npz.by_name("keypoints").unwrap();
     assert_eq!(kp.shape()[1], 2);
+    assert!(!String::from_utf8_lossy(&run.stderr).contains("weights revision"), "same revision: no warning");
+    // A server with other weights than the CPU backend pins: a warning, the job still runs.
+    let other = start(dir.path(), "superpoint", &["--info-revision", "0123abc"]);
+    let run = Command::new(bin)
+        .args(["superpoint", "--backend", "tt-server", "--server-url", &format!("http://127.0.0.1:{}", other.port), "--image"])
+        .arg(&image)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("weights revision 0123abc, the CPU backend pins 734450e9"), "{}", String::from_utf8_lossy(&run.stderr));
 
     let d = start(dir.path(), "dust3r", &[]);
     let out = dir.path().join("pair.npz");

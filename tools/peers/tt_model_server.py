@@ -12,7 +12,7 @@ Behaviour a client must handle, by flag: `--starting S` (/health "starting" and 
 the first S seconds), `--faults a,b,...` (the next /predict requests, in order, get: 400, 500,
 garbage (200 with a non-JSON body), badshape (200 with wrongly shaped arrays), drop (connection
 closed without an answer), slow:SECONDS (answer after a delay)), `--die-after N` (exit after N
-answered /predict requests). Writes its port to --port-file once listening (port 0 = any free).
+answered /predict requests), `--info-revision REV` (what /info reports). Writes its port to --port-file once listening (port 0 = any free).
 Loopback only.
 """
 import argparse
@@ -158,7 +158,7 @@ def make_handler(st):
                 self.send(200, {"status": "starting" if st.starting() else "ok", "model": name, "device": {"arch": "blackhole", "id": 0, "open": True}})
             elif self.path == "/info" and st.args.model == "superpoint":
                 self.send(200, {"model": name, "task": "keypoints", "input": {"height": 480, "width": 640, "batch": 1},
-                                "weights": {"repo": "magic-leap-community/superpoint", "revision": "734450e9ffe229074f5998494ddc615475cdb20a", "loaded": True}})
+                                "weights": {"repo": "magic-leap-community/superpoint", "revision": st.args.info_revision, "loaded": True}})
             else:
                 self.send(404, {"detail": "Not Found"})
 
@@ -229,6 +229,7 @@ def main():
     ap.add_argument("--starting", type=float, default=0.0)
     ap.add_argument("--faults", default="")
     ap.add_argument("--die-after", type=int, default=0)
+    ap.add_argument("--info-revision", default="734450e9ffe229074f5998494ddc615475cdb20a", help="weights revision /info reports")
     args = ap.parse_args()
     st = State(args)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(st))

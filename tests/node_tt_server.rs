@@ -1,0 +1,72 @@
+//! The node with SuperPoint on a tt-model server (the superpoint-p150 double), on a real DDS bus
+//! inside a private network namespace: keypoints come from the server with the input stamps;
+//! with the server gone and `fallback: none`, outputs pause and /diagnostics says why.
+
+mod common;
+
+use common::{peer_python, run_in_netns, NetnsRun};
+
+fn script(dir: &std::path::Path, start_server: bool, frames: u32, timeout: u32) -> String {
+    let node = env!("CARGO_BIN_EXE_sp_dust3r");
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let plane = common::fixture_plane_npy(dir);
+    let port_file = dir.join("port");
+    let server = if start_server {
+        format!(
+            "{py} {double} --model superpoint --port-file {pf} > /dev/null 2> {d}/server.log &\n\
+             spid=$!\n\
+             t=0; while [ ! -s {pf} ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n",
+            py = peer_python().display(),
+            double = root.join("tools/peers/tt_model_server.py").display(),
+            pf = port_file.display(),
+            d = dir.display()
+        )
+    } else {
+        // Nothing listens on this port.
+        format!("echo 9 > {}\nspid=\n", port_file.display())
+    };
+    format!(
+        "ip link set lo up || exit 90\n\
+         {server}\
+         HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_backend:=tt-server \
+           -p superpoint_url:=http://127.0.0.1:$(cat {pf}) -p fallback:=none -p max_keypoints:=256 -p dust3r_weights:=/nonexistent > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {peer} --image {plane} --ns /cam --frames {frames} --timeout {timeout}\n\
+         rc=$?\n\
+         kill -INT $pid; wait $pid; echo node_exit=$?\n\
+         [ -n \"$spid\" ] && kill $spid\n\
+         exit $rc\n",
+        pf = port_file.display(),
+        log = dir.join("node.log").display(),
+        py = peer_python().display(),
+        peer = common::cyclone_peer().display(),
+        plane = plane.display(),
+    )
+}
+
+#[test]
+fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), true, 3, 60), &dir.path().join("node.log"));
+    let ctx = format!("peer: {report}\nnode log:\n{log}");
+    let received = report["received"].as_array().unwrap();
+    assert_eq!(received.len(), 3, "{ctx}");
+    for (r, s) in received.iter().zip(report["sent"].as_array().unwrap()) {
+        assert_eq!(&r["stamp"], s, "{ctx}");
+        assert_eq!((r["n"].as_u64(), r["dim"].as_u64(), r["unit"].as_bool(), r["descending"].as_bool()), (Some(256), Some(256), Some(true), Some(true)), "{ctx}");
+    }
+    assert!(report["diagnostics"]["superpoint_backend"].as_str().unwrap().contains("superpoint-p150: ready"), "{ctx}");
+    assert!(stdout.contains("node_exit=0"), "{stdout}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), false, 2, 8), &dir.path().join("node.log"));
+    let ctx = format!("peer: {report}\nnode log:\n{log}");
+    assert!(report["received"].as_array().unwrap().is_empty(), "{ctx}");
+    let diag = &report["diagnostics"];
+    assert_eq!(diag["superpoint_paused"].as_str(), Some("2"), "{ctx}");
+    assert_eq!(diag["errors_superpoint"].as_str(), Some("0"), "a pause is not an input error: {ctx}");
+    assert_eq!(diag["_level"].as_u64(), Some(1), "WARN: {ctx}");
+    assert!(diag["superpoint_backend"].as_str().unwrap().contains("127.0.0.1:9/health"), "{ctx}");
+    assert!(log.contains("tt-model server http://127.0.0.1:9 (superpoint-p150)"), "{ctx}");
+    assert!(stdout.contains("node_exit=0"), "{stdout}");
+}
