@@ -213,49 +213,31 @@ fn cli_runs_on_the_server_and_reports_host_cost() {
     let dir = tempfile::tempdir().unwrap();
     let sp = start(dir.path(), "superpoint", &["--starting", "1.0"]);
     let out = dir.path().join("kp.npz");
-    let bin = env!("CARGO_BIN_EXE_sp_dust3r");
     let image = fixture_dir("superpoint").join("image.png");
-    let run = Command::new(bin)
-        .args(["superpoint", "--backend", "tt-server", "--server-url", &format!("http://127.0.0.1:{}", sp.port), "--max-keypoints", "-1", "--repeat", "5", "--image"])
-        .arg(&image)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let line: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let (img, npz_out) = (image.to_str().unwrap(), out.to_str().unwrap());
+    // The binary with these arguments; it must succeed.
+    let cli = |args: &[&str]| {
+        let run = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).args(args).output().unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        (serde_json::from_slice::<serde_json::Value>(&run.stdout).unwrap(), String::from_utf8_lossy(&run.stderr).into_owned())
+    };
+    let url = |port: u16| format!("http://127.0.0.1:{port}");
+    let (line, stderr) = cli(&["superpoint", "--backend", "tt-server", "--server-url", &url(sp.port), "--max-keypoints", "-1", "--repeat", "5", "--image", img, "--out", npz_out]);
     eprintln!("superpoint via the double: {line}");
     assert_eq!(line["num_keypoints"].as_u64(), Some(common::SuperPointFixture::open().array("scores").len() as u64));
     assert!(line["timing_ms"]["host_overhead"].as_f64().is_some());
     let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
     let kp: ndarray::Array2<f32> = npz.by_name("keypoints").unwrap();
     assert_eq!(kp.shape()[1], 2);
-    assert!(!String::from_utf8_lossy(&run.stderr).contains("weights revision"), "same revision: no warning");
+    assert!(!stderr.contains("weights revision"), "same revision: no warning");
     // A server with other weights than the CPU backend pins: a warning, the job still runs.
     let other = start(dir.path(), "superpoint", &["--info-revision", "0123abc"]);
-    let run = Command::new(bin)
-        .args(["superpoint", "--backend", "tt-server", "--server-url", &format!("http://127.0.0.1:{}", other.port), "--image"])
-        .arg(&image)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success());
-    assert!(String::from_utf8_lossy(&run.stderr).contains("weights revision 0123abc, the CPU backend pins 734450e9"), "{}", String::from_utf8_lossy(&run.stderr));
+    let (_, stderr) = cli(&["superpoint", "--backend", "tt-server", "--server-url", &url(other.port), "--image", img, "--out", npz_out]);
+    assert!(stderr.contains("weights revision 0123abc, the CPU backend pins 734450e9"), "{stderr}");
 
     let d = start(dir.path(), "dust3r", &[]);
     let out = dir.path().join("pair.npz");
-    let run = Command::new(bin)
-        .args(["dust3r", "--backend", "tt-server", "--server-url", &format!("http://127.0.0.1:{}", d.port), "--pose", "--image1"])
-        .arg(&image)
-        .arg("--image2")
-        .arg(&image)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let line: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let (line, _) = cli(&["dust3r", "--backend", "tt-server", "--server-url", &url(d.port), "--pose", "--image1", img, "--image2", img, "--out", out.to_str().unwrap()]);
     assert_eq!(line["pose"]["mode"], "server");
     let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
     let t: ndarray::Array1<f64> = npz.by_name("t").unwrap();

@@ -26,7 +26,7 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-from cyclone_camera import Header, Image, Keypoints, PairPose, PointCloud2, DiagnosticArray, Pose, Time, pair_summary
+from cyclone_camera import DiagnosticArray, Header, Image, Keypoints, PairPose, PointCloud2, Pose, Quaternion, Time, pair_summary
 
 
 @dataclass
@@ -78,18 +78,9 @@ class Vector3(IdlStruct, typename="geometry_msgs::msg::dds_::Vector3_"):
 
 @dataclass
 @annotate.final
-class QuaternionT(IdlStruct, typename="geometry_msgs::msg::dds_::Quaternion_"):
-    x: float64
-    y: float64
-    z: float64
-    w: float64
-
-
-@dataclass
-@annotate.final
 class Transform(IdlStruct, typename="geometry_msgs::msg::dds_::Transform_"):
     translation: Vector3
-    rotation: QuaternionT
+    rotation: Quaternion
 
 
 @dataclass
