@@ -3,12 +3,12 @@
 //! rmw_cyclonedds frames them (describe with ranges, get, list, set with refusals and an effect
 //! on the next frame), /rosout records, sim time from /clock on /diagnostics, camera_info (a bad
 //! one counted, a good one sent with the pairs), the debug image only while someone subscribes,
-//! and the pairs' clouds and poses — DUSt3R here through a mast3r-blackhole server double with a
-//! known pose, so every pair has one.
+//! and the pairs' clouds and poses — both models here on tt-model server doubles (DUSt3R's with a
+//! known pose, so every pair has one).
 
 mod common;
 
-use common::{fixture_dir, peer_python, run_in_netns, NetnsRun};
+use common::{peer_python, run_in_netns, NetnsRun};
 use serde_json::json;
 
 #[test]
@@ -17,27 +17,31 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     let plane = common::fixture_plane_npy(dir.path());
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
     let peer = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_ros_graph.py");
-    // DUSt3R through a mast3r-blackhole double with a known scene and pose, so that every pair
-    // has a pose whose value is known; SuperPoint on the CPU with the fixture weights.
+    // Both models on tt-model server doubles: DUSt3R on a mast3r-blackhole double with a known
+    // scene and pose, so that every pair has a pose whose value is known; SuperPoint on a
+    // superpoint-p150 double answering with the fixture's reference keypoints.
     let server = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
     let port_file = dir.path().join("port");
+    let sp_port_file = dir.path().join("sp_port");
     let script = format!(
         "ip link set lo up || exit 90\n\
          export ROS_DOMAIN_ID=7\n\
          {py} {server} --model dust3r --port-file {port_file} > /dev/null 2> {dir}/server.log &\n\
          spid=$!\n\
-         t=0; while [ ! -s {port_file} ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
+         {py} {server} --model superpoint --port-file {sp_port_file} > /dev/null 2> {dir}/sp_server.log &\n\
+         sppid=$!\n\
+         t=0; while ( [ ! -s {port_file} ] || [ ! -s {sp_port_file} ] ) && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
          RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
-           -p superpoint_weights:={weights} -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {port_file}) -p fallback:=none \
+           -p superpoint_backend:=tt-server -p superpoint_url:=http://127.0.0.1:$(cat {sp_port_file}) -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {port_file}) -p fallback:=none \
            -p use_sim_time:=true -p publish_tf:=true -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 > {log} 2>&1 &\n\
          pid=$!\n\
          {py} {peer} --image {plane} --ns /cam --node /cam/sp_dust3r\n\
          rc=$?\n\
          kill -INT $pid; wait $pid; echo node_exit=$?\n\
-         kill $spid\n\
+         kill $spid $sppid\n\
          exit $rc\n",
-        weights = fixture_dir("superpoint").display(),
         dir = dir.path().display(),
+        sp_port_file = sp_port_file.display(),
         port_file = port_file.display(),
         log = dir.path().join("node.log").display(),
         py = peer_python().display(),
@@ -116,7 +120,8 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         assert_eq!((t["parent"].as_str(), t["child"].as_str()), (Some("cam_optical"), Some("cam_optical_view2")));
         assert_eq!((&t["stamp"], &t["translation"]), (&pose["stamp"], &pose["position"]));
     }
-    assert!(report["diagnostics"]["dust3r_backend"].as_str().unwrap().contains("tt-server http://127.0.0.1:"), "{ctx}");
+    assert!(report["diagnostics"]["dust3r_backend"].as_str().unwrap().contains("mast3r-blackhole: ready"), "{ctx}");
+    assert!(report["diagnostics"]["superpoint_backend"].as_str().unwrap().contains("superpoint-p150: ready"), "{ctx}");
 
     // Sim time: /diagnostics is stamped from /clock (5000 s on), not wall time.
     let diag_stamps = report["diagnostics_stamps"].as_array().unwrap();

@@ -1,25 +1,26 @@
 //! The node with SuperPoint on a tt-model server (the superpoint-p150 double), on a real DDS bus
-//! inside a private network namespace: keypoints come from the server with the input stamps;
-//! with the server gone and `fallback: none`, outputs pause and /diagnostics says why.
+//! inside a private network namespace: keypoints come from the server with the input stamps, a
+//! malformed answer is counted by kind and the next frames are served; with the server gone and
+//! `fallback: none`, outputs pause and /diagnostics says why.
 
 mod common;
 
 use common::{peer_python, run_in_netns, NetnsRun};
 
-fn script(dir: &std::path::Path, start_server: bool, frames: u32, timeout: u32) -> String {
+fn script(dir: &std::path::Path, start_server: bool, faults: &str, frames: u32, timeout: u32) -> String {
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let plane = common::fixture_plane_npy(dir);
     let port_file = dir.join("port");
     let server = if start_server {
         format!(
-            "{py} {double} --model superpoint --port-file {pf} > /dev/null 2> {d}/server.log &\n\
+            "{py} {double} --model superpoint --faults '{faults}' --port-file {pf} > /dev/null 2> {d}/server.log &\n\
              spid=$!\n\
              t=0; while [ ! -s {pf} ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n",
             py = peer_python().display(),
             double = root.join("tools/peers/tt_model_server.py").display(),
             pf = port_file.display(),
-            d = dir.display()
+            d = dir.display(),
         )
     } else {
         // Nothing listens on this port.
@@ -47,11 +48,15 @@ fn script(dir: &std::path::Path, start_server: bool, frames: u32, timeout: u32) 
 #[test]
 fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), true, 3, 60), &dir.path().join("node.log"));
+    // The server's first answer is garbage: that frame is lost and counted, the next ones come.
+    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), true, "garbage", 3, 30), &dir.path().join("node.log"));
     let ctx = format!("peer: {report}\nnode log:\n{log}");
     let received = report["received"].as_array().unwrap();
-    assert_eq!(received.len(), 3, "{ctx}");
-    for (r, s) in received.iter().zip(report["sent"].as_array().unwrap()) {
+    let sent = report["sent"].as_array().unwrap();
+    assert_eq!(received.len(), 2, "{ctx}");
+    assert_eq!(report["diagnostics"]["errors_superpoint_server_malformed"].as_str(), Some("1"), "{ctx}");
+    assert!(log.contains("SuperPoint: malformed answer from http://127.0.0.1:"), "{ctx}");
+    for (r, s) in received.iter().zip(&sent[1..]) {
         assert_eq!(&r["stamp"], s, "{ctx}");
         assert_eq!((r["n"].as_u64(), r["dim"].as_u64(), r["unit"].as_bool(), r["descending"].as_bool()), (Some(256), Some(256), Some(true), Some(true)), "{ctx}");
     }
@@ -59,7 +64,7 @@ fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
     assert!(stdout.contains("node_exit=0"), "{stdout}");
 
     let dir = tempfile::tempdir().unwrap();
-    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), false, 2, 8), &dir.path().join("node.log"));
+    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), false, "", 2, 8), &dir.path().join("node.log"));
     let ctx = format!("peer: {report}\nnode log:\n{log}");
     assert!(report["received"].as_array().unwrap().is_empty(), "{ctx}");
     let diag = &report["diagnostics"];
