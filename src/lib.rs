@@ -4,6 +4,7 @@
 //! one module per stage. Neither the compute core nor the models know about ROS.
 
 pub mod backend;
+pub mod bag;
 pub mod dust3r;
 pub mod geometry;
 pub mod image;

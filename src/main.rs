@@ -4,6 +4,7 @@
 //! sp_dust3r superpoint --weights DIR --image FILE --out OUT.npz
 //! sp_dust3r dust3r --weights DIR --image1 A --image2 B [--pose] --out OUT.npz
 //! sp_dust3r pose --pointmaps IN.npz --out OUT.json
+//! sp_dust3r replay --bag IN.mcap --out OUT.mcap --params-file config/params.yaml
 //! sp_dust3r node --ros-args -r __ns:=/camera -p superpoint_weights:=DIR
 //! sp_dust3r bench superpoint --weights DIR
 //! ```
@@ -27,6 +28,8 @@ enum Command {
     Dust3r(commands::dust3r::Args),
     /// Relative pose of a pair from DUSt3R pointmaps (PairViewer or the tt-model server's recipe).
     Pose(commands::pose::Args),
+    /// A recorded rosbag2 (MCAP) through the pipeline, every frame in order, into an output bag.
+    Replay(commands::replay::Args),
     /// The ROS 2 node (what the launch files start): `sp_dust3r node --ros-args ...`.
     Node {
         /// `--ros-args` and what follows, as ros2 launch passes them.
@@ -92,6 +95,7 @@ fn main() -> std::process::ExitCode {
         Command::Dust3r(args) => commands::dust3r::run(args),
         Command::Pose(args) => commands::pose::run(args),
         Command::Bench(bench) => commands::bench::run(bench),
+        Command::Replay(args) => commands::replay::run(args),
         Command::Node { args } => run_node(args),
     };
     match result {

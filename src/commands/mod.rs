@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod dust3r;
 pub mod pose;
+pub mod replay;
 pub mod superpoint;
 
 /// Median of a non-empty list of durations in milliseconds (0 for an empty list).

@@ -5,6 +5,7 @@ pub mod args;
 pub mod convert;
 pub mod msg;
 pub mod node;
+pub mod pair;
 pub mod param_services;
 pub mod params;
 pub mod rosout;

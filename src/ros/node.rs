@@ -20,14 +20,15 @@ use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription};
 
 use super::args::RosArgs;
-use super::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
+use super::convert::{debug_image_msg, keypoints_msg};
 use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
 use super::param_services::ParamServices;
 use super::params::{NodeParams, ParamError, ParamStore};
+use super::pair::{check_camera_info, reconstruct};
 use super::rosout;
 use crate::backend::cpu::{CpuFeatures, CpuPairs};
 use crate::backend::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
-use crate::backend::{BackendError, CameraK, FeatureExtractor, PairReconstructor, PairRequest, WithFallback};
+use crate::backend::{FeatureExtractor, PairReconstructor, WithFallback};
 use crate::dust3r::Dust3r;
 use crate::image::Frame;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
@@ -314,7 +315,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                 while let Some(job) = pairs.next() {
                     let p = current();
                     let t = Instant::now();
-                    match reconstruct(model.as_ref(), &job, &p) {
+                    match reconstruct(model.as_ref(), (&job.first.header, &job.first.frame), (&job.second.header, &job.second.frame), job.camera_info.as_ref(), &p) {
                         Ok(out) => {
                             if out.camera_info_mismatch {
                                 bump(&stats.camera_info_mismatch);
@@ -470,47 +471,10 @@ fn wall_time() -> builtin_interfaces::Time {
     builtin_interfaces::Time { sec: d.as_secs() as i32, nanosec: d.subsec_nanos() }
 }
 
-struct Reconstruction {
-    cloud: sensor_msgs::PointCloud2,
-    camera_info_mismatch: bool,
-    pose: Result<(sp_dust3r_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped), String>,
-}
-
-/// A keyframe pair through the DUSt3R backend: the cloud of both views (view 1's stamp and
-/// frame) and the pose messages, or why there is no pose.
-fn reconstruct(model: &dyn PairReconstructor, job: &PairJob, params: &NodeParams) -> Result<Reconstruction, BackendError> {
-    // Known intrinsics from CameraInfo when it describes these frames.
-    let fits = |i: &&sensor_msgs::CameraInfo| [&job.first, &job.second].iter().all(|v| i.width == v.frame.width() && i.height == v.frame.height());
-    let camera_info_mismatch = job.camera_info.as_ref().is_some_and(|i| !fits(&i));
-    let known = job.camera_info.as_ref().filter(fits).map(|i| CameraK { fx: i.k[0], fy: i.k[4], cx: i.k[2], cy: i.k[5] });
-    let request = PairRequest {
-        first: &job.first.frame,
-        second: &job.second.frame,
-        known,
-        min_confidence: params.pose_confidence_threshold as f32,
-        conf_pct: params.server_conf_pct,
-    };
-    let out = model.reconstruct(&request)?;
-    let cloud = pointcloud_msg(
-        job.first.header.clone(),
-        &[ColouredPoints { points: &out.view1, rgb: &out.rgb1 }, ColouredPoints { points: &out.view2_in_1, rgb: &out.rgb2 }],
-        params.confidence_threshold as f32,
-        params.cloud_stride,
-    );
-    let mean_conf = {
-        let all = out.view1.confidence.iter().chain(&out.view2_in_1.confidence);
-        let n = out.view1.confidence.len() + out.view2_in_1.confidence.len();
-        (all.map(|&c| c as f64).sum::<f64>() / n.max(1) as f64) as f32
-    };
-    let child = format!("{}_view2", job.first.header.frame_id);
-    let pose = out.pose.map(|p| pose_msgs(&p, &job.first.header, job.second.header.stamp.clone(), &child, mean_conf));
-    Ok(Reconstruction { cloud, camera_info_mismatch, pose })
-}
-
 /// The two backends the parameters ask for. A server backend gets the CPU behind it when
 /// `fallback: cpu` and the CPU weights can be found; without DUSt3R weights (CPU) the node
 /// still serves keypoints.
-fn build_backends(params: &NodeParams) -> Result<(Box<dyn FeatureExtractor>, Option<Box<dyn PairReconstructor>>), NodeError> {
+pub fn build_backends(params: &NodeParams) -> Result<(Box<dyn FeatureExtractor>, Option<Box<dyn PairReconstructor>>), NodeError> {
     let server = |url: &str| ServerOptions { url: url.to_string(), timeout: Duration::from_secs_f64(params.server_timeout), jpeg_quality: params.server_jpeg_quality };
     let cpu_superpoint = || -> Result<CpuFeatures, NodeError> {
         Ok(CpuFeatures(SuperPoint::load(&crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir)?))
@@ -546,23 +510,6 @@ fn build_backends(params: &NodeParams) -> Result<(Box<dyn FeatureExtractor>, Opt
         }
     };
     Ok((features, dust3r))
-}
-
-/// A CameraInfo the pose can use: a size, and a pinhole K with positive finite focals and a
-/// finite principal point. (Rectification and distortion are not applied: DUSt3R sees the image
-/// as it arrives.)
-fn check_camera_info(i: &sensor_msgs::CameraInfo) -> Result<(), String> {
-    if i.width == 0 || i.height == 0 {
-        return Err(format!("zero image size {}x{}", i.width, i.height));
-    }
-    let (fx, fy, cx, cy) = (i.k[0], i.k[4], i.k[2], i.k[5]);
-    if !(fx.is_finite() && fy.is_finite() && fx > 0.0 && fy > 0.0) {
-        return Err(format!("K has no usable focal lengths (fx {fx}, fy {fy})"));
-    }
-    if !(cx.is_finite() && cy.is_finite()) {
-        return Err(format!("K has a non-finite principal point ({cx}, {cy})"));
-    }
-    Ok(())
 }
 
 fn describe_camera_info(c: &Option<sensor_msgs::CameraInfo>) -> String {

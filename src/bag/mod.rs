@@ -1,0 +1,198 @@
+//! rosbag2 bags in MCAP storage: reading the camera topics of a recorded bag, and writing the
+//! replay's output as a bag that `ros2 bag`, rosbags and Foxglove open (profile `ros2`, schemas
+//! `ros2msg` with the full definitions, messages `cdr`).
+
+pub mod replay;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BagError {
+    #[error("cannot read {path}: {reason}")]
+    Io { path: String, reason: String },
+    #[error(
+        "{path} is a sqlite3 (.db3) bag; replay reads MCAP, rosbag2's default storage. Convert it with \
+         `ros2 bag convert -i {path} -o out.yaml`, where out.yaml holds `output_bags: [{{uri: converted, storage_id: mcap}}]`"
+    )]
+    Sqlite { path: String },
+    #[error("{path}: no .mcap file (a rosbag2 MCAP file, or a bag folder with metadata.yaml and .mcap files, expected)")]
+    NoMcap { path: String },
+    #[error("{path}: corrupt or truncated MCAP: {reason}")]
+    Corrupt { path: String, reason: String },
+    #[error("writing {path}: {reason}")]
+    Write { path: String, reason: String },
+}
+
+/// The .mcap files of a bag: the file itself, or a rosbag2 folder's files in name order
+/// (rosbag2 names its splits `<bag>_0.mcap`, `<bag>_1.mcap`, ...).
+pub fn mcap_files(path: &Path) -> Result<Vec<PathBuf>, BagError> {
+    let io = |e: std::io::Error| BagError::Io { path: path.display().to_string(), reason: e.to_string() };
+    let is_db3 = |p: &Path| p.extension().is_some_and(|e| e == "db3");
+    if path.is_file() {
+        if is_db3(path) {
+            return Err(BagError::Sqlite { path: path.display().to_string() });
+        }
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    files.sort();
+    let mcaps: Vec<PathBuf> = files.iter().filter(|p| p.extension().is_some_and(|e| e == "mcap")).cloned().collect();
+    if mcaps.is_empty() {
+        if files.iter().any(|p| is_db3(p)) {
+            return Err(BagError::Sqlite { path: path.display().to_string() });
+        }
+        return Err(BagError::NoMcap { path: path.display().to_string() });
+    }
+    Ok(mcaps)
+}
+
+/// One message of an input bag.
+pub struct BagMessage {
+    pub topic: String,
+    /// `pkg/msg/Name`.
+    pub ros_type: String,
+    pub log_time: u64,
+    pub publish_time: u64,
+    /// CDR with its encapsulation header.
+    pub data: Vec<u8>,
+    /// The channel's schema and metadata, for copying the topic to the output.
+    pub schema: Option<(String, Vec<u8>)>,
+    pub channel_metadata: BTreeMap<String, String>,
+}
+
+/// A memory-mapped MCAP file.
+pub struct McapFile {
+    path: PathBuf,
+    map: memmap2::Mmap,
+}
+
+impl McapFile {
+    pub fn open(path: &Path) -> Result<Self, BagError> {
+        let io = |e: std::io::Error| BagError::Io { path: path.display().to_string(), reason: e.to_string() };
+        let file = File::open(path).map_err(io)?;
+        // SAFETY: the file is only read; a bag being rewritten underneath would at worst give
+        // garbage bytes, which the MCAP parser reports as corruption.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        Ok(Self { path: path.to_path_buf(), map })
+    }
+
+    /// Topics and types from the channels, without reading the messages (a full scan when the
+    /// file has no summary, e.g. a truncated one).
+    pub fn topics(&self) -> Result<BTreeMap<String, String>, BagError> {
+        let corrupt = |e: mcap::McapError| BagError::Corrupt { path: self.path.display().to_string(), reason: e.to_string() };
+        if let Ok(Some(summary)) = mcap::Summary::read(&self.map) {
+            return Ok(summary.channels.values().map(|c| (c.topic.clone(), c.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default())).collect());
+        }
+        let mut topics = BTreeMap::new();
+        for m in mcap::MessageStream::new(&self.map).map_err(corrupt)? {
+            match m {
+                Ok(m) => {
+                    topics.entry(m.channel.topic.clone()).or_insert_with(|| m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default());
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(topics)
+    }
+
+    /// The messages in file order (rosbag2 records them in arrival order). A corrupt or
+    /// truncated file yields its good messages, then one error.
+    pub fn messages(&self) -> Result<impl Iterator<Item = Result<BagMessage, BagError>> + '_, BagError> {
+        let path = self.path.display().to_string();
+        let stream = mcap::MessageStream::new(&self.map).map_err(|e| BagError::Corrupt { path: path.clone(), reason: e.to_string() })?;
+        let mut failed = false;
+        Ok(stream.map_while(move |m| {
+            if failed {
+                return None;
+            }
+            Some(match m {
+                Ok(m) => Ok(BagMessage {
+                    topic: m.channel.topic.clone(),
+                    ros_type: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                    log_time: m.log_time,
+                    publish_time: m.publish_time,
+                    data: m.data.into_owned(),
+                    schema: m.channel.schema.as_ref().map(|s| (s.encoding.clone(), s.data.to_vec())),
+                    channel_metadata: m.channel.metadata.clone(),
+                }),
+                Err(e) => {
+                    failed = true;
+                    Err(BagError::Corrupt { path: path.clone(), reason: e.to_string() })
+                }
+            })
+        }))
+    }
+}
+
+/// rosbag2's QoS description of a topic we publish reliably (what `ros2 bag play` offers).
+const RELIABLE_QOS: &str = "- history: 3\n  depth: 0\n  reliability: 1\n  durability: 2\n  deadline:\n    sec: 2147483647\n    nsec: 4294967295\n  lifespan:\n    sec: 2147483647\n    nsec: 4294967295\n  liveliness: 1\n  liveliness_lease_duration:\n    sec: 2147483647\n    nsec: 4294967295\n  avoid_ros_namespace_conventions: false\n";
+
+/// An output bag: one MCAP file with the `ros2` profile.
+pub struct BagWriter {
+    path: PathBuf,
+    writer: Option<mcap::Writer<BufWriter<File>>>,
+    channels: HashMap<String, u16>,
+    sequence: u32,
+}
+
+impl BagWriter {
+    pub fn create(path: &Path) -> Result<Self, BagError> {
+        let err = |reason: String| BagError::Write { path: path.display().to_string(), reason };
+        let file = File::create(path).map_err(|e| err(e.to_string()))?;
+        let writer = mcap::WriteOptions::new()
+            .profile("ros2")
+            .library(concat!("sp_dust3r ", env!("CARGO_PKG_VERSION")))
+            .compression(Some(mcap::Compression::Zstd))
+            .create(BufWriter::new(file))
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Self { path: path.to_path_buf(), writer: Some(writer), channels: HashMap::new(), sequence: 0 })
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> BagError {
+        BagError::Write { path: self.path.display().to_string(), reason: e.to_string() }
+    }
+
+    /// Declares `topic` with its type and ros2msg definition (our generated types carry it),
+    /// or the input channel's schema when copying a topic through.
+    pub fn add_topic(&mut self, topic: &str, ros_type: &str, schema_encoding: &str, definition: &[u8], metadata: Option<&BTreeMap<String, String>>) -> Result<(), BagError> {
+        if self.channels.contains_key(topic) {
+            return Ok(());
+        }
+        let default = BTreeMap::from([("offered_qos_profiles".to_string(), RELIABLE_QOS.to_string())]);
+        let w = self.writer.as_mut().ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
+        let schema = w.add_schema(ros_type, schema_encoding, definition).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
+        let channel = w.add_channel(schema, topic, "cdr", metadata.unwrap_or(&default)).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
+        self.channels.insert(topic.to_string(), channel);
+        Ok(())
+    }
+
+    /// A generated message type's topic.
+    pub fn add_typed_topic<T: crate::ros::msg::RosMessage>(&mut self, topic: &str) -> Result<(), BagError> {
+        self.add_topic(topic, T::ROS_TYPE, "ros2msg", T::DEFINITION.as_bytes(), None)
+    }
+
+    pub fn write(&mut self, topic: &str, log_time: u64, publish_time: u64, cdr: &[u8]) -> Result<(), BagError> {
+        let channel_id = *self.channels.get(topic).ok_or_else(|| self.err(format!("topic {topic} was not added")))?;
+        self.sequence += 1;
+        let header = mcap::records::MessageHeader { channel_id, sequence: self.sequence, log_time, publish_time };
+        let w = self.writer.as_mut().ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
+        w.write_to_known_channel(&header, cdr).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })
+    }
+
+    /// Writes the summary and closes the file: a valid bag however the replay ended.
+    pub fn finish(&mut self) -> Result<(), BagError> {
+        if let Some(mut w) = self.writer.take() {
+            w.finish().map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BagWriter {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}

@@ -1,0 +1,104 @@
+//! `sp_dust3r replay`: a recorded bag through the pipeline, every frame, into an output bag.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use serde_json::json;
+
+use sp_dust3r::bag::replay::{choose_topics, replay, ReplaySummary};
+use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
+use sp_dust3r::ros::args::{ParamValue, RosArgs};
+use sp_dust3r::ros::node::build_backends;
+use sp_dust3r::ros::params::NodeParams;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Input: a rosbag2 MCAP file, or a rosbag2 folder (metadata.yaml + .mcap files).
+    #[arg(long)]
+    bag: PathBuf,
+    /// Output MCAP (default: beside the input, `<name>_sp_dust3r.mcap`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The node's parameters file (config/params.yaml format); thresholds, keyframe intervals,
+    /// backends and weights as in the node.
+    #[arg(long)]
+    params_file: Option<PathBuf>,
+    #[arg(long)]
+    superpoint_weights: Option<PathBuf>,
+    #[arg(long)]
+    dust3r_weights: Option<PathBuf>,
+    /// Where both models run (the params file can set them one by one).
+    #[arg(long, value_enum)]
+    backend: Option<super::BackendArg>,
+    /// The image topic (default: the bag's only sensor_msgs/Image or CompressedImage topic).
+    #[arg(long)]
+    image_topic: Option<String>,
+    /// The CameraInfo topic (default: the one beside the image topic).
+    #[arg(long)]
+    camera_info_topic: Option<String>,
+}
+
+fn p95(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(((s.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut ros = RosArgs::default();
+    ros.params_files.extend(args.params_file.clone());
+    let path = |p: &PathBuf| ParamValue::String(p.display().to_string());
+    if let Some(w) = &args.superpoint_weights {
+        ros.params.push(("superpoint_weights".into(), path(w)));
+    }
+    if let Some(w) = &args.dust3r_weights {
+        ros.params.push(("dust3r_weights".into(), path(w)));
+    }
+    if let Some(b) = args.backend {
+        let v = ParamValue::String(if b == super::BackendArg::TtServer { "tt-server" } else { "cpu" }.into());
+        ros.params.push(("superpoint_backend".into(), v.clone()));
+        ros.params.push(("dust3r_backend".into(), v));
+    }
+    let (params, warnings) = NodeParams::resolve(&ros, "/sp_dust3r")?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    let files: Vec<McapFile> = mcap_files(&args.bag)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?;
+    let mut topics = Vec::new();
+    for f in &files {
+        for (t, ty) in f.topics()? {
+            if !topics.iter().any(|(x, _): &(String, String)| *x == t) {
+                topics.push((t, ty));
+            }
+        }
+    }
+    let cameras = choose_topics(&topics, args.image_topic.as_deref(), args.camera_info_topic.as_deref())?;
+    tracing::info!("replaying {} (camera_info: {})", cameras.image, cameras.camera_info.as_deref().unwrap_or("none"));
+    let (features, dust3r) = build_backends(&params)?;
+    let out_path = args.out.clone().unwrap_or_else(|| {
+        let stem = args.bag.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "bag".into());
+        args.bag.with_file_name(format!("{stem}_sp_dust3r.mcap"))
+    });
+    let mut out = BagWriter::create(&out_path)?;
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
+    let show = |s: &ReplaySummary| bar.set_message(format!("{} frames, {} keyframes, {} pairs", s.frames, s.keyframes, s.pairs));
+    let result = replay(&files, &cameras, &mut out, features.as_ref(), dust3r.as_deref(), &params, show);
+    bar.finish_and_clear();
+    // The output is finished in every case, so what was written is a readable bag.
+    out.finish().with_context(|| format!("finishing {}", out_path.display()))?;
+    let (summary, stopped) = result?;
+    let stats = |v: &[f64]| json!({"median": super::median(v), "p95": p95(v), "count": v.len()});
+    println!(
+        "{}",
+        json!({
+            "out": out_path.display().to_string(), "image_topic": cameras.image, "frames": summary.frames, "bad_frames": summary.bad_frames,
+            "errors": summary.errors, "keyframes": summary.keyframes, "pairs": summary.pairs, "poses": summary.poses,
+            "latency_ms": {"superpoint": stats(&summary.superpoint_ms), "dust3r": stats(&summary.dust3r_ms)},
+        })
+    );
+    if let Some(e) = stopped {
+        bail!("{e}; the {} frames before it are in {}", summary.frames, out_path.display());
+    }
+    Ok(())
+}

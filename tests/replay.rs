@@ -1,0 +1,138 @@
+//! `sp_dust3r replay`: bags written by PyPI rosbags in, our bag out, read back by rosbags —
+//! every good frame answered once with its stamp, camera topics copied through, pairs' clouds
+//! and poses stamped as in the node; a truncated input bag is a clear error and the output
+//! written so far is a valid bag; a .db3 bag gets the conversion command.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{fixture_dir, peer_python};
+use serde_json::{json, Value};
+use sp_dust3r::bag::replay::{choose_topics, output_topic, CameraTopics, TopicError};
+
+fn rosbags(args: &[&str]) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_bag.py");
+    let out = Command::new(peer_python()).arg(script).args(args).output().expect("rosbags peer");
+    assert!(out.status.success(), "rosbags peer: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("peer JSON")
+}
+
+fn replay(args: &[&str]) -> (bool, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).arg("replay").args(args).env("HF_HUB_OFFLINE", "1").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout.lines().find(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).unwrap_or(Value::Null);
+    (out.status.success(), summary, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn input_bag(dir: &Path, extra: &[&str]) -> PathBuf {
+    let plane = common::fixture_plane_npy(dir);
+    let bag = dir.join("in");
+    let mut args = vec!["write", "--out", bag.to_str().unwrap(), "--image", plane.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    rosbags(&args);
+    bag
+}
+
+#[test]
+fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let bag = input_bag(dir.path(), &["--frames", "4", "--bad", "2"]);
+    // DUSt3R on the mast3r-blackhole double (a known pose for every pair), SuperPoint on the
+    // CPU with the fixture weights; every frame a keyframe.
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
+    let port_file = dir.path().join("port");
+    let mut double = Command::new(peer_python()).arg(server).args(["--model", "dust3r", "--port-file"]).arg(&port_file).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let t = std::time::Instant::now();
+    while std::fs::read_to_string(&port_file).map_or(true, |s| s.trim().is_empty()) && t.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let port = std::fs::read_to_string(&port_file).unwrap();
+    let params = dir.path().join("params.yaml");
+    std::fs::write(
+        &params,
+        format!("/**:\n  ros__parameters:\n    dust3r_backend: tt-server\n    dust3r_url: http://127.0.0.1:{}\n    fallback: none\n    keyframe_min_interval: 0.0\n    keyframe_max_interval: 0.5\n    max_keypoints: 300\n    publish_tf: true\n", port.trim()),
+    )
+    .unwrap();
+    let out = dir.path().join("out.mcap");
+    let (ok, summary, stderr) = replay(&["--bag", bag.to_str().unwrap(), "--out", out.to_str().unwrap(), "--params-file", params.to_str().unwrap(), "--superpoint-weights", fixture_dir("superpoint").to_str().unwrap()]);
+    let _ = double.kill();
+    let _ = double.wait();
+    assert!(ok, "{stderr}");
+    assert_eq!((summary["frames"].as_u64(), summary["bad_frames"].as_u64(), summary["pairs"].as_u64(), summary["poses"].as_u64()), (Some(4), Some(1), Some(2), Some(2)), "{summary}");
+    assert!(stderr.contains("skipping frame 3"), "the bad frame is reported: {stderr}");
+    assert!(summary["latency_ms"]["superpoint"]["median"].as_f64().unwrap() > 0.0);
+
+    let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
+    let good = json!([[100, 0], [101, 0], [103, 0]]);
+    assert_eq!(r["/cam/keypoints"]["stamps"], good, "one keypoints message per good frame, input stamps: {r}");
+    assert_eq!(r["/cam/keypoints"]["n"], json!([300, 300, 300]));
+    assert_eq!((r["/cam/image_raw"]["count"].as_u64(), r["/cam/camera_info"]["count"].as_u64()), (Some(4), Some(4)), "camera topics copied: {r}");
+    assert!(r.get("/imu_like").is_none(), "other topics are not copied");
+    assert_eq!(r["/cam/pointcloud"]["stamps"], json!([[100, 0], [101, 0]]), "clouds carry view 1's stamp: {r}");
+    assert_eq!(r["/cam/pair_pose"]["stamps"], json!([[101, 0], [103, 0]]), "{r}");
+    assert_eq!(r["/cam/pose"]["stamps"], json!([[101, 0], [103, 0]]), "{r}");
+    assert_eq!(r["/tf"]["count"].as_u64(), Some(2));
+    assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r_msgs/msg/Keypoints");
+
+    // Deterministic: the same input gives the same keypoints again.
+    let out2 = dir.path().join("again.mcap");
+    let (ok, _, stderr) = replay(&["--bag", bag.to_str().unwrap(), "--out", out2.to_str().unwrap(), "--superpoint-weights", fixture_dir("superpoint").to_str().unwrap(), "--dust3r-weights", "/nonexistent"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(rosbags(&["read", "--bag", out2.to_str().unwrap()])["/cam/keypoints"]["stamps"], good);
+}
+
+#[test]
+fn compressed_bags_and_a_truncated_bag_still_give_a_valid_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let jpeg = dir.path().join("frame.jpg");
+    image::open(fixture_dir("superpoint").join("image.png")).unwrap().to_rgb8().save(&jpeg).unwrap();
+    let bag = input_bag(dir.path(), &["--frames", "6", "--compressed", jpeg.to_str().unwrap()]);
+    let sp = fixture_dir("superpoint");
+    let args = |input: &Path, out: &Path| -> Vec<String> {
+        ["--bag", input.to_str().unwrap(), "--out", out.to_str().unwrap(), "--superpoint-weights", sp.to_str().unwrap(), "--dust3r-weights", "/nonexistent"].map(String::from).to_vec()
+    };
+    let out = dir.path().join("out.mcap");
+    let (ok, summary, stderr) = replay(&args(&bag, &out).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ok, "{stderr}");
+    assert_eq!(summary["image_topic"], "/cam/image_raw/compressed");
+    let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
+    assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(6), "{r}");
+
+    // The same bag cut at 60 %: an error naming the problem, and a readable output with the
+    // frames before the cut.
+    let mcap = std::fs::read_dir(&bag).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "mcap")).unwrap();
+    let bytes = std::fs::read(&mcap).unwrap();
+    let cut = dir.path().join("cut.mcap");
+    std::fs::write(&cut, &bytes[..bytes.len() * 6 / 10]).unwrap();
+    let out = dir.path().join("cut_out.mcap");
+    let (ok, summary, stderr) = replay(&args(&cut, &out).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!ok, "a truncated bag is an error");
+    assert!(stderr.contains("corrupt or truncated MCAP"), "{stderr}");
+    let done = summary["frames"].as_u64().unwrap();
+    assert!((1..6).contains(&done), "{summary}");
+    let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
+    assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(done), "the output so far is a valid bag: {r}");
+
+    // sqlite3 bags: the conversion command.
+    let db3 = dir.path().join("old.db3");
+    std::fs::write(&db3, b"SQLite format 3\0").unwrap();
+    let (ok, _, stderr) = replay(&args(&db3, &dir.path().join("x.mcap")).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!ok && stderr.contains("ros2 bag convert"), "{stderr}");
+}
+
+#[test]
+fn camera_topics_are_chosen_like_a_person_would() {
+    let t = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+    let bag = t(&[("/front/image_raw", "sensor_msgs/msg/Image"), ("/front/camera_info", "sensor_msgs/msg/CameraInfo"), ("/rear/camera_info", "sensor_msgs/msg/CameraInfo"), ("/imu", "sensor_msgs/msg/Imu")]);
+    assert_eq!(choose_topics(&bag, None, None), Ok(CameraTopics { image: "/front/image_raw".into(), compressed: false, camera_info: Some("/front/camera_info".into()) }));
+    let two = t(&[("/a/image", "sensor_msgs/msg/Image"), ("/b/image/compressed", "sensor_msgs/msg/CompressedImage")]);
+    assert!(matches!(choose_topics(&two, None, None), Err(TopicError::Ambiguous(_))));
+    assert_eq!(choose_topics(&two, Some("/b/image/compressed"), None).map(|c| c.compressed), Ok(true));
+    assert!(matches!(choose_topics(&two, Some("/imu"), None), Err(TopicError::NotAnImage { .. })));
+    assert!(matches!(choose_topics(&t(&[("/imu", "sensor_msgs/msg/Imu")]), None, None), Err(TopicError::NoImage(_))));
+    assert_eq!(output_topic("/cam/image_raw", "keypoints"), "/cam/keypoints");
+    assert_eq!(output_topic("/cam/image_raw/compressed", "keypoints"), "/cam/keypoints");
+    assert_eq!(output_topic("/image", "pose"), "/pose");
+}
