@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod bag;
 pub mod dust3r;
+pub mod eval;
 pub mod geometry;
 pub mod image;
 pub mod pipeline;

@@ -30,6 +30,8 @@ enum Command {
     Pose(commands::pose::Args),
     /// A recorded rosbag2 (MCAP) through the pipeline, every frame in order, into an output bag.
     Replay(commands::replay::Args),
+    /// Pair poses of a replay's output bag against ground truth: errors per pair, AUC@5/10/30.
+    Eval(commands::eval::Args),
     /// The ROS 2 node (what the launch files start): `sp_dust3r node --ros-args ...`.
     Node {
         /// `--ros-args` and what follows, as ros2 launch passes them.
@@ -96,6 +98,7 @@ fn main() -> std::process::ExitCode {
         Command::Pose(args) => commands::pose::run(args),
         Command::Bench(bench) => commands::bench::run(bench),
         Command::Replay(args) => commands::replay::run(args),
+        Command::Eval(args) => commands::eval::run(args),
         Command::Node { args } => run_node(args),
     };
     match result {

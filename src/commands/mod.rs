@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod dust3r;
+pub mod eval;
 pub mod pose;
 pub mod replay;
 pub mod superpoint;

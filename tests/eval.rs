@@ -1,0 +1,98 @@
+//! `sp_dust3r eval` on a small synthetic case whose metrics are computed by hand: three pairs
+//! (a perfect one, one with a 12 degree rotation error, one without a pose) against a TUM
+//! trajectory and against the same trajectory as PoseStamped in a bag.
+
+use std::process::Command;
+
+use nalgebra::{Rotation3, Vector3};
+use serde_json::Value;
+use sp_dust3r::bag::BagWriter;
+use sp_dust3r::dust3r::Pointmap;
+use sp_dust3r::geometry::{PairPose, PoseMode, TCam1Cam2};
+use sp_dust3r::ros::convert::{pointcloud_msg, pose_msgs, ColouredPoints};
+use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, to_cdr};
+
+fn header(sec: i32) -> std_msgs::Header {
+    std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec: 0 }, frame_id: "cam_optical".into() }
+}
+
+fn tum_line(t: f64, r: &Rotation3<f64>, p: &Vector3<f64>) -> String {
+    let q = nalgebra::UnitQuaternion::from_rotation_matrix(r);
+    format!("{t} {} {} {} {} {} {} {}\n", p.x, p.y, p.z, q.i, q.j, q.k, q.w)
+}
+
+fn eval(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).arg("eval").args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn metrics_match_hand_computed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    // The relative motion between consecutive frames: camera 2 in camera 1's frame.
+    let p = TCam1Cam2::new(Rotation3::new(Vector3::new(0.02, -0.1, 0.01)), Vector3::new(0.2, 0.0, 0.05));
+    let bag = dir.path().join("out.mcap");
+    let mut w = BagWriter::create(&bag).unwrap();
+    w.add_typed_topic::<sp_dust3r_msgs::PairPose>("/cam/pair_pose").unwrap();
+    w.add_typed_topic::<sensor_msgs::PointCloud2>("/cam/pointcloud").unwrap();
+    let map = Pointmap { height: 1, width: 1, points: vec![0.0, 0.0, 1.0], confidence: vec![5.0] };
+    for (s1, s2, with_pose) in [(100, 101, true), (101, 103, true), (103, 104, false)] {
+        let cloud = pointcloud_msg(header(s1), &[ColouredPoints { points: &map, rgb: &[1, 2, 3] }], 1.0, 1);
+        let t = s2 as u64 * 1_000_000_000;
+        w.write("/cam/pointcloud", t, t, &to_cdr(&cloud).unwrap()).unwrap();
+        if with_pose {
+            let pose = PairPose { t_cam1_cam2: p, focal1: 500.0, focal2: 500.0, num_inliers: 100, used_known_intrinsics: false, mode: PoseMode::PairViewer };
+            let (pair, _, _) = pose_msgs(&pose, &header(s1), builtin_interfaces::Time { sec: s2, nanosec: 0 }, "v2", 3.0);
+            w.write("/cam/pair_pose", t, t, &to_cdr(&pair).unwrap()).unwrap();
+        }
+    }
+    w.finish().unwrap();
+
+    // Ground truth: T_w_100 = I, T_w_101 = P, T_w_103 = P P with an extra 12 degrees about z on
+    // the rotation only (so pair 2's rotation is 10 degrees off and its translation exact),
+    // T_w_104 = anything.
+    // P twice (the typed compose refuses Cam1->Cam2 twice, rightly: here they are frames 101->103).
+    let pp = (p.rotation * p.rotation, p.rotation * p.translation + p.translation);
+    let rz = Rotation3::from_axis_angle(&Vector3::z_axis(), 12f64.to_radians());
+    let poses = [(100.0, Rotation3::identity(), Vector3::zeros()), (101.0, p.rotation, p.translation), (103.0, pp.0 * rz, pp.1), (104.0, Rotation3::identity(), Vector3::x())];
+    let tum = dir.path().join("gt.tum");
+    std::fs::write(&tum, poses.iter().map(|(t, r, x)| tum_line(*t, r, x)).collect::<String>()).unwrap();
+    let json_out = dir.path().join("metrics.json");
+    let r = eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", tum.to_str().unwrap(), "--out", json_out.to_str().unwrap()]);
+
+    // Errors: pair 1 0/0, pair 2 12/0, pair 3 no pose (infinite). Sorted max errors 0, 12, inf;
+    // recall 1/3, 2/3, 1. AUC@5 = (5 x 1/3) / 5 = 1/3; AUC@10 = (10 x 1/3) / 10 = 1/3;
+    // AUC@30 = (12 x (1/3 + 2/3) / 2 + 18 x 2/3) / 30 = 18/30 = 0.6.
+    let pairs = r["pairs"].as_array().unwrap();
+    assert_eq!((r["num_pairs"].as_u64(), r["num_without_pose"].as_u64()), (Some(3), Some(1)), "{r}");
+    assert!(pairs[0]["rotation_error_deg"].as_f64().unwrap() < 1e-6 && pairs[0]["translation_error_deg"].as_f64().unwrap() < 1e-6, "{r}");
+    assert!((pairs[1]["rotation_error_deg"].as_f64().unwrap() - 12.0).abs() < 1e-6, "{r}");
+    assert!(pairs[1]["translation_error_deg"].as_f64().unwrap() < 1e-6, "{r}");
+    assert!(pairs[2]["rotation_error_deg"].is_null());
+    let auc: Vec<f64> = r["auc"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    for (a, b) in auc.iter().zip([1.0 / 3.0, 1.0 / 3.0, 0.6]) {
+        assert!((a - b).abs() < 1e-9, "{auc:?}");
+    }
+    assert_eq!(serde_json::from_str::<Value>(&std::fs::read_to_string(&json_out).unwrap()).unwrap(), r);
+
+    // The same trajectory as geometry_msgs/PoseStamped in a bag: the same metrics.
+    let gt_bag = dir.path().join("gt.mcap");
+    let mut w = BagWriter::create(&gt_bag).unwrap();
+    w.add_typed_topic::<geometry_msgs::PoseStamped>("/ground_truth").unwrap();
+    for (t, rot, x) in &poses {
+        let q = nalgebra::UnitQuaternion::from_rotation_matrix(rot);
+        let msg = geometry_msgs::PoseStamped {
+            header: header(*t as i32),
+            pose: geometry_msgs::Pose { position: geometry_msgs::Point { x: x.x, y: x.y, z: x.z }, orientation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w } },
+        };
+        let ns = (*t as u64) * 1_000_000_000;
+        w.write("/ground_truth", ns, ns, &to_cdr(&msg).unwrap()).unwrap();
+    }
+    w.finish().unwrap();
+    let r2 = eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", gt_bag.to_str().unwrap(), "--gt-topic", "/ground_truth"]);
+    let auc2: Vec<f64> = r2["auc"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    for (a, b) in auc.iter().zip(&auc2) {
+        assert!((a - b).abs() < 1e-9);
+    }
+}
