@@ -116,7 +116,7 @@ fn contract_failures_are_classified_and_the_link_recovers() {
     let sp = TtSuperPoint::new(options(server.port, 1.0));
     let frame = sample_frame();
     let p = all_keypoints();
-    let err = |r: Result<_, BackendError>| r.err().expect("an error");
+    let err = |r: Result<_, BackendError>| r.expect_err("an error");
 
     assert!(matches!(err(sp.detect(&frame, &p)), BackendError::Starting { .. }));
     sp.link().wait_ready(Duration::from_secs(10)).unwrap();

@@ -519,7 +519,7 @@ pub fn parse_dust3r(url: &str, v: &Value, first: &Frame, second: &Frame) -> Resu
             return Err(malformed(url, format!("{name} has shape {:?}, {shape:?} expected", a.shape)));
         }
     }
-    if c1.data.iter().chain(&c2.data).any(|c| !(*c >= 1.0)) {
+    if !c1.data.iter().chain(&c2.data).all(|c| *c >= 1.0) {
         return Err(malformed(url, "confidences below 1 or not finite"));
     }
     let pre = v.get("preprocess");

@@ -40,13 +40,13 @@ fn pose_of(p: &geometry_msgs::Pose) -> (nalgebra::Rotation3<f64>, nalgebra::Vect
     (q.to_rotation_matrix(), nalgebra::Vector3::new(p.position.x, p.position.y, p.position.z))
 }
 
-fn files(path: &PathBuf) -> anyhow::Result<Vec<McapFile>> {
+fn files(path: &std::path::Path) -> anyhow::Result<Vec<McapFile>> {
     Ok(mcap_files(path)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?)
 }
 
 /// Pairs with a pose (PairPose) and pairs without one (a cloud whose view-1 stamp has no
 /// PairPose).
-fn estimates(bag: &PathBuf) -> anyhow::Result<Vec<PairEstimate>> {
+fn estimates(bag: &std::path::Path) -> anyhow::Result<Vec<PairEstimate>> {
     let mut with_pose = Vec::new();
     let mut clouds = Vec::new();
     for f in files(bag)? {

@@ -126,8 +126,8 @@ impl ParamServices {
             let descriptor = |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(spec, _)| describe(spec)).unwrap_or_else(|| unknown(k));
             rcl::DescribeParametersResponse { values: req.names.iter().map(descriptor).collect() }
         });
-        serve!(self.set, |req| rcl::SetParametersResponse { results: req.parameter.iter().map(|p| self.apply(std::slice::from_ref(p), stamp.clone())).collect() });
-        serve!(self.set_atomically, |req| rcl::SetParametersAtomicallyResponse { result: self.apply(&req.parameter, stamp.clone()) });
+        serve!(self.set, |req| rcl::SetParametersResponse { results: req.parameter.iter().map(|p| self.apply(std::slice::from_ref(p), stamp)).collect() });
+        serve!(self.set_atomically, |req| rcl::SetParametersAtomicallyResponse { result: self.apply(&req.parameter, stamp) });
         n
     }
 
