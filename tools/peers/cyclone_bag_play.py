@@ -1,0 +1,102 @@
+"""What `ros2 bag play --clock` does, with PyPI rosbags + Cyclone DDS, for tests/bag_play.rs: reads
+a rosbag2 bag and publishes its sensor_msgs/Image and CameraInfo messages at their recorded pace
+on the same topics, with rosgraph_msgs/Clock on /clock from the bag's time (100 Hz, as --clock
+does by default). Collects the node's keypoints and /diagnostics; prints one JSON line.
+
+Run only inside a private network namespace; CYCLONEDDS_URI keeps Cyclone on loopback (set in
+cyclone_camera, whose message types this reuses).
+"""
+import argparse
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+from rosbags.highlevel import AnyReader
+from rosbags.typesys import Stores, get_typestore
+
+from cyclone_camera import DiagnosticArray, Header, Image, Keypoints, Time
+from cyclone_ros_graph import CameraInfo, Clock, RegionOfInterest
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bag", required=True)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    args = ap.parse_args()
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
+    dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
+    best_effort = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1)
+    reliable = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(100), xcdr1)
+    clock = DataWriter(dp, Topic(dp, "rt/clock", Clock), qos=reliable)
+    keypoints = DataReader(dp, Topic(dp, "rt/cam/keypoints", Keypoints), qos=reliable)
+    diags = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
+
+    with AnyReader([Path(args.bag)], default_typestore=ts) as reader:
+        writers = {}
+        for c in reader.connections:
+            if c.msgtype == "sensor_msgs/msg/Image":
+                writers[c.topic] = DataWriter(dp, Topic(dp, "rt" + c.topic, Image), qos=best_effort)
+            elif c.msgtype == "sensor_msgs/msg/CameraInfo":
+                writers[c.topic] = DataWriter(dp, Topic(dp, "rt" + c.topic, CameraInfo), qos=best_effort)
+        start = time.time()
+        while not (keypoints.get_subscription_matched_status().current_count and all(w.get_publication_matched_status().current_count for w in writers.values())):
+            if time.time() - start > args.timeout / 2:
+                print(json.dumps({"error": "no match with the node"}))
+                return
+            time.sleep(0.1)
+        messages = [(c, t, raw) for c, t, raw in reader.messages() if c.topic in writers]
+        bag_start = messages[0][1]
+        now_bag = [bag_start]
+        stop = threading.Event()
+
+        def tick():
+            # --clock: the bag's time, advancing with the playback.
+            while not stop.is_set():
+                t = now_bag[0]
+                clock.write(Clock(Time(sec=t // 1_000_000_000, nanosec=t % 1_000_000_000)))
+                time.sleep(0.01)
+        threading.Thread(target=tick, daemon=True).start()
+        sent, got, diag_stamps = [], {}, []
+        wall0 = time.time()
+        for c, t, raw in messages:
+            # Recorded pace: 1 s of bag time per 1 s of wall time.
+            delay = (t - bag_start) / 1e9 - (time.time() - wall0)
+            if delay > 0:
+                time.sleep(delay)
+            now_bag[0] = t
+            m = reader.deserialize(raw, c.msgtype)
+            h = Header(Time(sec=m.header.stamp.sec, nanosec=m.header.stamp.nanosec), m.header.frame_id)
+            if c.msgtype == "sensor_msgs/msg/Image":
+                writers[c.topic].write(Image(h, m.height, m.width, m.encoding, m.is_bigendian, m.step, list(bytes(m.data))))
+                sent.append([m.header.stamp.sec, m.header.stamp.nanosec])
+            else:
+                writers[c.topic].write(CameraInfo(h, m.height, m.width, m.distortion_model, list(m.d), list(m.k), list(m.r), list(m.p), m.binning_x, m.binning_y,
+                                                  RegionOfInterest(m.roi.x_offset, m.roi.y_offset, m.roi.height, m.roi.width, m.roi.do_rectify)))
+            for kp in keypoints.take(N=20):
+                got[(kp.header.stamp.sec, kp.header.stamp.nanosec)] = len(kp.x)
+            for d in diags.take(N=20):
+                diag_stamps.append(d.header.stamp.sec + d.header.stamp.nanosec * 1e-9)
+        t0 = time.time()
+        while len(got) < len(sent) and time.time() - t0 < 5:
+            for kp in keypoints.take(N=20):
+                got[(kp.header.stamp.sec, kp.header.stamp.nanosec)] = len(kp.x)
+            for d in diags.take(N=20):
+                diag_stamps.append(d.header.stamp.sec + d.header.stamp.nanosec * 1e-9)
+            time.sleep(0.05)
+        stop.set()
+        print(json.dumps({"sent": sent, "received": sorted([list(k) for k in got]), "diagnostics_stamps": diag_stamps,
+                          "bag_start_s": bag_start / 1e9, "bag_end_s": messages[-1][1] / 1e9}))
+
+
+if __name__ == "__main__":
+    main()
