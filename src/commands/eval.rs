@@ -29,6 +29,9 @@ pub struct Args {
     /// Write the metrics here as JSON (they are printed either way).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Write the picture here (PNG; default: beside --out with .png, else nothing).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 fn secs(t: &builtin_interfaces::Time) -> f64 {
@@ -129,6 +132,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(&report)?;
     if let Some(out) = &args.out {
         std::fs::write(out, &json).with_context(|| format!("writing {}", out.display()))?;
+    }
+    if let Some(png) = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png"))) {
+        sp_dust3r::eval::plot::render(&report).save(&png).with_context(|| format!("writing {}", png.display()))?;
+        tracing::info!("plot written to {}", png.display());
     }
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

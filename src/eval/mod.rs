@@ -4,6 +4,8 @@
 //! area under the recall curve up to each threshold, as SuperGlue, RelPose and the DUSt3R port
 //! report it.
 
+pub mod plot;
+
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 
 use crate::geometry::Transform;

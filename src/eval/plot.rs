@@ -1,0 +1,204 @@
+//! The metrics as a picture: per-pair errors on the left, the recall curve with the AUC values
+//! on the right. Drawn with the `image` crate and a built-in 5x7 pixel font (upper case, digits
+//! and a few signs): a plotting crate would need a font file or the system's fonts, neither of
+//! which a robot or CI machine reliably has.
+
+use image::{Rgb, RgbImage};
+
+use super::Report;
+
+const GLYPHS: &[(char, [&str; 7])] = &[
+    ('0', ["01110", "10001", "10011", "10101", "11001", "10001", "01110"]),
+    ('1', ["00100", "01100", "00100", "00100", "00100", "00100", "01110"]),
+    ('2', ["01110", "10001", "00001", "00010", "00100", "01000", "11111"]),
+    ('3', ["11110", "00001", "00001", "01110", "00001", "00001", "11110"]),
+    ('4', ["00010", "00110", "01010", "10010", "11111", "00010", "00010"]),
+    ('5', ["11111", "10000", "11110", "00001", "00001", "10001", "01110"]),
+    ('6', ["00110", "01000", "10000", "11110", "10001", "10001", "01110"]),
+    ('7', ["11111", "00001", "00010", "00100", "01000", "01000", "01000"]),
+    ('8', ["01110", "10001", "10001", "01110", "10001", "10001", "01110"]),
+    ('9', ["01110", "10001", "10001", "01111", "00001", "00010", "01100"]),
+    ('.', ["00000", "00000", "00000", "00000", "00000", "01100", "01100"]),
+    ('@', ["01110", "10001", "10111", "10101", "10111", "10000", "01110"]),
+    ('/', ["00001", "00010", "00010", "00100", "01000", "01000", "10000"]),
+    (':', ["00000", "01100", "01100", "00000", "01100", "01100", "00000"]),
+    ('-', ["00000", "00000", "00000", "11111", "00000", "00000", "00000"]),
+    ('=', ["00000", "00000", "11111", "00000", "11111", "00000", "00000"]),
+    ('(', ["00010", "00100", "01000", "01000", "01000", "00100", "00010"]),
+    (')', ["01000", "00100", "00010", "00010", "00010", "00100", "01000"]),
+    ('A', ["01110", "10001", "10001", "11111", "10001", "10001", "10001"]),
+    ('B', ["11110", "10001", "10001", "11110", "10001", "10001", "11110"]),
+    ('C', ["01110", "10001", "10000", "10000", "10000", "10001", "01110"]),
+    ('D', ["11110", "10001", "10001", "10001", "10001", "10001", "11110"]),
+    ('E', ["11111", "10000", "10000", "11110", "10000", "10000", "11111"]),
+    ('G', ["01110", "10001", "10000", "10111", "10001", "10001", "01111"]),
+    ('H', ["10001", "10001", "10001", "11111", "10001", "10001", "10001"]),
+    ('I', ["01110", "00100", "00100", "00100", "00100", "00100", "01110"]),
+    ('L', ["10000", "10000", "10000", "10000", "10000", "10000", "11111"]),
+    ('M', ["10001", "11011", "10101", "10101", "10001", "10001", "10001"]),
+    ('N', ["10001", "11001", "10101", "10011", "10001", "10001", "10001"]),
+    ('O', ["01110", "10001", "10001", "10001", "10001", "10001", "01110"]),
+    ('P', ["11110", "10001", "10001", "11110", "10000", "10000", "10000"]),
+    ('R', ["11110", "10001", "10001", "11110", "10100", "10010", "10001"]),
+    ('S', ["01111", "10000", "10000", "01110", "00001", "00001", "11110"]),
+    ('T', ["11111", "00100", "00100", "00100", "00100", "00100", "00100"]),
+    ('U', ["10001", "10001", "10001", "10001", "10001", "10001", "01110"]),
+    ('W', ["10001", "10001", "10001", "10101", "10101", "10101", "01010"]),
+    ('X', ["10001", "10001", "01010", "00100", "01010", "10001", "10001"]),
+    ('Y', ["10001", "10001", "01010", "00100", "00100", "00100", "00100"]),
+];
+
+const WHITE: Rgb<u8> = Rgb([255, 255, 255]);
+const BLACK: Rgb<u8> = Rgb([0, 0, 0]);
+const GREY: Rgb<u8> = Rgb([200, 200, 200]);
+pub const ROTATION: Rgb<u8> = Rgb([214, 39, 40]);
+pub const TRANSLATION: Rgb<u8> = Rgb([31, 119, 180]);
+const CURVE: Rgb<u8> = Rgb([44, 160, 44]);
+
+fn put(img: &mut RgbImage, x: i64, y: i64, c: Rgb<u8>) {
+    if x >= 0 && y >= 0 && (x as u32) < img.width() && (y as u32) < img.height() {
+        img.put_pixel(x as u32, y as u32, c);
+    }
+}
+
+/// `text` (upper-cased; characters without a glyph leave a gap) with its top-left at (x, y),
+/// each font pixel `scale` x `scale`.
+pub fn draw_text(img: &mut RgbImage, x: i64, y: i64, text: &str, scale: i64, c: Rgb<u8>) {
+    for (i, ch) in text.to_uppercase().chars().enumerate() {
+        let Some((_, rows)) = GLYPHS.iter().find(|(g, _)| *g == ch) else { continue };
+        for (r, row) in rows.iter().enumerate() {
+            for (col, bit) in row.bytes().enumerate() {
+                if bit == b'1' {
+                    for dy in 0..scale {
+                        for dx in 0..scale {
+                            put(img, x + (i as i64 * 6 + col as i64) * scale + dx, y + r as i64 * scale + dy, c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn line(img: &mut RgbImage, (x0, y0): (f64, f64), (x1, y1): (f64, f64), c: Rgb<u8>) {
+    let n = ((x1 - x0).abs().max((y1 - y0).abs()).ceil() as usize).max(1);
+    for i in 0..=n {
+        let t = i as f64 / n as f64;
+        put(img, (x0 + (x1 - x0) * t).round() as i64, (y0 + (y1 - y0) * t).round() as i64, c);
+    }
+}
+
+fn marker(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>) {
+    for dy in -2..=2 {
+        for dx in -2..=2 {
+            put(img, x.round() as i64 + dx, y.round() as i64 + dy, c);
+        }
+    }
+}
+
+fn cross(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>) {
+    for d in -4..=4 {
+        put(img, x.round() as i64 + d, y.round() as i64 + d, c);
+        put(img, x.round() as i64 + d, y.round() as i64 - d, c);
+    }
+}
+
+/// A plot area: pixel box and data ranges.
+struct Axes {
+    left: f64,
+    top: f64,
+    width: f64,
+    height: f64,
+    x_max: f64,
+    y_max: f64,
+}
+
+impl Axes {
+    fn at(&self, x: f64, y: f64) -> (f64, f64) {
+        (self.left + x / self.x_max * self.width, self.top + self.height - y.min(self.y_max) / self.y_max * self.height)
+    }
+    fn frame(&self, img: &mut RgbImage, y_ticks: &[f64], x_ticks: &[f64], y_label: &str, x_label: &str) {
+        for &t in y_ticks {
+            let (_, y) = self.at(0.0, t);
+            line(img, (self.left, y), (self.left + self.width, y), GREY);
+            draw_text(img, self.left as i64 - 44, y as i64 - 7, &format!("{t:>4}"), 2, BLACK);
+        }
+        for &t in x_ticks {
+            let (x, _) = self.at(t, 0.0);
+            line(img, (x, self.top), (x, self.top + self.height), GREY);
+            draw_text(img, x as i64 - 6, (self.top + self.height) as i64 + 8, &format!("{t}"), 2, BLACK);
+        }
+        line(img, (self.left, self.top + self.height), (self.left + self.width, self.top + self.height), BLACK);
+        line(img, (self.left, self.top), (self.left, self.top + self.height), BLACK);
+        draw_text(img, self.left as i64 - 40, self.top as i64 - 24, y_label, 2, BLACK);
+        draw_text(img, (self.left + self.width) as i64 - x_label.len() as i64 * 12, (self.top + self.height) as i64 + 28, x_label, 2, BLACK);
+    }
+}
+
+/// The picture of a report: left, each pair's rotation (red) and translation-direction (blue)
+/// error in degrees (clipped at the top; an X at the top for pairs without a pose); right, the
+/// share of pairs with max(rotation, translation) error up to each angle, with the AUC values.
+pub fn render(report: &Report) -> RgbImage {
+    let mut img = RgbImage::from_pixel(1000, 540, WHITE);
+    let errors_max = report.pairs.iter().flat_map(|p| [p.rotation_error_deg, p.translation_error_deg]).flatten().fold(0.0f64, f64::max);
+    let y_max = if errors_max > 30.0 { 90.0 } else { 30.0 };
+    let n = report.pairs.len().max(1) as f64;
+    let left = Axes { left: 70.0, top: 90.0, width: 380.0, height: 360.0, x_max: n + 1.0, y_max };
+    let ticks: Vec<f64> = (0..=3).map(|i| y_max * i as f64 / 3.0).collect();
+    let x_ticks: Vec<f64> = if n <= 10.0 { (1..=n as usize).map(|i| i as f64).collect() } else { (1..=5).map(|i| (n * i as f64 / 5.0).round()).collect() };
+    left.frame(&mut img, &ticks, &x_ticks, "ERROR (DEG)", "PAIR");
+    for (i, p) in report.pairs.iter().enumerate() {
+        let x = i as f64 + 1.0;
+        match (p.rotation_error_deg, p.translation_error_deg) {
+            (None, _) => {
+                let (px, py) = left.at(x, y_max);
+                cross(&mut img, px, py, BLACK);
+            }
+            (Some(r), t) => {
+                let (px, py) = left.at(x, r);
+                marker(&mut img, px, py, ROTATION);
+                if let Some(t) = t {
+                    let (px, py) = left.at(x, t);
+                    marker(&mut img, px + 3.0, py, TRANSLATION);
+                }
+            }
+        }
+    }
+    draw_text(&mut img, 70, 10, "ROTATION", 2, ROTATION);
+    draw_text(&mut img, 190, 10, "TRANSLATION DIRECTION", 2, TRANSLATION);
+    draw_text(&mut img, 70, 34, &format!("{} PAIRS  {} NO POSE (X)", report.num_pairs, report.num_without_pose), 2, BLACK);
+
+    // The recall curve over 0..30 degrees.
+    let right = Axes { left: 580.0, top: 90.0, width: 380.0, height: 360.0, x_max: 30.0, y_max: 1.0 };
+    right.frame(&mut img, &[0.0, 0.5, 1.0], &[0.0, 5.0, 10.0, 30.0], "RECALL", "MAX ERROR (DEG)");
+    let mut sorted: Vec<f64> = report.pairs.iter().map(super::PairMetric::max_error).collect();
+    sorted.sort_by(f64::total_cmp);
+    let total = sorted.len().max(1) as f64;
+    let mut prev = right.at(0.0, 0.0);
+    for (i, &e) in sorted.iter().enumerate().filter(|(_, e)| e.is_finite() && **e <= 30.0) {
+        let p = right.at(e, (i + 1) as f64 / total);
+        line(&mut img, prev, p, CURVE);
+        prev = p;
+    }
+    line(&mut img, prev, (right.left + right.width, prev.1), CURVE);
+    for (k, (th, auc)) in report.auc_thresholds_deg.iter().zip(&report.auc).enumerate() {
+        draw_text(&mut img, 540 + 150 * k as i64, 10, &format!("AUC@{th}={auc:.2}"), 2, BLACK);
+    }
+    img
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_drawn_from_the_glyphs() {
+        let mut img = RgbImage::from_pixel(100, 30, WHITE);
+        draw_text(&mut img, 2, 2, "AUC@5", 2, BLACK);
+        let lit = img.pixels().filter(|p| **p == BLACK).count();
+        let bits: usize = "AUC@5".chars().map(|c| GLYPHS.iter().find(|(g, _)| *g == c).unwrap().1.iter().map(|r| r.matches('1').count()).sum::<usize>()).sum();
+        assert_eq!(lit, bits * 4);
+        // Every glyph is 7 rows of 5.
+        assert!(GLYPHS.iter().all(|(_, rows)| rows.iter().all(|r| r.len() == 5 && r.bytes().all(|b| b == b'0' || b == b'1'))));
+    }
+}
