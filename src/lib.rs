@@ -11,6 +11,7 @@ pub mod geometry;
 pub mod image;
 pub mod pipeline;
 pub mod ros;
+pub mod sample;
 pub mod superpoint;
 pub mod tensor;
 pub mod weights;

@@ -32,6 +32,8 @@ enum Command {
     Replay(commands::replay::Args),
     /// Pair poses of a replay's output bag against ground truth: errors per pair, AUC@5/10/30.
     Eval(commands::eval::Args),
+    /// Render the sample sequence (a textured room, known camera path) into a bag.
+    Sample(commands::sample::Args),
     /// The ROS 2 node (what the launch files start): `sp_dust3r node --ros-args ...`.
     Node {
         /// `--ros-args` and what follows, as ros2 launch passes them.
@@ -99,6 +101,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(bench) => commands::bench::run(bench),
         Command::Replay(args) => commands::replay::run(args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Sample(args) => commands::sample::run(args),
         Command::Node { args } => run_node(args),
     };
     match result {

@@ -5,6 +5,7 @@ pub mod dust3r;
 pub mod eval;
 pub mod pose;
 pub mod replay;
+pub mod sample;
 pub mod superpoint;
 
 /// Median of a non-empty list of durations in milliseconds (0 for an empty list).
