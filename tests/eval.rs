@@ -1,6 +1,6 @@
 //! `sp_dust3r eval` on a small synthetic case whose metrics are computed by hand: three pairs
 //! (a perfect one, one with a 12 degree rotation error, one without a pose) against a TUM
-//! trajectory and against the same trajectory as PoseStamped in a bag.
+//! trajectory, and against the same trajectory as PoseStamped and as TF in bags.
 
 use std::process::Command;
 
@@ -10,7 +10,7 @@ use sp_dust3r::bag::BagWriter;
 use sp_dust3r::dust3r::Pointmap;
 use sp_dust3r::geometry::{PairPose, PoseMode, TCam1Cam2};
 use sp_dust3r::ros::convert::{pointcloud_msg, pose_msgs, ColouredPoints};
-use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, to_cdr};
+use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, to_cdr};
 
 fn header(sec: i32) -> std_msgs::Header {
     std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec: 0 }, frame_id: "cam_optical".into() }
@@ -98,5 +98,29 @@ fn metrics_match_hand_computed_values() {
     let auc2: Vec<f64> = r2["auc"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     for (a, b) in auc.iter().zip(&auc2) {
         assert!((a - b).abs() < 1e-9);
+    }
+
+    // And as TF (world -> cam_optical) among other transforms on /tf: the same metrics.
+    let tf_bag = dir.path().join("tf.mcap");
+    let mut w = BagWriter::create(&tf_bag).unwrap();
+    w.add_typed_topic::<tf2_msgs::TFMessage>("/tf").unwrap();
+    for (t, rot, x) in &poses {
+        let q = nalgebra::UnitQuaternion::from_rotation_matrix(rot);
+        let transform = |parent: &str, child: &str| geometry_msgs::TransformStamped {
+            header: std_msgs::Header { stamp: builtin_interfaces::Time { sec: *t as i32, nanosec: 0 }, frame_id: parent.into() },
+            child_frame_id: child.into(),
+            transform: geometry_msgs::Transform { translation: geometry_msgs::Vector3 { x: x.x, y: x.y, z: x.z }, rotation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w } },
+        };
+        let mut other = transform("world", "base_link");
+        other.transform.translation.x += 5.0;
+        let msg = tf2_msgs::TFMessage { transforms: vec![other, transform("world", "cam_optical")] };
+        let ns = (*t as u64) * 1_000_000_000;
+        w.write("/tf", ns, ns, &to_cdr(&msg).unwrap()).unwrap();
+    }
+    w.finish().unwrap();
+    let r3 = eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap(), "--gt-topic", "/tf", "--gt-frames", "world", "cam_optical"]);
+    let auc3: Vec<f64> = r3["auc"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    for (a, b) in auc.iter().zip(&auc3) {
+        assert!((a - b).abs() < 1e-9, "{r3}");
     }
 }
