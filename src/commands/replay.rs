@@ -8,7 +8,7 @@ use serde_json::json;
 use sp_dust3r::bag::replay::{choose_topics, replay, ReplaySummary};
 use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
 use sp_dust3r::ros::args::{ParamValue, RosArgs};
-use sp_dust3r::ros::node::build_backends;
+use sp_dust3r::ros::backends::build_backends;
 use sp_dust3r::ros::params::NodeParams;
 
 #[derive(clap::Args)]

@@ -2,6 +2,7 @@
 //! declared parameters (and, with the node, topics and conversions).
 
 pub mod args;
+pub mod backends;
 pub mod convert;
 pub mod msg;
 pub mod node;

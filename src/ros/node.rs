@@ -24,17 +24,13 @@ use super::convert::{debug_image_msg, keypoints_msg};
 use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
 use super::param_services::ParamServices;
 use super::params::{NodeParams, ParamError, ParamStore};
+use super::backends::build_backends;
 use super::pair::{check_camera_info, reconstruct};
 use super::rosout;
-use crate::backend::cpu::{CpuFeatures, CpuPairs};
-use crate::backend::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
-use crate::backend::{FeatureExtractor, PairReconstructor, WithFallback};
-use crate::dust3r::Dust3r;
 use crate::image::Frame;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
 use crate::pipeline::slot::LatestSlot;
-use crate::superpoint::{PostParams, SuperPoint};
-use super::params::Backend;
+use crate::superpoint::PostParams;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -469,47 +465,6 @@ fn offer(frames: &LatestSlot<Input>, stats: &Stats, input: Input) {
 fn wall_time() -> builtin_interfaces::Time {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     builtin_interfaces::Time { sec: d.as_secs() as i32, nanosec: d.subsec_nanos() }
-}
-
-/// The two backends the parameters ask for. A server backend gets the CPU behind it when
-/// `fallback: cpu` and the CPU weights can be found; without DUSt3R weights (CPU) the node
-/// still serves keypoints.
-pub fn build_backends(params: &NodeParams) -> Result<(Box<dyn FeatureExtractor>, Option<Box<dyn PairReconstructor>>), NodeError> {
-    let server = |url: &str| ServerOptions { url: url.to_string(), timeout: Duration::from_secs_f64(params.server_timeout), jpeg_quality: params.server_jpeg_quality };
-    let cpu_superpoint = || -> Result<CpuFeatures, NodeError> {
-        Ok(CpuFeatures(SuperPoint::load(&crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir)?))
-    };
-    let cpu_dust3r = || -> Result<CpuPairs, String> {
-        let dir = crate::weights::resolve(&crate::dust3r::HUB_MODEL, params.dust3r_weights.as_deref()).map_err(|e| e.to_string())?.dir;
-        Dust3r::load(&dir).map(CpuPairs).map_err(|e| e.to_string())
-    };
-    let features: Box<dyn FeatureExtractor> = match params.superpoint_backend {
-        Backend::Cpu => Box::new(cpu_superpoint()?),
-        Backend::TtServer => {
-            let fallback = params.cpu_fallback.then(cpu_superpoint).transpose().unwrap_or_else(|e| {
-                tracing::warn!("no CPU fallback for SuperPoint: {e}");
-                None
-            });
-            Box::new(WithFallback { primary: TtSuperPoint::new(server(&params.superpoint_url)), fallback })
-        }
-    };
-    let dust3r: Option<Box<dyn PairReconstructor>> = match params.dust3r_backend {
-        Backend::Cpu => match cpu_dust3r() {
-            Ok(m) => Some(Box::new(m)),
-            Err(e) => {
-                tracing::warn!("DUSt3R disabled: {e}");
-                None
-            }
-        },
-        Backend::TtServer => {
-            let fallback = params.cpu_fallback.then(cpu_dust3r).transpose().unwrap_or_else(|e| {
-                tracing::warn!("no CPU fallback for DUSt3R: {e}");
-                None
-            });
-            Some(Box::new(WithFallback { primary: TtDust3r::new(server(&params.dust3r_url)), fallback }))
-        }
-    };
-    Ok((features, dust3r))
 }
 
 fn describe_camera_info(c: &Option<sensor_msgs::CameraInfo>) -> String {
