@@ -7,12 +7,11 @@ use std::time::Instant;
 use super::{BagError, BagWriter, McapFile};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
-use crate::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::ros::convert::keypoints_msg;
 use crate::ros::msg::{from_cdr, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, to_cdr, RosMessage};
 use crate::ros::pair::{check_camera_info, reconstruct};
 use crate::ros::params::NodeParams;
-use crate::superpoint::PostParams;
 
 /// Which input topics are the camera.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,9 +116,8 @@ pub fn replay(
             out.add_typed_topic::<tf2_msgs::TFMessage>("/tf")?;
         }
     }
-    let post = PostParams { threshold: params.keypoint_threshold as f32, nms_radius: params.nms_radius, border: 4, max_keypoints: params.max_keypoints };
-    let mut keyframes: KeyframeSelector<(std_msgs::Header, std::sync::Arc<Frame>)> =
-        KeyframeSelector::new(KeyframePolicy { match_ratio: params.keyframe_match_ratio, min_interval: params.keyframe_min_interval, max_interval: params.keyframe_max_interval });
+    let post = params.post_params();
+    let mut keyframes: KeyframeSelector<(std_msgs::Header, std::sync::Arc<Frame>)> = KeyframeSelector::new(params.keyframe_policy());
     let mut camera_info: Option<sensor_msgs::CameraInfo> = None;
     let mut s = ReplaySummary::default();
     let write = |out: &mut BagWriter, topic: &str, t: u64, msg: &dyn erased::Cdr| -> Result<(), BagError> {
@@ -182,7 +180,7 @@ pub fn replay(
             s.superpoint_ms.push(t.elapsed().as_secs_f64() * 1e3);
             write(out, &keypoints_topic, m.log_time, &keypoints_msg(header.clone(), frame.width(), frame.height(), &kp))?;
             if let Some(model) = pairs {
-                let stamp = header.stamp.sec as f64 + header.stamp.nanosec as f64 * 1e-9;
+                let stamp = header.stamp.seconds();
                 let frame = std::sync::Arc::new(frame);
                 match keyframes.decide(stamp, &kp, &(header.clone(), frame.clone())) {
                     KeyframeDecision::Skip { .. } => {}

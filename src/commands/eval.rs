@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use sp_dust3r::bag::{mcap_files, McapFile};
 use sp_dust3r::eval::{evaluate, parse_tum, PairEstimate, StampedPose};
 use sp_dust3r::geometry::{TCam1Cam2, Transform};
-use sp_dust3r::ros::msg::{builtin_interfaces, from_cdr, geometry_msgs, sp_dust3r_msgs, tf2_msgs};
+use sp_dust3r::ros::msg::{from_cdr, geometry_msgs, sp_dust3r_msgs, tf2_msgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,10 +34,6 @@ pub struct Args {
     plot: Option<PathBuf>,
 }
 
-fn secs(t: &builtin_interfaces::Time) -> f64 {
-    t.sec as f64 + t.nanosec as f64 * 1e-9
-}
-
 fn pose_of(p: &geometry_msgs::Pose) -> (nalgebra::Rotation3<f64>, nalgebra::Vector3<f64>) {
     let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(p.orientation.w, p.orientation.x, p.orientation.y, p.orientation.z));
     (q.to_rotation_matrix(), nalgebra::Vector3::new(p.position.x, p.position.y, p.position.z))
@@ -59,11 +55,11 @@ fn estimates(bag: &std::path::Path) -> anyhow::Result<Vec<PairEstimate>> {
                 "sp_dust3r_msgs/msg/PairPose" => {
                     let p: sp_dust3r_msgs::PairPose = from_cdr(&m.data).with_context(|| format!("PairPose on {}", m.topic))?;
                     let (r, t) = pose_of(&p.pose);
-                    with_pose.push(PairEstimate { t1: secs(&p.reference_stamp), t2: secs(&p.header.stamp), t_cam1_cam2: Some(TCam1Cam2::new(r, t)) });
+                    with_pose.push(PairEstimate { t1: p.reference_stamp.seconds(), t2: p.header.stamp.seconds(), t_cam1_cam2: Some(TCam1Cam2::new(r, t)) });
                 }
                 "sensor_msgs/msg/PointCloud2" => {
                     let c: sp_dust3r::ros::msg::sensor_msgs::PointCloud2 = from_cdr(&m.data).with_context(|| format!("PointCloud2 on {}", m.topic))?;
-                    clouds.push(secs(&c.header.stamp));
+                    clouds.push(c.header.stamp.seconds());
                 }
                 _ => {}
             }
@@ -101,7 +97,7 @@ fn ground_truth(args: &Args) -> anyhow::Result<Vec<StampedPose>> {
                 "geometry_msgs/msg/PoseStamped" => {
                     let p: geometry_msgs::PoseStamped = from_cdr(&m.data)?;
                     let (r, t) = pose_of(&p.pose);
-                    poses.push(StampedPose { t: secs(&p.header.stamp), pose: Transform::new(r, t) });
+                    poses.push(StampedPose { t: p.header.stamp.seconds(), pose: Transform::new(r, t) });
                 }
                 "tf2_msgs/msg/TFMessage" => {
                     let [parent, child] = args.gt_frames.as_deref().context("TF ground truth needs --gt-frames PARENT CHILD")? else {
@@ -114,7 +110,7 @@ fn ground_truth(args: &Args) -> anyhow::Result<Vec<StampedPose>> {
                             orientation: t.transform.rotation.clone(),
                         };
                         let (r, tr) = pose_of(&pose);
-                        poses.push(StampedPose { t: secs(&t.header.stamp), pose: Transform::new(r, tr) });
+                        poses.push(StampedPose { t: t.header.stamp.seconds(), pose: Transform::new(r, tr) });
                     }
                 }
                 other => bail!("ground-truth topic {topic} is {other}, not geometry_msgs/msg/PoseStamped or tf2_msgs/msg/TFMessage"),

@@ -18,6 +18,13 @@ mod generated {
 }
 pub use generated::*;
 
+impl builtin_interfaces::Time {
+    /// Seconds since the epoch of this clock (sim or wall), as f64.
+    pub fn seconds(&self) -> f64 {
+        self.sec as f64 + self.nanosec as f64 * 1e-9
+    }
+}
+
 /// Errors of the CDR (de)serialisation of a message.
 #[derive(Debug, thiserror::Error)]
 pub enum CdrError {

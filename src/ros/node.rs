@@ -23,14 +23,13 @@ use super::args::RosArgs;
 use super::convert::{debug_image_msg, keypoints_msg};
 use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
 use super::param_services::ParamServices;
-use super::params::{NodeParams, ParamError, ParamStore};
+use super::params::{ParamError, ParamStore};
 use super::backends::build_backends;
 use super::pair::{check_camera_info, reconstruct};
 use super::rosout;
 use crate::image::Frame;
-use crate::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::pipeline::slot::LatestSlot;
-use crate::superpoint::PostParams;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -194,18 +193,6 @@ struct PairJob {
     camera_info: Option<sensor_msgs::CameraInfo>,
 }
 
-fn seconds(t: &builtin_interfaces::Time) -> f64 {
-    t.sec as f64 + t.nanosec as f64 * 1e-9
-}
-
-fn post_params(p: &NodeParams) -> PostParams {
-    PostParams { threshold: p.keypoint_threshold as f32, nms_radius: p.nms_radius, border: 4, max_keypoints: p.max_keypoints }
-}
-
-fn keyframe_policy(p: &NodeParams) -> KeyframePolicy {
-    KeyframePolicy { match_ratio: p.keyframe_match_ratio, min_interval: p.keyframe_min_interval, max_interval: p.keyframe_max_interval }
-}
-
 /// Runs until `stop` is set (SIGINT/SIGTERM).
 pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     // Records from here on reach /rosout once it exists (transient local: late joiners too).
@@ -266,12 +253,12 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     std::thread::scope(|s| {
         // SuperPoint worker: keypoints for every frame it takes; keyframes; pair jobs.
         s.spawn(|| {
-            let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(keyframe_policy(&params));
+            let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(params.keyframe_policy());
             while let Some(input) = frames.next() {
                 let p = current();
-                keyframes.set_policy(keyframe_policy(&p));
+                keyframes.set_policy(p.keyframe_policy());
                 let t = Instant::now();
-                match features.detect(&input.frame, &post_params(&p)) {
+                match features.detect(&input.frame, &p.post_params()) {
                     Ok(kp) => {
                         stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                         bump(&stats.frames_done);
@@ -285,7 +272,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                             }
                         }
                         if dust3r.is_some() {
-                            if let KeyframeDecision::New { previous, .. } = keyframes.decide(seconds(&input.header.stamp), &kp, &input) {
+                            if let KeyframeDecision::New { previous, .. } = keyframes.decide(input.header.stamp.seconds(), &kp, &input) {
                                 let info = camera_info.lock().ok().and_then(|c| c.clone());
                                 if pairs.put(PairJob { first: previous, second: input, camera_info: info }) {
                                     bump(&stats.pair_drops);

@@ -106,6 +106,15 @@ pub struct NodeParams {
 }
 
 impl NodeParams {
+    /// SuperPoint's post-processing as these parameters set it (the border is fixed at 4 px).
+    pub fn post_params(&self) -> crate::superpoint::PostParams {
+        crate::superpoint::PostParams { threshold: self.keypoint_threshold as f32, nms_radius: self.nms_radius, border: 4, max_keypoints: self.max_keypoints }
+    }
+
+    pub fn keyframe_policy(&self) -> crate::pipeline::keyframes::KeyframePolicy {
+        crate::pipeline::keyframes::KeyframePolicy { match_ratio: self.keyframe_match_ratio, min_interval: self.keyframe_min_interval, max_interval: self.keyframe_max_interval }
+    }
+
     /// Defaults, then every parameter file in order, then `-p` overrides. Returns warnings for
     /// parameters the node does not declare (they are ignored, as rclcpp does).
     pub fn resolve(ros: &RosArgs, node_fqn: &str) -> Result<(Self, Vec<String>), ParamError> {
