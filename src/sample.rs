@@ -59,23 +59,44 @@ fn texture(u: f64, v: f64, wall: i64) -> f64 {
     g
 }
 
-/// Grey level seen along a ray from `o` in direction `d` (room frame).
-fn trace(o: &Vector3<f64>, d: &Vector3<f64>) -> f64 {
-    let mut best = (f64::INFINITY, 0.0);
+/// The first wall a ray from `o` in direction `d` (room frame) meets: distance along `d`,
+/// the wall's axis and side (0 = min, 1 = max).
+fn hit(o: &Vector3<f64>, d: &Vector3<f64>) -> Option<(f64, usize, usize)> {
+    let mut best: Option<(f64, usize, usize)> = None;
     for axis in 0..3 {
         for (side, bound) in [(0, ROOM_MIN[axis]), (1, ROOM_MAX[axis])] {
             if d[axis].abs() < 1e-12 {
                 continue;
             }
             let t = (bound - o[axis]) / d[axis];
-            if t > 1e-9 && t < best.0 {
-                let p = o + d * t;
-                let (a, b) = ((axis + 1) % 3, (axis + 2) % 3);
-                best = (t, texture(p[a], p[b], (axis * 2 + side) as i64));
+            if t > 1e-9 && best.is_none_or(|b| t < b.0) {
+                best = Some((t, axis, side));
             }
         }
     }
-    best.1
+    best
+}
+
+/// Grey level seen along a ray from `o` in direction `d` (room frame).
+fn trace(o: &Vector3<f64>, d: &Vector3<f64>) -> f64 {
+    hit(o, d).map_or(0.0, |(t, axis, side)| {
+        let p = o + d * t;
+        let (a, b) = ((axis + 1) % 3, (axis + 2) % 3);
+        texture(p[a], p[b], (axis * 2 + side) as i64)
+    })
+}
+
+/// The direction (optical frame, z = 1) through pixel (x, y), pixel centres at integers.
+pub fn pixel_ray(x: f64, y: f64) -> Vector3<f64> {
+    let (cx, cy) = (WIDTH as f64 / 2.0 - 0.5, HEIGHT as f64 / 2.0 - 0.5);
+    Vector3::new((x - cx) / FOCAL, (y - cy) / FOCAL, 1.0)
+}
+
+/// The wall point seen through pixel (x, y) (any real position, also outside the image) of a
+/// camera at `pose`, in the room frame: the scene's exact geometry, e.g. for true pointmaps.
+pub fn surface_point(pose: &Transform<Room, CameraOptical>, x: f64, y: f64) -> Option<Vector3<f64>> {
+    let d = pose.rotation * pixel_ray(x, y);
+    hit(&pose.translation, &d).map(|(t, _, _)| pose.translation + d * t)
 }
 
 /// Frame `i` of `n` as 8-bit grey, `WIDTH x HEIGHT`, row-major.
@@ -83,13 +104,11 @@ pub fn render(i: usize, n: usize) -> Vec<u8> {
     let pose = camera_pose(i, n);
     let o = pose.translation;
     let mut out = Vec::with_capacity((WIDTH * HEIGHT) as usize);
-    let (cx, cy) = (WIDTH as f64 / 2.0 - 0.5, HEIGHT as f64 / 2.0 - 0.5);
     for y in 0..HEIGHT {
         for x in 0..WIDTH {
             let mut sum = 0.0;
             for (sx, sy) in [(-0.25, -0.25), (0.25, -0.25), (-0.25, 0.25), (0.25, 0.25)] {
-                let ray = Vector3::new((x as f64 + sx - cx) / FOCAL, (y as f64 + sy - cy) / FOCAL, 1.0);
-                sum += trace(&o, &(pose.rotation * ray));
+                sum += trace(&o, &(pose.rotation * pixel_ray(x as f64 + sx, y as f64 + sy)));
             }
             out.push((sum / 4.0 * 255.0).round().clamp(0.0, 255.0) as u8);
         }
@@ -115,6 +134,7 @@ mod tests {
             .filter_map(|(a, b)| Some((b - o[a]) / d[a]).filter(|t| *t > 0.0))
             .fold(f64::INFINITY, f64::min);
         let p_cam = pose.inverse().apply(&(o + d * t));
+        assert!((surface_point(&pose, x, y).unwrap() - (o + d * t)).norm() < 1e-12);
         assert!((p_cam.x / p_cam.z * FOCAL + cx - x).abs() < 1e-9 && (p_cam.y / p_cam.z * FOCAL + cy - y).abs() < 1e-9);
         let img = render(0, 10);
         assert_eq!(img.len(), (WIDTH * HEIGHT) as usize);

@@ -80,7 +80,7 @@ fn cli_writes_npz_and_timing_json() {
 
 #[test]
 fn committed_sample_image_is_the_fixture_input() {
-    // README's first command runs on tests/fixtures/superpoint/image.png: it must be exactly the
+    // README's SuperPoint command runs on tests/fixtures/superpoint/image.png: it must be exactly the
     // plane the reference outputs were computed from.
     let dir = tempfile::tempdir().unwrap();
     let generated = Frame::open(&fixture_png(dir.path())).unwrap().to_luma();

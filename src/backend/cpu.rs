@@ -1,7 +1,7 @@
 //! The in-process CPU backend: our SuperPoint and DUSt3R, PairViewer for the pose.
 
 use super::{BackendError, FeatureExtractor, PairOutput, PairReconstructor, PairRequest};
-use crate::dust3r::{prepare, Dust3r, PrepMode};
+use crate::dust3r::{prepare, Dust3r, PairPrediction, PrepMode, PreparedView};
 use crate::geometry::{relative_pose, Intrinsics, PoseOptions};
 use crate::image::Frame;
 use crate::superpoint::{Keypoints, PostParams, SuperPoint};
@@ -30,22 +30,28 @@ impl PairReconstructor for CpuPairs {
         let e2 = self.0.encode(&v2.image, v2.height as usize, v2.width as usize).map_err(|e| cpu(&e))?;
         let forward = self.0.predict(&e1, &e2).map_err(|e| cpu(&e))?;
         let swapped = self.0.predict(&e2, &e1).map_err(|e| cpu(&e))?;
-        // Known intrinsics, moved into view 2's network grid.
-        let known_intrinsics = r.known.map(|k| {
-            let m = v2.mapping;
-            let (cx, cy) = m.to_network(k.cx, k.cy);
-            Intrinsics { fx: k.fx * m.scale_x, fy: k.fy * m.scale_y, cx, cy }
-        });
-        let opts = PoseOptions {
-            known_intrinsics,
-            min_confidence: r.min_confidence,
-            grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()],
-            ..PoseOptions::default()
-        };
-        let pose = relative_pose(&forward, &swapped, &opts).map_err(|e| e.to_string());
-        Ok(PairOutput { view1: forward.view1, view2_in_1: forward.view2_in_1, rgb1: v1.rgb, rgb2: v2.rgb, pose })
+        Ok(pair_output(r, v1, v2, forward, swapped))
     }
     fn describe(&self) -> String {
         "cpu".into()
     }
+}
+
+/// PairViewer on a pair's two predictions (forward: view 1's and view 2's points in camera 1's
+/// frame; swapped: the same in camera 2's), with the request's known intrinsics moved into the
+/// network grid: the pointmaps-to-pose step of the CPU backend, for any source of pointmaps.
+pub fn pair_output(r: &PairRequest<'_>, v1: PreparedView, v2: PreparedView, forward: PairPrediction, swapped: PairPrediction) -> PairOutput {
+    let known_intrinsics = r.known.map(|k| {
+        let m = v2.mapping;
+        let (cx, cy) = m.to_network(k.cx, k.cy);
+        Intrinsics { fx: k.fx * m.scale_x, fy: k.fy * m.scale_y, cx, cy }
+    });
+    let opts = PoseOptions {
+        known_intrinsics,
+        min_confidence: r.min_confidence,
+        grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()],
+        ..PoseOptions::default()
+    };
+    let pose = relative_pose(&forward, &swapped, &opts).map_err(|e| e.to_string());
+    PairOutput { view1: forward.view1, view2_in_1: forward.view2_in_1, rgb1: v1.rgb, rgb2: v2.rgb, pose }
 }

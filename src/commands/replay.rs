@@ -7,8 +7,10 @@ use serde_json::json;
 
 use sp_dust3r::bag::replay::{choose_topics, replay, ReplaySummary};
 use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
+use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
+use sp_dust3r::eval::evaluate;
 use sp_dust3r::ros::args::{ParamValue, RosArgs};
-use sp_dust3r::ros::backends::build_backends;
+use sp_dust3r::ros::backends::{build_backends, Backends};
 use sp_dust3r::ros::params::NodeParams;
 
 #[derive(clap::Args)]
@@ -36,6 +38,19 @@ pub struct Args {
     /// The CameraInfo topic (default: the one beside the image topic).
     #[arg(long)]
     camera_info_topic: Option<String>,
+    /// After the replay, evaluate its pair poses (as `sp_dust3r eval`) against the input bag's
+    /// ground truth (its only geometry_msgs/PoseStamped topic, or `--gt-topic`), writing
+    /// `<out>_eval.json` and `<out>_eval.png` beside the output bag.
+    #[arg(long)]
+    eval: bool,
+    /// Ground truth for `--eval` from elsewhere: a TUM file or another bag (implies --eval).
+    #[arg(long)]
+    ground_truth: Option<PathBuf>,
+    /// The ground-truth topic (PoseStamped, or TF with --gt-frames).
+    #[arg(long)]
+    gt_topic: Option<String>,
+    #[arg(long, num_args = 2, value_names = ["PARENT", "CHILD"])]
+    gt_frames: Option<Vec<String>>,
 }
 
 fn p95(v: &[f64]) -> f64 {
@@ -63,6 +78,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for w in warnings {
         tracing::warn!("{w}");
     }
+    let ground_truth = if args.eval || args.ground_truth.is_some() || args.gt_topic.is_some() || args.gt_frames.is_some() {
+        let frames = match args.gt_frames.as_deref() {
+            None => None,
+            Some([parent, child]) => Some((parent.clone(), child.clone())),
+            Some(_) => bail!("--gt-frames takes PARENT CHILD"),
+        };
+        let source = args.ground_truth.as_ref().unwrap_or(&args.bag);
+        // Read before the replay: a missing or ambiguous ground truth is known before minutes
+        // of inference.
+        Some(load_ground_truth(&GroundTruth::from_path(source, args.gt_topic.clone(), frames)).with_context(|| format!("ground truth for --eval from {}", source.display()))?)
+    } else {
+        None
+    };
     let files: Vec<McapFile> = mcap_files(&args.bag)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?;
     let mut topics = Vec::new();
     for f in &files {
@@ -74,11 +102,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let cameras = choose_topics(&topics, args.image_topic.as_deref(), args.camera_info_topic.as_deref())?;
     tracing::info!("replaying {} (camera_info: {})", cameras.image, cameras.camera_info.as_deref().unwrap_or("none"));
-    let (features, dust3r) = build_backends(&params)?;
+    let Backends { features, dust3r } = build_backends(&params)?;
+    let dust3r = match dust3r {
+        Ok(d) => Some(d),
+        Err(e) if ground_truth.is_some() => bail!("--eval needs DUSt3R for the pair poses, and it cannot be loaded: {e}"),
+        Err(e) => {
+            tracing::warn!("DUSt3R disabled (keypoints only): {e}");
+            None
+        }
+    };
     let out_path = args.out.clone().unwrap_or_else(|| {
         let stem = args.bag.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "bag".into());
         args.bag.with_file_name(format!("{stem}_sp_dust3r.mcap"))
     });
+    if let Some(dir) = out_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let mut out = BagWriter::create(&out_path)?;
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
@@ -89,16 +128,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     out.finish().with_context(|| format!("finishing {}", out_path.display()))?;
     let (summary, stopped) = result?;
     let stats = |v: &[f64]| json!({"median": super::median(v), "p95": p95(v), "count": v.len()});
-    println!(
-        "{}",
-        json!({
-            "out": out_path.display().to_string(), "image_topic": cameras.image, "frames": summary.frames, "bad_frames": summary.bad_frames,
-            "errors": summary.errors, "keyframes": summary.keyframes, "pairs": summary.pairs, "poses": summary.poses,
-            "latency_ms": {"superpoint": stats(&summary.superpoint_ms), "dust3r": stats(&summary.dust3r_ms)},
-        })
-    );
+    let mut report = json!({
+        "out": out_path.display().to_string(), "image_topic": cameras.image, "frames": summary.frames, "bad_frames": summary.bad_frames,
+        "errors": summary.errors, "keyframes": summary.keyframes, "pairs": summary.pairs, "poses": summary.poses,
+        "latency_ms": {"superpoint": stats(&summary.superpoint_ms), "dust3r": stats(&summary.dust3r_ms)},
+    });
     if let Some(e) = stopped {
+        println!("{report}");
         bail!("{e}; the {} frames before it are in {}", summary.frames, out_path.display());
     }
+    if let Some(gt) = ground_truth {
+        let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());
+        let (json_path, png_path) = (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
+        let metrics = evaluate(&pair_estimates(&out_path)?, &gt, super::eval::DEFAULT_TOLERANCE_S)?;
+        super::eval::save(&metrics, Some(&json_path), Some(&png_path))?;
+        report["eval"] = json!({
+            "metrics": json_path.display().to_string(), "plot": png_path.display().to_string(),
+            "num_pairs": metrics.num_pairs, "num_without_pose": metrics.num_without_pose,
+            "auc_thresholds_deg": metrics.auc_thresholds_deg, "auc": metrics.auc,
+        });
+        tracing::info!("outputs: {} (bag), {} (metrics), {} (plot)", out_path.display(), json_path.display(), png_path.display());
+    } else {
+        tracing::info!("output: {}", out_path.display());
+    }
+    println!("{report}");
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! area under the recall curve up to each threshold, as SuperGlue, RelPose and the DUSt3R port
 //! report it.
 
+pub mod bag;
 pub mod plot;
 
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
@@ -24,12 +25,22 @@ pub struct StampedPose {
     pub pose: Transform<World, Camera>,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum EvalError {
     #[error("TUM trajectory line {line}: {reason}")]
     Tum { line: usize, reason: String },
     #[error("the ground truth has no poses")]
     Empty,
+    #[error("cannot read {path}: {reason}")]
+    Io { path: String, reason: String },
+    #[error(transparent)]
+    Bag(#[from] crate::bag::BagError),
+    #[error("a message on {topic} does not decode: {reason}")]
+    Message { topic: String, reason: String },
+    #[error("{0} has no pairs (no sp_dust3r_msgs/msg/PairPose or sensor_msgs/msg/PointCloud2 messages)")]
+    NoPairs(String),
+    #[error("{0}")]
+    GroundTruthTopic(String),
 }
 
 /// A TUM trajectory (`timestamp tx ty tz qx qy qz qw` per line, `#` comments) as poses of the

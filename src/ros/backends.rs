@@ -11,10 +11,17 @@ use crate::backend::{FeatureExtractor, PairReconstructor, WithFallback};
 use crate::dust3r::Dust3r;
 use crate::superpoint::SuperPoint;
 
+/// The two models' backends.
+pub struct Backends {
+    pub features: Box<dyn FeatureExtractor>,
+    /// DUSt3R on the CPU without its weights is `Err(why)` rather than a failure of the whole:
+    /// the node still serves keypoints; `replay --eval` cannot go on.
+    pub dust3r: Result<Box<dyn PairReconstructor>, String>,
+}
+
 /// The two backends the parameters ask for. A server backend gets the CPU behind it when
-/// `fallback: cpu` and the CPU weights can be found; without DUSt3R weights (CPU) the node
-/// still serves keypoints.
-pub fn build_backends(params: &NodeParams) -> Result<(Box<dyn FeatureExtractor>, Option<Box<dyn PairReconstructor>>), NodeError> {
+/// `fallback: cpu` and the CPU weights can be found.
+pub fn build_backends(params: &NodeParams) -> Result<Backends, NodeError> {
     let server = |url: &str| ServerOptions { url: url.to_string(), timeout: Duration::from_secs_f64(params.server_timeout), jpeg_quality: params.server_jpeg_quality };
     let cpu_superpoint = || -> Result<CpuFeatures, NodeError> {
         Ok(CpuFeatures(SuperPoint::load(&crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir)?))
@@ -33,22 +40,16 @@ pub fn build_backends(params: &NodeParams) -> Result<(Box<dyn FeatureExtractor>,
             Box::new(WithFallback { primary: TtSuperPoint::new(server(&params.superpoint_url)), fallback })
         }
     };
-    let dust3r: Option<Box<dyn PairReconstructor>> = match params.dust3r_backend {
-        Backend::Cpu => match cpu_dust3r() {
-            Ok(m) => Some(Box::new(m)),
-            Err(e) => {
-                tracing::warn!("DUSt3R disabled: {e}");
-                None
-            }
-        },
+    let dust3r: Result<Box<dyn PairReconstructor>, String> = match params.dust3r_backend {
+        Backend::Cpu => cpu_dust3r().map(|m| Box::new(m) as Box<dyn PairReconstructor>),
         Backend::TtServer => {
             let fallback = params.cpu_fallback.then(cpu_dust3r).transpose().unwrap_or_else(|e| {
                 tracing::warn!("no CPU fallback for DUSt3R: {e}");
                 None
             });
-            Some(Box::new(WithFallback { primary: TtDust3r::new(server(&params.dust3r_url)), fallback }))
+            Ok(Box::new(WithFallback { primary: TtDust3r::new(server(&params.dust3r_url)), fallback }))
         }
     };
-    Ok((features, dust3r))
+    Ok(Backends { features, dust3r })
 }
 

@@ -24,7 +24,7 @@ use super::convert::{debug_image_msg, keypoints_msg};
 use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
 use super::param_services::ParamServices;
 use super::params::{ParamError, ParamStore};
-use super::backends::build_backends;
+use super::backends::{build_backends, Backends};
 use super::pair::{check_camera_info, reconstruct};
 use super::rosout;
 use crate::image::Frame;
@@ -208,7 +208,8 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let store = Arc::new(Mutex::new(store));
     // The tunable parameters as the workers see them: the store's, after any `ros2 param set`.
     let current = || store.lock().map(|s| s.params().clone()).unwrap_or_else(|_| params.clone());
-    let (features, dust3r) = build_backends(&params)?;
+    let Backends { features, dust3r } = build_backends(&params)?;
+    let dust3r = dust3r.map_err(|e| tracing::warn!("DUSt3R disabled: {e}")).ok();
     tracing::info!("SuperPoint on {}; DUSt3R on {}", features.describe(), dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe()));
 
     let domain = std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0u16);

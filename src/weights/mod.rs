@@ -14,7 +14,7 @@ use std::path::PathBuf;
 pub enum WeightsError {
     #[error(
         "no {model} weights found. Provide them in one of three ways: pass --weights DIR (a folder \
-         with {files}; for the node, its *_weights parameter); set {env_var}=DIR; or put repo {repo} at revision {revision} in the Hugging \
+         with {files}; for replay, --superpoint-weights / --dust3r-weights; for the node, its *_weights parameter); set {env_var}=DIR; or put repo {repo} at revision {revision} in the Hugging \
          Face cache ({cache}), e.g. with `huggingface-cli download {repo} --revision {revision}`, \
          which this program also does by itself when online. {why}"
     )]

@@ -1,0 +1,151 @@
+//! Reading what `evaluate` compares from bags: the pair estimates of a replay's output and the
+//! ground truth (a TUM file, or a PoseStamped or TF topic of a bag). Shared by `sp_dust3r eval`
+//! and `sp_dust3r replay --eval`.
+
+use std::path::{Path, PathBuf};
+
+use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
+
+use super::{parse_tum, EvalError, PairEstimate, StampedPose};
+use crate::bag::{mcap_files, McapFile};
+use crate::geometry::{TCam1Cam2, Transform};
+use crate::ros::msg::{from_cdr, geometry_msgs, sensor_msgs, sp_dust3r_msgs, tf2_msgs};
+
+const POSE_STAMPED: &str = "geometry_msgs/msg/PoseStamped";
+const TF_MESSAGE: &str = "tf2_msgs/msg/TFMessage";
+
+/// Where the ground truth is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GroundTruth {
+    /// A TUM trajectory file.
+    Tum(PathBuf),
+    /// A bag's PoseStamped topic (`None`: the bag's only one), or its TF between two frames
+    /// (`topic` is then the TF topic, `/tf` by default).
+    Bag { path: PathBuf, topic: Option<String>, frames: Option<(String, String)> },
+}
+
+impl GroundTruth {
+    /// A bag when `path` is a folder or an .mcap/.db3 file, else a TUM file.
+    pub fn from_path(path: &Path, topic: Option<String>, frames: Option<(String, String)>) -> Self {
+        let is_bag = path.is_dir() || path.extension().is_some_and(|e| e == "mcap" || e == "db3");
+        if is_bag || topic.is_some() || frames.is_some() {
+            GroundTruth::Bag { path: path.to_path_buf(), topic, frames }
+        } else {
+            GroundTruth::Tum(path.to_path_buf())
+        }
+    }
+}
+
+fn open(path: &Path) -> Result<Vec<McapFile>, EvalError> {
+    Ok(mcap_files(path)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(data: &[u8], topic: &str) -> Result<T, EvalError> {
+    from_cdr(data).map_err(|e| EvalError::Message { topic: topic.to_string(), reason: e.to_string() })
+}
+
+fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
+    let o = &p.orientation;
+    let q = UnitQuaternion::from_quaternion(Quaternion::new(o.w, o.x, o.y, o.z));
+    (q.to_rotation_matrix(), Vector3::new(p.position.x, p.position.y, p.position.z))
+}
+
+/// The pairs of a replay's output bag: those with a pose (sp_dust3r_msgs/PairPose) and those
+/// without (a cloud whose view-1 stamp has no PairPose: the pipeline reconstructed the pair but
+/// found no pose).
+pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
+    let mut with_pose = Vec::new();
+    let mut clouds = Vec::new();
+    for f in open(bag)? {
+        for m in f.messages()? {
+            let m = m?;
+            match m.ros_type.as_str() {
+                "sp_dust3r_msgs/msg/PairPose" => {
+                    let p: sp_dust3r_msgs::PairPose = decode(&m.data, &m.topic)?;
+                    let (r, t) = pose_of(&p.pose);
+                    with_pose.push(PairEstimate { t1: p.reference_stamp.seconds(), t2: p.header.stamp.seconds(), t_cam1_cam2: Some(TCam1Cam2::new(r, t)) });
+                }
+                "sensor_msgs/msg/PointCloud2" => {
+                    let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
+                    clouds.push(c.header.stamp.seconds());
+                }
+                _ => {}
+            }
+        }
+    }
+    // A cloud carries view 1's stamp only, so a pair without a pose has no known view-2 time.
+    let without: Vec<PairEstimate> = clouds
+        .iter()
+        .filter(|&&t1| !with_pose.iter().any(|p| (p.t1 - t1).abs() < 1e-9))
+        .map(|&t1| PairEstimate { t1, t2: f64::NAN, t_cam1_cam2: None })
+        .collect();
+    if with_pose.is_empty() && without.is_empty() {
+        return Err(EvalError::NoPairs(bag.display().to_string()));
+    }
+    with_pose.extend(without);
+    Ok(with_pose)
+}
+
+/// The ground-truth trajectory, sorted by time.
+pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalError> {
+    let (path, topic, frames) = match source {
+        GroundTruth::Tum(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| EvalError::Io { path: path.display().to_string(), reason: e.to_string() })?;
+            return parse_tum(&text);
+        }
+        GroundTruth::Bag { path, topic, frames } => (path, topic, frames),
+    };
+    let files = open(path)?;
+    let mut topics: Vec<(String, String)> = Vec::new();
+    for f in &files {
+        topics.extend(f.topics()?);
+    }
+    let topic = match (topic, frames) {
+        (Some(t), _) => t.clone(),
+        (None, Some(_)) => "/tf".to_string(),
+        (None, None) => {
+            let found: Vec<&String> = topics.iter().filter(|(_, ty)| ty == POSE_STAMPED).map(|(t, _)| t).collect();
+            match found[..] {
+                [t] => t.clone(),
+                [] => return Err(EvalError::GroundTruthTopic(format!("{} has no {POSE_STAMPED} topic; name one (PoseStamped, or TF with its two frames)", path.display()))),
+                _ => {
+                    let names = found.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ");
+                    return Err(EvalError::GroundTruthTopic(format!("{} has several {POSE_STAMPED} topics ({names}); name one", path.display())));
+                }
+            }
+        }
+    };
+    let ty = topics.iter().find(|(t, _)| *t == topic).map(|(_, ty)| ty.clone());
+    match ty.as_deref() {
+        None => return Err(EvalError::GroundTruthTopic(format!("{} has no topic {topic}", path.display()))),
+        Some(TF_MESSAGE) if frames.is_none() => return Err(EvalError::GroundTruthTopic(format!("TF ground truth ({topic}) needs its two frames: PARENT CHILD"))),
+        Some(POSE_STAMPED | TF_MESSAGE) => {}
+        Some(other) => return Err(EvalError::GroundTruthTopic(format!("ground-truth topic {topic} is {other}, not {POSE_STAMPED} or {TF_MESSAGE}"))),
+    }
+    let mut poses = Vec::new();
+    for f in &files {
+        for m in f.messages()? {
+            let m = m?;
+            if m.topic != topic {
+                continue;
+            }
+            if m.ros_type == POSE_STAMPED {
+                let p: geometry_msgs::PoseStamped = decode(&m.data, &m.topic)?;
+                let (r, t) = pose_of(&p.pose);
+                poses.push(StampedPose { t: p.header.stamp.seconds(), pose: Transform::new(r, t) });
+            } else if let Some((parent, child)) = frames {
+                let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
+                for t in tf.transforms.iter().filter(|t| &t.header.frame_id == parent && &t.child_frame_id == child) {
+                    let (tr, q) = (&t.transform.translation, &t.transform.rotation);
+                    let r = UnitQuaternion::from_quaternion(Quaternion::new(q.w, q.x, q.y, q.z)).to_rotation_matrix();
+                    poses.push(StampedPose { t: t.header.stamp.seconds(), pose: Transform::new(r, Vector3::new(tr.x, tr.y, tr.z)) });
+                }
+            }
+        }
+    }
+    if poses.is_empty() {
+        return Err(EvalError::Empty);
+    }
+    poses.sort_by(|a, b| a.t.total_cmp(&b.t));
+    Ok(poses)
+}
