@@ -76,6 +76,29 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     assert_eq!(r["/tf"]["count"].as_u64(), Some(2));
     assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r_msgs/msg/Keypoints");
 
+    // Foxglove's own MCAP libraries decode every message from the embedded definitions alone,
+    // with the CRCs checked, and see what rosbags sees.
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/foxglove_mcap.py");
+    let fox = Command::new(peer_python()).arg(script).args(["read", "--bag", out.to_str().unwrap()]).output().unwrap();
+    assert!(fox.status.success(), "Foxglove's decoder: {}", String::from_utf8_lossy(&fox.stderr));
+    let f: Value = serde_json::from_slice(&fox.stdout).unwrap();
+    assert_eq!(f["profile"], "ros2");
+    let topics = f["topics"].as_object().unwrap();
+    assert_eq!(topics.len(), r.as_object().unwrap().len(), "the same topics: {f}");
+    for (topic, e) in topics {
+        assert_eq!((e["schema_encoding"].as_str(), e["message_encoding"].as_str()), (Some("ros2msg"), Some("cdr")), "{topic}");
+        assert_eq!(e["schema"], r[topic]["type"], "{topic}");
+        assert_eq!((&e["count"], &e["stamps"]), (&r[topic]["count"], &r[topic]["stamps"]), "{topic}: {f}");
+    }
+    assert_eq!(topics["/cam/keypoints"]["n"], json!([300, 300, 300]));
+    let cloud = &topics["/cam/pointcloud"]["clouds"][0];
+    assert_eq!(cloud["fields"], json!([["x", 0, 7, 1], ["y", 4, 7, 1], ["z", 8, 7, 1], ["rgb", 12, 7, 1], ["confidence", 16, 7, 1]]), "{cloud}");
+    assert!(cloud["width"].as_u64().unwrap() > 1000 && cloud["bytes"].as_u64() == Some(cloud["width"].as_u64().unwrap() * 20), "{cloud}");
+    let pose = &topics["/cam/pair_pose"]["poses"][0];
+    assert_eq!(pose["reference_stamp"], json!([100, 0]));
+    assert!(pose["position"].as_array().unwrap().iter().all(|v| v.as_f64().unwrap().is_finite()), "{pose}");
+    assert_eq!(topics["/tf"]["frames"][0], json!(["cam_optical", "cam_optical_view2"]), "{f}");
+
     // Deterministic: the same input gives the same keypoints again.
     let out2 = dir.path().join("again.mcap");
     let (ok, _, stderr) = replay(&["--bag", bag.to_str().unwrap(), "--out", out2.to_str().unwrap(), "--superpoint-weights", fixture_dir("superpoint").to_str().unwrap(), "--dust3r-weights", "/nonexistent"]);

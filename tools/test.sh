@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): makes sure ./.venv has the Python peers the tests compare
 # against (PyPI rosbags: ROS 2 message definitions and CDR; cyclonedds: an independent DDS stack
-# for the node tests, which run inside `unshare -n`), then runs every test.
+# for the node tests, which run inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP
+# readers), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds" 2>/dev/null; then
+if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
-    .venv/bin/pip install --quiet rosbags numpy cyclonedds
+    .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support
 fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
 cargo test --release "$@"
