@@ -1,0 +1,99 @@
+//! How long large reliable messages take from this node's DDS stack (RustDDS, through
+//! ros2-client) to a Cyclone DDS reader with its default socket buffers: the measurement behind
+//! the `cloud_stride` default and README's "Large messages" section. DDS never leaves the
+//! machine: it runs only inside a private network namespace.
+//!
+//! ```sh
+//! cargo build --release --example dds_large_messages
+//! unshare -n sh -c 'ip link set lo up && SP_DUST3R_PYTHON=.venv/bin/python target/release/examples/dds_large_messages'
+//! # sizes in MB, clouds per size, seconds between clouds:
+//! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages 1.2,2.6 20 1.0'
+//! ```
+//!
+//! Prints per size: clouds sent, arrived, median and max latency. Needs the Cyclone peer
+//! (`tools/test.sh` puts cyclonedds into ./.venv).
+
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ros2_client::dds::rustdds::DomainParticipantBuilder;
+use ros2_client::{qos, Context, MessageTypeName, Name, NodeName, NodeOptions, Publisher, QosProfile};
+use sp_dust3r::ros::msg::{builtin_interfaces, sensor_msgs, std_msgs};
+
+fn main() -> anyhow::Result<()> {
+    // The guard: every interface but loopback means a real network is reachable.
+    // (/proc/net/dev lists this process's namespace; /sys/class/net may show the host's.)
+    let dev = std::fs::read_to_string("/proc/net/dev")?;
+    let interfaces: Vec<String> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(|i| i.trim().to_string()).collect();
+    if interfaces.iter().any(|i| i != "lo") {
+        anyhow::bail!("interfaces {interfaces:?}: run this inside a private network namespace, e.g. unshare -n sh -c 'ip link set lo up && {}'", std::env::args().next().unwrap_or_default());
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let sizes: Vec<f64> = args.first().map_or("0.5,1.2,2.6,5.2,10.5", |s| s.as_str()).split(',').map(str::parse).collect::<Result<_, _>>()?;
+    let count: usize = args.get(1).map_or(Ok(10), |s| s.parse())?;
+    let interval: f64 = args.get(2).map_or(Ok(1.0), |s| s.parse())?;
+
+    let python = std::env::var("SP_DUST3R_PYTHON").unwrap_or_else(|_| ".venv/bin/python".into());
+    let reader = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_reader.py");
+    let wait = sizes.len() as f64 * count as f64 * interval + 30.0;
+    let mut peer = Command::new(&python)
+        .args([reader, "--duration", &wait.to_string(), "--expect", &(sizes.len() * count).to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("{python}: {e} (set SP_DUST3R_PYTHON to a Python with cyclonedds)"))?;
+    let mut lines = BufReader::new(peer.stdout.take().ok_or_else(|| anyhow::anyhow!("no peer stdout"))?).lines();
+    anyhow::ensure!(lines.next().transpose()?.as_deref() == Some("READY"), "the Cyclone reader did not start");
+
+    let participant = DomainParticipantBuilder::new(0).with_only_networks([Ipv4Addr::LOCALHOST]).build()?;
+    let context = Context::from_domain_participant(participant)?;
+    let mut node = context.new_node(NodeName::new("/", "large_messages")?, NodeOptions::new().enable_rosout(false))?;
+    // The node's QoS for its outputs.
+    let q = QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 });
+    let topic = node.create_topic(&Name::new("/big", "pointcloud")?, MessageTypeName::new("sensor_msgs", "PointCloud2"), &q)?;
+    let publisher: Publisher<sensor_msgs::PointCloud2> = node.create_publisher(&topic, Some(q))?;
+    let spinner = node.spinner()?;
+    std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
+    let t = Instant::now();
+    while node.subscription_count("/big/pointcloud") == 0 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Discovery of the reader is not yet the writer's match with it.
+    std::thread::sleep(Duration::from_secs(2));
+
+    for mb in &sizes {
+        let points = (mb * 1e6 / 20.0) as usize;
+        for _ in 0..count {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
+            let cloud = sensor_msgs::PointCloud2 {
+                header: std_msgs::Header { stamp: builtin_interfaces::Time { sec: now.as_secs() as i32, nanosec: now.subsec_nanos() }, frame_id: mb.to_string() },
+                height: 1,
+                width: points as u32,
+                fields: Vec::new(),
+                is_bigendian: false,
+                point_step: 20,
+                row_step: 20 * points as u32,
+                data: vec![0; points * 20],
+                is_dense: true,
+            };
+            if let Err(e) = publisher.publish(cloud) {
+                eprintln!("publish {mb} MB: {e:?}");
+            }
+            std::thread::sleep(Duration::from_secs_f64(interval));
+        }
+    }
+    let report: serde_json::Value = match lines.find_map(|l| l.ok().filter(|l| l.starts_with('{'))) {
+        Some(l) => serde_json::from_str(&l)?,
+        None => anyhow::bail!("no report from the Cyclone reader"),
+    };
+    let _ = peer.wait();
+    println!("{:>8} {:>5} {:>8} {:>12} {:>10}", "MB", "sent", "arrived", "median [s]", "max [s]");
+    for mb in &sizes {
+        let mut lat: Vec<f64> = report["arrived"].as_array().into_iter().flatten().filter(|a| a["size"] == mb.to_string()).filter_map(|a| a["latency_s"].as_f64()).collect();
+        lat.sort_by(f64::total_cmp);
+        let (median, max) = (lat.get(lat.len() / 2).copied().unwrap_or(f64::NAN), lat.last().copied().unwrap_or(f64::NAN));
+        println!("{mb:>8} {count:>5} {:>8} {median:>12.3} {max:>10.3}", lat.len());
+    }
+    Ok(())
+}

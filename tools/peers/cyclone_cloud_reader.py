@@ -1,0 +1,55 @@
+"""Cyclone DDS reader (PyPI cyclonedds) of sensor_msgs/PointCloud2 for
+examples/dds_large_messages.rs: the publisher stamps each cloud with its wall-clock publish time
+and names its size in frame_id; this prints, per size, how many arrived and after how long.
+Reliable, keep-last 10, default Cyclone socket buffers unless CYCLONEDDS_URI says otherwise.
+
+  --topic rt/big/pointcloud --duration S --expect N   (N clouds in all; stops early when all came)
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault(
+    "CYCLONEDDS_URI",
+    "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>"
+    "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers><Peer address=\"127.0.0.1\"/></Peers>"
+    "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>",
+)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cyclone_camera import PointCloud2  # noqa: E402
+from cyclonedds.core import Policy, Qos  # noqa: E402
+from cyclonedds.domain import DomainParticipant  # noqa: E402
+from cyclonedds.sub import DataReader  # noqa: E402
+from cyclonedds.topic import Topic  # noqa: E402
+from cyclonedds.util import duration  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--topic", default="rt/big/pointcloud")
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--expect", type=int, default=0)
+    args = ap.parse_args()
+    dp = DomainParticipant(0)
+    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
+    qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(10), xcdr1)
+    reader = DataReader(dp, Topic(dp, args.topic, PointCloud2), qos=qos)
+    print("READY", flush=True)
+    arrived = []
+    start = time.time()
+    while time.time() - start < args.duration and (args.expect == 0 or len(arrived) < args.expect):
+        for s in reader.take(N=10):
+            if not hasattr(s, "header"):
+                continue
+            now = time.time()
+            sent = s.header.stamp.sec + s.header.stamp.nanosec * 1e-9
+            arrived.append({"size": s.header.frame_id, "bytes": len(s.data), "latency_s": now - sent})
+        time.sleep(0.005)
+    print(json.dumps({"arrived": arrived}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
