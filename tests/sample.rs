@@ -26,6 +26,9 @@ fn stored_sample_matches_the_renderer_and_replays() {
     }
     let n = images.len();
     assert_eq!((n, truth.len()), (40, 40));
+    // The summary's counts (what the replay's progress bar runs to) agree with the messages.
+    let counts = bag.message_counts();
+    assert_eq!((counts.get("/cam/image_raw"), counts.get("/cam/ground_truth")), (Some(&40), Some(&40)), "{counts:?}");
     for i in [0, n / 2, n - 1] {
         assert!(images[i].data == render(i, n), "frame {i} differs from the renderer");
         let p = camera_pose(i, n);

@@ -98,6 +98,24 @@ impl McapFile {
         Ok(topics)
     }
 
+    /// Messages per topic from the file's summary statistics; empty when the file has none
+    /// (e.g. a truncated one), since counting would mean reading it all.
+    pub fn message_counts(&self) -> BTreeMap<String, u64> {
+        let Ok(Some(summary)) = mcap::Summary::read(&self.map) else {
+            return BTreeMap::new();
+        };
+        let Some(stats) = &summary.stats else {
+            return BTreeMap::new();
+        };
+        let mut counts = BTreeMap::new();
+        for (id, n) in &stats.channel_message_counts {
+            if let Some(channel) = summary.channels.get(id) {
+                *counts.entry(channel.topic.clone()).or_insert(0) += n;
+            }
+        }
+        counts
+    }
+
     /// The messages in file order (rosbag2 records them in arrival order). A corrupt or
     /// truncated file yields its good messages, then one error.
     pub fn messages(&self) -> Result<impl Iterator<Item = Result<BagMessage, BagError>> + '_, BagError> {

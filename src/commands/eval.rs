@@ -36,6 +36,15 @@ pub struct Args {
     plot: Option<PathBuf>,
 }
 
+/// `--gt-frames PARENT CHILD` as a pair.
+pub fn gt_frames(arg: &Option<Vec<String>>) -> anyhow::Result<Option<(String, String)>> {
+    match arg.as_deref() {
+        None => Ok(None),
+        Some([parent, child]) => Ok(Some((parent.clone(), child.clone()))),
+        Some(_) => bail!("--gt-frames takes PARENT CHILD"),
+    }
+}
+
 /// Writes the metrics as JSON to `json` and the picture to `png` where given.
 pub fn save(report: &Report, json: Option<&Path>, png: Option<&Path>) -> anyhow::Result<()> {
     if let Some(out) = json {
@@ -49,12 +58,7 @@ pub fn save(report: &Report, json: Option<&Path>, png: Option<&Path>) -> anyhow:
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let pairs = pair_estimates(&args.bag)?;
-    let frames = match args.gt_frames.as_deref() {
-        None => None,
-        Some([parent, child]) => Some((parent.clone(), child.clone())),
-        Some(_) => bail!("--gt-frames takes PARENT CHILD"),
-    };
-    let gt = load_ground_truth(&GroundTruth::from_path(&args.ground_truth, args.gt_topic.clone(), frames))?;
+    let gt = load_ground_truth(&GroundTruth::from_path(&args.ground_truth, args.gt_topic.clone(), gt_frames(&args.gt_frames)?))?;
     let report = evaluate(&pairs, &gt, args.tolerance)?;
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
     save(&report, args.out.as_deref(), png.as_deref())?;

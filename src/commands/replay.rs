@@ -79,11 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tracing::warn!("{w}");
     }
     let ground_truth = if args.eval || args.ground_truth.is_some() || args.gt_topic.is_some() || args.gt_frames.is_some() {
-        let frames = match args.gt_frames.as_deref() {
-            None => None,
-            Some([parent, child]) => Some((parent.clone(), child.clone())),
-            Some(_) => bail!("--gt-frames takes PARENT CHILD"),
-        };
+        let frames = super::eval::gt_frames(&args.gt_frames)?;
         let source = args.ground_truth.as_ref().unwrap_or(&args.bag);
         // Read before the replay: a missing or ambiguous ground truth is known before minutes
         // of inference.
@@ -119,9 +115,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let mut out = BagWriter::create(&out_path)?;
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
-    let show = |s: &ReplaySummary| bar.set_message(format!("{} frames, {} keyframes, {} pairs", s.frames, s.keyframes, s.pairs));
+    // A bar with the time left when the bags' summaries count the frames, else a spinner.
+    let total: u64 = files.iter().map(|f| f.message_counts().get(&cameras.image).copied().unwrap_or(0)).sum();
+    let (bar, template) = if total > 0 {
+        (indicatif::ProgressBar::new(total), "{bar:30} {pos}/{len} frames, {elapsed_precise} ({eta} left), {msg}")
+    } else {
+        (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} frames, {elapsed_precise}, {msg}")
+    };
+    bar.set_style(indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    let show = |s: &ReplaySummary| {
+        bar.set_position(s.frames);
+        bar.set_message(format!("{} keyframes, {} pairs, {} poses", s.keyframes, s.pairs, s.poses));
+    };
     let result = replay(&files, &cameras, &mut out, features.as_ref(), dust3r.as_deref(), &params, show);
     bar.finish_and_clear();
     // The output is finished in every case, so what was written is a readable bag.
