@@ -44,10 +44,12 @@ fn decode<T: serde::de::DeserializeOwned>(data: &[u8], topic: &str) -> Result<T,
     from_cdr(data).map_err(|e| EvalError::Message { topic: topic.to_string(), reason: e.to_string() })
 }
 
+fn rotation_of(q: &geometry_msgs::Quaternion) -> Rotation3<f64> {
+    UnitQuaternion::from_quaternion(Quaternion::new(q.w, q.x, q.y, q.z)).to_rotation_matrix()
+}
+
 fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
-    let o = &p.orientation;
-    let q = UnitQuaternion::from_quaternion(Quaternion::new(o.w, o.x, o.y, o.z));
-    (q.to_rotation_matrix(), Vector3::new(p.position.x, p.position.y, p.position.z))
+    (rotation_of(&p.orientation), Vector3::new(p.position.x, p.position.y, p.position.z))
 }
 
 /// The pairs of a replay's output bag: those with a pose (sp_dust3r_msgs/PairPose) and those
@@ -136,9 +138,8 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
             } else if let Some((parent, child)) = frames {
                 let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
                 for t in tf.transforms.iter().filter(|t| &t.header.frame_id == parent && &t.child_frame_id == child) {
-                    let (tr, q) = (&t.transform.translation, &t.transform.rotation);
-                    let r = UnitQuaternion::from_quaternion(Quaternion::new(q.w, q.x, q.y, q.z)).to_rotation_matrix();
-                    poses.push(StampedPose { t: t.header.stamp.seconds(), pose: Transform::new(r, Vector3::new(tr.x, tr.y, tr.z)) });
+                    let tr = &t.transform.translation;
+                    poses.push(StampedPose { t: t.header.stamp.seconds(), pose: Transform::new(rotation_of(&t.transform.rotation), Vector3::new(tr.x, tr.y, tr.z)) });
                 }
             }
         }
