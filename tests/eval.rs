@@ -21,6 +21,13 @@ fn tum_line(t: f64, r: &Rotation3<f64>, p: &Vector3<f64>) -> String {
     format!("{t} {} {} {} {} {} {} {}\n", p.x, p.y, p.z, q.i, q.j, q.k, q.w)
 }
 
+/// A run that must fail: its stderr.
+fn eval_error(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).arg("eval").args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn eval(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).arg("eval").args(args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -99,6 +106,20 @@ fn metrics_match_hand_computed_values() {
     for (a, b) in auc.iter().zip(&auc2) {
         assert!((a - b).abs() < 1e-9);
     }
+    // The bag's only PoseStamped topic is the ground truth when none is named.
+    assert_eq!(eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", gt_bag.to_str().unwrap()])["auc"], r2["auc"]);
+    // Two PoseStamped topics: which one is for the user to say.
+    let two = dir.path().join("two.mcap");
+    let mut w = BagWriter::create(&two).unwrap();
+    for topic in ["/ground_truth", "/odom_pose"] {
+        w.add_typed_topic::<geometry_msgs::PoseStamped>(topic).unwrap();
+        let msg = geometry_msgs::PoseStamped { header: header(100), pose: geometry_msgs::Pose { position: geometry_msgs::Point { x: 0.0, y: 0.0, z: 0.0 }, orientation: geometry_msgs::Quaternion { x: 0.0, y: 0.0, z: 0.0, w: 1.0 } } };
+        w.write(topic, 100_000_000_000, 100_000_000_000, &to_cdr(&msg).unwrap()).unwrap();
+    }
+    w.finish().unwrap();
+    let e = eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", two.to_str().unwrap()]);
+    assert!(e.contains("several geometry_msgs/msg/PoseStamped topics (/ground_truth, /odom_pose)"), "{e}");
+    assert!(eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", two.to_str().unwrap(), "--gt-topic", "/nope"]).contains("has no topic /nope"));
 
     // And as TF (world -> cam_optical) among other transforms on /tf: the same metrics.
     let tf_bag = dir.path().join("tf.mcap");
@@ -123,4 +144,11 @@ fn metrics_match_hand_computed_values() {
     for (a, b) in auc.iter().zip(&auc3) {
         assert!((a - b).abs() < 1e-9, "{r3}");
     }
+    // --gt-frames alone reads /tf; /tf without the frames, or a TF-only bag without a topic, is
+    // an error that says what is missing.
+    assert_eq!(eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap(), "--gt-frames", "world", "cam_optical"])["auc"], r3["auc"]);
+    let e = eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap(), "--gt-topic", "/tf"]);
+    assert!(e.contains("needs its two frames"), "{e}");
+    let e = eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap()]);
+    assert!(e.contains("has no geometry_msgs/msg/PoseStamped topic"), "{e}");
 }

@@ -200,3 +200,29 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     assert_eq!(r["/cam/image_raw"]["count"].as_u64(), Some(40), "{r}");
     assert_eq!(r["/cam/pointcloud"]["count"].as_u64(), Some(pairs), "{r}");
 }
+
+#[test]
+fn replay_eval_says_what_is_missing_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let replay = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).arg("replay").args(args).env("HF_HUB_OFFLINE", "1").output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let sample = sample_bag();
+    let sp = fixture_dir("superpoint");
+    // No DUSt3R: nothing to score, so no replay and no output.
+    let out = dir.path().join("a.mcap");
+    let e = replay(&["--bag", sample.to_str().unwrap(), "--out", out.to_str().unwrap(), "--eval", "--superpoint-weights", sp.to_str().unwrap(), "--dust3r-weights", "/nonexistent"]);
+    assert!(e.contains("--eval needs DUSt3R") && e.contains("/nonexistent"), "{e}");
+    assert!(!out.exists());
+    // A bag without ground truth: said before any weights are looked at.
+    let bare = dir.path().join("bare.mcap");
+    let mut w = BagWriter::create(&bare).unwrap();
+    w.add_typed_topic::<sp_dust3r::ros::msg::sensor_msgs::Image>("/cam/image_raw").unwrap();
+    w.finish().unwrap();
+    let out = dir.path().join("b.mcap");
+    let e = replay(&["--bag", bare.to_str().unwrap(), "--out", out.to_str().unwrap(), "--eval", "--superpoint-weights", "/nonexistent"]);
+    assert!(e.contains("has no geometry_msgs/msg/PoseStamped topic") && !e.contains("weights"), "{e}");
+    assert!(!out.exists());
+}
