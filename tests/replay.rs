@@ -123,6 +123,28 @@ fn compressed_bags_and_a_truncated_bag_still_give_a_valid_output() {
     let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(6), "{r}");
 
+    // A rosbag2 folder out (metadata.yaml + .mcap), which rosbags opens through its
+    // metadata.yaml: the counts there are the messages it reads; an existing folder is refused.
+    let folder = dir.path().join("out_folder");
+    let (ok, _, stderr) = replay(&args(&bag, &folder).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ok, "{stderr}");
+    assert!(folder.join("out_folder_0.mcap").is_file());
+    let r = rosbags(&["read", "--bag", folder.to_str().unwrap()]);
+    assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(6), "{r}");
+    let meta = &yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(folder.join("metadata.yaml")).unwrap()).unwrap()[0]["rosbag2_bagfile_information"];
+    assert_eq!((meta["version"].as_i64(), meta["storage_identifier"].as_str()), (Some(5), Some("mcap")));
+    let topics = meta["topics_with_message_count"].as_vec().unwrap();
+    assert_eq!(topics.len(), r.as_object().unwrap().len(), "{meta:?}");
+    for t in topics {
+        let name = t["topic_metadata"]["name"].as_str().unwrap();
+        assert_eq!(t["message_count"].as_i64().map(|n| n as u64), r[name]["count"].as_u64(), "{name}");
+        assert_eq!(t["topic_metadata"]["type"].as_str(), r[name]["type"].as_str(), "{name}");
+    }
+    let total: u64 = r.as_object().unwrap().values().map(|t| t["count"].as_u64().unwrap()).sum();
+    assert_eq!(meta["message_count"].as_i64(), Some(total as i64));
+    let (ok, _, stderr) = replay(&args(&bag, &folder).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!ok && stderr.contains("exists and is not empty"), "{stderr}");
+
     // The same bag cut at 60 %: an error naming the problem, and a readable output with the
     // frames before the cut.
     let mcap = std::fs::read_dir(&bag).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "mcap")).unwrap();

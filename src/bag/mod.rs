@@ -148,25 +148,49 @@ impl McapFile {
 /// rosbag2's QoS description of a topic we publish reliably (what `ros2 bag play` offers).
 const RELIABLE_QOS: &str = "- history: 3\n  depth: 0\n  reliability: 1\n  durability: 2\n  deadline:\n    sec: 2147483647\n    nsec: 4294967295\n  lifespan:\n    sec: 2147483647\n    nsec: 4294967295\n  liveliness: 1\n  liveliness_lease_duration:\n    sec: 2147483647\n    nsec: 4294967295\n  avoid_ros_namespace_conventions: false\n";
 
-/// An output bag: one MCAP file with the `ros2` profile.
+/// What rosbag2's metadata.yaml says of a topic.
+struct TopicRecord {
+    ros_type: String,
+    qos: String,
+    count: u64,
+}
+
+/// An output bag with the `ros2` profile: one MCAP file (`*.mcap`), or a rosbag2 folder
+/// (metadata.yaml + `<folder>_0.mcap`, what `ros2 bag record` makes) for any other path.
 pub struct BagWriter {
     path: PathBuf,
     writer: Option<mcap::Writer<BufWriter<File>>>,
     channels: HashMap<String, u16>,
     sequence: u32,
+    /// The folder, when writing a rosbag2 folder.
+    folder: Option<PathBuf>,
+    topics: Vec<(String, TopicRecord)>,
+    /// First and last log time, ns.
+    span: Option<(u64, u64)>,
 }
 
 impl BagWriter {
     pub fn create(path: &Path) -> Result<Self, BagError> {
         let err = |reason: String| BagError::Write { path: path.display().to_string(), reason };
-        let file = File::create(path).map_err(|e| err(e.to_string()))?;
+        let (file_path, folder) = if path.extension().is_some_and(|e| e == "mcap") {
+            (path.to_path_buf(), None)
+        } else {
+            // As rosbag2 does, never write into an existing bag or other folder.
+            if std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_some()) {
+                return Err(err("the folder exists and is not empty; remove it or choose another".into()));
+            }
+            std::fs::create_dir_all(path).map_err(|e| err(e.to_string()))?;
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "bag".into());
+            (path.join(format!("{name}_0.mcap")), Some(path.to_path_buf()))
+        };
+        let file = File::create(&file_path).map_err(|e| err(e.to_string()))?;
         let writer = mcap::WriteOptions::new()
             .profile("ros2")
             .library(concat!("sp_dust3r ", env!("CARGO_PKG_VERSION")))
             .compression(Some(mcap::Compression::Zstd))
             .create(BufWriter::new(file))
             .map_err(|e| err(e.to_string()))?;
-        Ok(Self { path: path.to_path_buf(), writer: Some(writer), channels: HashMap::new(), sequence: 0 })
+        Ok(Self { path: file_path, writer: Some(writer), channels: HashMap::new(), sequence: 0, folder, topics: Vec::new(), span: None })
     }
 
     fn err(&self, e: impl std::fmt::Display) -> BagError {
@@ -180,10 +204,13 @@ impl BagWriter {
             return Ok(());
         }
         let default = BTreeMap::from([("offered_qos_profiles".to_string(), RELIABLE_QOS.to_string())]);
+        let metadata = metadata.unwrap_or(&default);
         let w = self.writer.as_mut().ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
         let schema = w.add_schema(ros_type, schema_encoding, definition).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
-        let channel = w.add_channel(schema, topic, "cdr", metadata.unwrap_or(&default)).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
+        let channel = w.add_channel(schema, topic, "cdr", metadata).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
         self.channels.insert(topic.to_string(), channel);
+        let qos = metadata.get("offered_qos_profiles").cloned().unwrap_or_default();
+        self.topics.push((topic.to_string(), TopicRecord { ros_type: ros_type.to_string(), qos, count: 0 }));
         Ok(())
     }
 
@@ -197,15 +224,72 @@ impl BagWriter {
         self.sequence += 1;
         let header = mcap::records::MessageHeader { channel_id, sequence: self.sequence, log_time, publish_time };
         let w = self.writer.as_mut().ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
-        w.write_to_known_channel(&header, cdr).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })
+        w.write_to_known_channel(&header, cdr).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
+        if let Some((_, t)) = self.topics.iter_mut().find(|(t, _)| t == topic) {
+            t.count += 1;
+        }
+        self.span = Some(self.span.map_or((log_time, log_time), |(a, b)| (a.min(log_time), b.max(log_time))));
+        Ok(())
     }
 
     /// Writes the summary and closes the file: a valid bag however the replay ended.
     pub fn finish(&mut self) -> Result<(), BagError> {
         if let Some(mut w) = self.writer.take() {
             w.finish().map_err(|e| self.err(e))?;
+            if let Some(folder) = &self.folder {
+                let path = folder.join("metadata.yaml");
+                std::fs::write(&path, self.metadata_yaml()).map_err(|e| BagError::Write { path: path.display().to_string(), reason: e.to_string() })?;
+            }
         }
         Ok(())
+    }
+
+    /// rosbag2's metadata.yaml, version 5 (Humble's; later rosbag2 and rosbags read it too,
+    /// and it needs no type hashes).
+    fn metadata_yaml(&self) -> String {
+        use yaml_rust2::yaml::{Hash, Yaml};
+        let map = |pairs: Vec<(&str, Yaml)>| Yaml::Hash(pairs.into_iter().map(|(k, v)| (Yaml::String(k.into()), v)).collect::<Hash>());
+        let int = |v: u64| Yaml::Integer(v.min(i64::MAX as u64) as i64);
+        let (start, end) = self.span.unwrap_or((0, 0));
+        let total: u64 = self.topics.iter().map(|(_, t)| t.count).sum();
+        let file = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let duration = || map(vec![("nanoseconds", int(end - start))]);
+        let starting = || map(vec![("nanoseconds_since_epoch", int(start))]);
+        let topics = self
+            .topics
+            .iter()
+            .map(|(name, t)| {
+                map(vec![
+                    (
+                        "topic_metadata",
+                        map(vec![
+                            ("name", Yaml::String(name.clone())),
+                            ("type", Yaml::String(t.ros_type.clone())),
+                            ("serialization_format", Yaml::String("cdr".into())),
+                            ("offered_qos_profiles", Yaml::String(t.qos.clone())),
+                        ]),
+                    ),
+                    ("message_count", int(t.count)),
+                ])
+            })
+            .collect();
+        let info = map(vec![
+            ("version", int(5)),
+            ("storage_identifier", Yaml::String("mcap".into())),
+            ("duration", duration()),
+            ("starting_time", starting()),
+            ("message_count", int(total)),
+            ("topics_with_message_count", Yaml::Array(topics)),
+            ("compression_format", Yaml::String(String::new())),
+            ("compression_mode", Yaml::String(String::new())),
+            ("relative_file_paths", Yaml::Array(vec![Yaml::String(file.clone())])),
+            ("files", Yaml::Array(vec![map(vec![("path", Yaml::String(file)), ("starting_time", starting()), ("duration", duration()), ("message_count", int(total))])])),
+        ]);
+        let mut out = String::new();
+        // Emitting plain strings and numbers into a String cannot fail.
+        let _ = yaml_rust2::YamlEmitter::new(&mut out).dump(&map(vec![("rosbag2_bagfile_information", info)]));
+        out.push('\n');
+        out
     }
 }
 

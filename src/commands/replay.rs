@@ -18,7 +18,9 @@ pub struct Args {
     /// Input: a rosbag2 MCAP file, or a rosbag2 folder (metadata.yaml + .mcap files).
     #[arg(long)]
     bag: PathBuf,
-    /// Output MCAP (default: beside the input, `<name>_sp_dust3r.mcap`).
+    /// Output: an .mcap file, or a rosbag2 folder (metadata.yaml + `<folder>_0.mcap`, as
+    /// `ros2 bag record` writes) for any other path (default: beside the input,
+    /// `<name>_sp_dust3r.mcap`).
     #[arg(long)]
     out: Option<PathBuf>,
     /// The node's parameters file (config/params.yaml format); thresholds, keyframe intervals,
