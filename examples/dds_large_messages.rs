@@ -1,6 +1,7 @@
 //! How long large reliable messages take from this node's DDS stack (RustDDS, through
-//! ros2-client) to a Cyclone DDS reader with its default socket buffers: the measurement behind
-//! the `cloud_stride` default and README's "Large messages" section. DDS never leaves the
+//! ros2-client) to a Cyclone DDS reader with its default socket buffers, and whether large camera
+//! frames from a Cyclone writer reach it: the measurements behind the `cloud_stride` default and
+//! README's "Large messages" section. DDS never leaves the
 //! machine: it runs only inside a private network namespace.
 //!
 //! ```sh
@@ -8,10 +9,12 @@
 //! unshare -n sh -c 'ip link set lo up && SP_DUST3R_PYTHON=.venv/bin/python target/release/examples/dds_large_messages'
 //! # sizes in MB, clouds per size, seconds between clouds:
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages 1.2,2.6 20 1.0'
+//! # the other way: camera frames from a Cyclone writer into the node's input QoS, 10 s each
+//! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages images 640x480:rgb8,1280x720:rgb8 10'
 //! ```
 //!
-//! Prints per size: clouds sent, arrived, median and max latency. Needs the Cyclone peer
-//! (`tools/test.sh` puts cyclonedds into ./.venv).
+//! Prints per size: clouds sent, arrived, median and max latency (or frames sent and received).
+//! Needs the Cyclone peer (`tools/test.sh` puts cyclonedds into ./.venv).
 
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
@@ -19,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
-use ros2_client::{qos, Context, MessageTypeName, Name, NodeName, NodeOptions, Publisher, QosProfile};
+use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription};
 use sp_dust3r::ros::msg::{builtin_interfaces, sensor_msgs, std_msgs};
 
 fn main() -> anyhow::Result<()> {
@@ -31,11 +34,14 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!("interfaces {interfaces:?}: run this inside a private network namespace, e.g. unshare -n sh -c 'ip link set lo up && {}'", std::env::args().next().unwrap_or_default());
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let python = std::env::var("SP_DUST3R_PYTHON").unwrap_or_else(|_| ".venv/bin/python".into());
+    if args.first().map(String::as_str) == Some("images") {
+        return images(&python, &args[1..]);
+    }
     let sizes: Vec<f64> = args.first().map_or("0.5,1.2,2.6,5.2,10.5", |s| s.as_str()).split(',').map(str::parse).collect::<Result<_, _>>()?;
     let count: usize = args.get(1).map_or(Ok(10), |s| s.parse())?;
     let interval: f64 = args.get(2).map_or(Ok(1.0), |s| s.parse())?;
 
-    let python = std::env::var("SP_DUST3R_PYTHON").unwrap_or_else(|_| ".venv/bin/python".into());
     let reader = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_reader.py");
     let wait = sizes.len() as f64 * count as f64 * interval + 30.0;
     let mut peer = Command::new(&python)
@@ -46,9 +52,7 @@ fn main() -> anyhow::Result<()> {
     let mut lines = BufReader::new(peer.stdout.take().ok_or_else(|| anyhow::anyhow!("no peer stdout"))?).lines();
     anyhow::ensure!(lines.next().transpose()?.as_deref() == Some("READY"), "the Cyclone reader did not start");
 
-    let participant = DomainParticipantBuilder::new(0).with_only_networks([Ipv4Addr::LOCALHOST]).build()?;
-    let context = Context::from_domain_participant(participant)?;
-    let mut node = context.new_node(NodeName::new("/", "large_messages")?, NodeOptions::new().enable_rosout(false))?;
+    let mut node = ros_node()?;
     // The node's QoS for its outputs.
     let q = QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 });
     let topic = node.create_topic(&Name::new("/big", "pointcloud")?, MessageTypeName::new("sensor_msgs", "PointCloud2"), &q)?;
@@ -94,6 +98,52 @@ fn main() -> anyhow::Result<()> {
         lat.sort_by(f64::total_cmp);
         let (median, max) = (lat.get(lat.len() / 2).copied().unwrap_or(f64::NAN), lat.last().copied().unwrap_or(f64::NAN));
         println!("{mb:>8} {count:>5} {:>8} {median:>12.3} {max:>10.3}", lat.len());
+    }
+    Ok(())
+}
+
+fn ros_node() -> anyhow::Result<Node> {
+    let participant = DomainParticipantBuilder::new(0).with_only_networks([Ipv4Addr::LOCALHOST]).build()?;
+    let context = Context::from_domain_participant(participant)?;
+    Ok(context.new_node(NodeName::new("/", "large_messages")?, NodeOptions::new().enable_rosout(false))?)
+}
+
+/// Camera frames from a Cyclone writer (best effort) into a subscription with the node's input
+/// QoS: how many of those sent arrive whole, per size.
+fn images(python: &str, args: &[String]) -> anyhow::Result<()> {
+    let sizes = args.first().map_or("640x480:mono8,640x480:rgb8,1280x720:rgb8,1920x1080:rgb8", |s| s.as_str());
+    let seconds: f64 = args.get(1).map_or(Ok(10.0), |s| s.parse())?;
+    let mut node = ros_node()?;
+    let q = QosProfile::subscription_default().reliability_best_effort().history(qos::History::KeepLast { depth: 5 });
+    let topic = node.create_topic(&Name::new("/big", "image")?, MessageTypeName::new("sensor_msgs", "Image"), &q)?;
+    let subscription: Subscription<sensor_msgs::Image> = node.create_subscription(&topic, Some(q))?;
+    let spinner = node.spinner()?;
+    std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
+    let writer = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_image_writer.py");
+    println!("{:>16} {:>6} {:>9} {:>9}", "frame", "sent", "received", "rate [Hz]");
+    for size in sizes.split(',') {
+        let (dims, encoding) = size.split_once(':').unwrap_or((size, "rgb8"));
+        let (w, h) = dims.split_once('x').ok_or_else(|| anyhow::anyhow!("{size}: WxH:encoding expected"))?;
+        let mut peer = Command::new(python)
+            .args([writer, "--width", w, "--height", h, "--encoding", encoding, "--duration", &seconds.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let mut received = 0usize;
+        // Until the writer is done, then a second for stragglers.
+        let mut done_at: Option<Instant> = None;
+        while done_at.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
+            match subscription.take() {
+                Ok(Some((frame, _))) if frame.data.len() == frame.step as usize * frame.height as usize => received += 1,
+                Ok(Some(_)) | Ok(None) | Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+            if done_at.is_none() && peer.try_wait()?.is_some() {
+                done_at = Some(Instant::now());
+            }
+        }
+        let report: serde_json::Value = peer.stdout.take().and_then(|o| BufReader::new(o).lines().map_while(Result::ok).find(|l| l.starts_with('{'))).map_or(Ok(serde_json::Value::Null), |l| serde_json::from_str(&l))?;
+        let sent = report["sent"].as_u64().unwrap_or(0);
+        let rate = sent as f64 / report["seconds"].as_f64().unwrap_or(f64::NAN);
+        println!("{size:>16} {sent:>6} {received:>9} {rate:>9.1}");
     }
     Ok(())
 }
