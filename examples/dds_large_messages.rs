@@ -22,8 +22,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
-use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription};
+use ros2_client::{Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, Subscription};
 use sp_dust3r::ros::msg::{builtin_interfaces, sensor_msgs, std_msgs};
+use sp_dust3r::ros::node::{reliable_qos, sensor_qos};
 
 fn main() -> anyhow::Result<()> {
     // The guard: every interface but loopback means a real network is reachable.
@@ -53,8 +54,7 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(lines.next().transpose()?.as_deref() == Some("READY"), "the Cyclone reader did not start");
 
     let mut node = ros_node()?;
-    // The node's QoS for its outputs.
-    let q = QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 });
+    let q = reliable_qos();
     let topic = node.create_topic(&Name::new("/big", "pointcloud")?, MessageTypeName::new("sensor_msgs", "PointCloud2"), &q)?;
     let publisher: Publisher<sensor_msgs::PointCloud2> = node.create_publisher(&topic, Some(q))?;
     let spinner = node.spinner()?;
@@ -114,7 +114,7 @@ fn images(python: &str, args: &[String]) -> anyhow::Result<()> {
     let sizes = args.first().map_or("640x480:mono8,640x480:rgb8,1280x720:rgb8,1920x1080:rgb8", |s| s.as_str());
     let seconds: f64 = args.get(1).map_or(Ok(10.0), |s| s.parse())?;
     let mut node = ros_node()?;
-    let q = QosProfile::subscription_default().reliability_best_effort().history(qos::History::KeepLast { depth: 5 });
+    let q = sensor_qos();
     let topic = node.create_topic(&Name::new("/big", "image")?, MessageTypeName::new("sensor_msgs", "Image"), &q)?;
     let subscription: Subscription<sensor_msgs::Image> = node.create_subscription(&topic, Some(q))?;
     let spinner = node.spinner()?;

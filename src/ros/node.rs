@@ -109,8 +109,8 @@ pub const TOPICS: &[(&str, &str, bool)] = &[
     (ROSOUT, rcl_interfaces::Log::ROS_TYPE, true),
 ];
 
-/// SensorDataQoS: best effort, keep last 5.
-fn sensor_qos() -> QosProfile {
+/// The camera inputs' QoS, SensorDataQoS: best effort, keep last 5.
+pub fn sensor_qos() -> QosProfile {
     QosProfile::subscription_default().reliability_best_effort().history(qos::History::KeepLast { depth: 5 })
 }
 
@@ -120,8 +120,8 @@ fn rosout_qos() -> QosProfile {
     reliable_qos().durability(qos::Durability::TransientLocal).history(qos::History::KeepLast { depth: 1000 })
 }
 
-/// What RViz subscribes with: reliable, keep last 10.
-fn reliable_qos() -> QosProfile {
+/// The outputs' QoS, what RViz subscribes with: reliable, keep last 10.
+pub fn reliable_qos() -> QosProfile {
     QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 })
 }
 

@@ -11,12 +11,7 @@ import os
 import sys
 import time
 
-os.environ.setdefault(
-    "CYCLONEDDS_URI",
-    "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>"
-    "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers><Peer address=\"127.0.0.1\"/></Peers>"
-    "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>",
-)
+# cyclone_camera, imported first, sets the loopback-only CYCLONEDDS_URI unless one is given.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cyclone_camera import PointCloud2  # noqa: E402
