@@ -66,17 +66,29 @@ fn parse(package: &str, name: &str, text: &str) -> Msg {
         if line.is_empty() {
             continue;
         }
-        let (ty_full, rest) = line.split_once(char::is_whitespace).unwrap_or_else(|| panic!("{package}/{name}: bad line {raw:?}"));
+        let (ty_full, rest) =
+            line.split_once(char::is_whitespace).unwrap_or_else(|| panic!("{package}/{name}: bad line {raw:?}"));
         let rest = rest.trim();
         let (base, array) = match ty_full.split_once('[') {
             Some((b, dims)) => {
                 let dims = dims.trim_end_matches(']');
-                (b, Some(if dims.is_empty() || dims.starts_with("<=") { None } else { Some(dims.parse().expect("array size")) }))
+                (
+                    b,
+                    Some(if dims.is_empty() || dims.starts_with("<=") {
+                        None
+                    } else {
+                        Some(dims.parse().expect("array size"))
+                    }),
+                )
             }
             None => (ty_full, None),
         };
         if let Some((cname, value)) = rest.split_once('=') {
-            constants.push(Constant { ty: base.to_string(), name: cname.trim().to_string(), value: value.trim().to_string() });
+            constants.push(Constant {
+                ty: base.to_string(),
+                name: cname.trim().to_string(),
+                value: value.trim().to_string(),
+            });
             continue;
         }
         let mut parts = rest.split_whitespace();
@@ -108,7 +120,8 @@ fn field_type(f: &Field) -> String {
 
 fn rust_ident(name: &str) -> String {
     match name {
-        "type" | "match" | "move" | "ref" | "loop" | "mod" | "use" | "fn" | "struct" | "enum" | "impl" | "self" | "super" | "crate" | "where" | "async" | "await" | "dyn" => format!("r#{name}"),
+        "type" | "match" | "move" | "ref" | "loop" | "mod" | "use" | "fn" | "struct" | "enum" | "impl" | "self"
+        | "super" | "crate" | "where" | "async" | "await" | "dyn" => format!("r#{name}"),
         _ => name.to_string(),
     }
 }
@@ -133,7 +146,8 @@ fn dependencies(key: &str, all: &BTreeMap<String, Msg>, seen: &mut Vec<String>) 
 }
 
 fn collect(dir: &Path, package: &str, out: &mut BTreeMap<String, Msg>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).expect("msg dir").map(|e| e.expect("entry").path()).collect();
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).expect("msg dir").map(|e| e.expect("entry").path()).collect();
     entries.sort();
     for path in entries {
         if path.extension().and_then(|e| e.to_str()) != Some("msg") {
@@ -153,7 +167,11 @@ fn main() {
     let mut all = BTreeMap::new();
     collect(&root.join("msg"), "sp_dust3r_msgs", &mut all);
     let std_dir = root.join("src/ros/interfaces");
-    let mut packages: Vec<PathBuf> = std::fs::read_dir(&std_dir).expect("interfaces").map(|e| e.expect("entry").path()).filter(|p| p.is_dir()).collect();
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(&std_dir)
+        .expect("interfaces")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
     packages.sort();
     for p in packages {
         let pkg = p.file_name().and_then(|s| s.to_str()).expect("package").to_string();
@@ -181,7 +199,8 @@ fn main() {
                 writeln!(code, "        pub {}: {},", rust_ident(&f.name), field_type(f)).unwrap();
             }
             writeln!(code, "    }}").unwrap();
-            writeln!(code, "    impl Default for {} {{\n        fn default() -> Self {{\n            Self {{", m.name).unwrap();
+            writeln!(code, "    impl Default for {} {{\n        fn default() -> Self {{\n            Self {{", m.name)
+                .unwrap();
             for f in &m.fields {
                 let v = match (&f.default, f.array) {
                     (Some(d), None) => literal(&f.ty, d),
@@ -195,7 +214,8 @@ fn main() {
                 for c in &m.constants {
                     let t = primitive(&c.ty).expect("constant type");
                     if t == "String" {
-                        writeln!(code, "        pub const {}: &'static str = {:?};", c.name, c.value.trim_matches('"')).unwrap();
+                        writeln!(code, "        pub const {}: &'static str = {:?};", c.name, c.value.trim_matches('"'))
+                            .unwrap();
                     } else {
                         writeln!(code, "        pub const {}: {t} = {};", c.name, literal(&c.ty, &c.value)).unwrap();
                     }
@@ -211,7 +231,8 @@ fn main() {
             writeln!(code, "    impl ros2_client::Message for {} {{}}", m.name).unwrap();
             writeln!(code, "    impl crate::ros::msg::RosMessage for {} {{", m.name).unwrap();
             writeln!(code, "        const ROS_TYPE: &'static str = \"{}/msg/{}\";", m.package, m.name).unwrap();
-            writeln!(code, "        const DDS_TYPE: &'static str = \"{}::msg::dds_::{}_\";", m.package, m.name).unwrap();
+            writeln!(code, "        const DDS_TYPE: &'static str = \"{}::msg::dds_::{}_\";", m.package, m.name)
+                .unwrap();
             writeln!(code, "        const DEFINITION: &'static str = {full:?};").unwrap();
             writeln!(code, "    }}").unwrap();
         }

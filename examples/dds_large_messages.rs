@@ -30,7 +30,8 @@ fn main() -> anyhow::Result<()> {
     // The guard: every interface but loopback means a real network is reachable.
     // (/proc/net/dev lists this process's namespace; /sys/class/net may show the host's.)
     let dev = std::fs::read_to_string("/proc/net/dev")?;
-    let interfaces: Vec<String> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(|i| i.trim().to_string()).collect();
+    let interfaces: Vec<String> =
+        dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(|i| i.trim().to_string()).collect();
     if interfaces.iter().any(|i| i != "lo") {
         anyhow::bail!("interfaces {interfaces:?}: run this inside a private network namespace, e.g. unshare -n sh -c 'ip link set lo up && {}'", std::env::args().next().unwrap_or_default());
     }
@@ -39,7 +40,12 @@ fn main() -> anyhow::Result<()> {
     if args.first().map(String::as_str) == Some("images") {
         return images(&python, &args[1..]);
     }
-    let sizes: Vec<f64> = args.first().map_or("0.5,1.2,2.6,5.2,10.5", |s| s.as_str()).split(',').map(str::parse).collect::<Result<_, _>>()?;
+    let sizes: Vec<f64> = args
+        .first()
+        .map_or("0.5,1.2,2.6,5.2,10.5", |s| s.as_str())
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
     let count: usize = args.get(1).map_or(Ok(10), |s| s.parse())?;
     let interval: f64 = args.get(2).map_or(Ok(1.0), |s| s.parse())?;
 
@@ -55,7 +61,8 @@ fn main() -> anyhow::Result<()> {
 
     let mut node = ros_node()?;
     let q = reliable_qos();
-    let topic = node.create_topic(&Name::new("/big", "pointcloud")?, MessageTypeName::new("sensor_msgs", "PointCloud2"), &q)?;
+    let topic =
+        node.create_topic(&Name::new("/big", "pointcloud")?, MessageTypeName::new("sensor_msgs", "PointCloud2"), &q)?;
     let publisher: Publisher<sensor_msgs::PointCloud2> = node.create_publisher(&topic, Some(q))?;
     let spinner = node.spinner()?;
     std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
@@ -71,7 +78,10 @@ fn main() -> anyhow::Result<()> {
         for _ in 0..count {
             let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
             let cloud = sensor_msgs::PointCloud2 {
-                header: std_msgs::Header { stamp: builtin_interfaces::Time { sec: now.as_secs() as i32, nanosec: now.subsec_nanos() }, frame_id: mb.to_string() },
+                header: std_msgs::Header {
+                    stamp: builtin_interfaces::Time { sec: now.as_secs() as i32, nanosec: now.subsec_nanos() },
+                    frame_id: mb.to_string(),
+                },
                 height: 1,
                 width: points as u32,
                 fields: Vec::new(),
@@ -94,9 +104,16 @@ fn main() -> anyhow::Result<()> {
     let _ = peer.wait();
     println!("{:>8} {:>5} {:>8} {:>12} {:>10}", "MB", "sent", "arrived", "median [s]", "max [s]");
     for mb in &sizes {
-        let mut lat: Vec<f64> = report["arrived"].as_array().into_iter().flatten().filter(|a| a["size"] == mb.to_string()).filter_map(|a| a["latency_s"].as_f64()).collect();
+        let mut lat: Vec<f64> = report["arrived"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["size"] == mb.to_string())
+            .filter_map(|a| a["latency_s"].as_f64())
+            .collect();
         lat.sort_by(f64::total_cmp);
-        let (median, max) = (lat.get(lat.len() / 2).copied().unwrap_or(f64::NAN), lat.last().copied().unwrap_or(f64::NAN));
+        let (median, max) =
+            (lat.get(lat.len() / 2).copied().unwrap_or(f64::NAN), lat.last().copied().unwrap_or(f64::NAN));
         println!("{mb:>8} {count:>5} {:>8} {median:>12.3} {max:>10.3}", lat.len());
     }
     Ok(())
@@ -133,14 +150,20 @@ fn images(python: &str, args: &[String]) -> anyhow::Result<()> {
         let mut done_at: Option<Instant> = None;
         while done_at.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
             match subscription.take() {
-                Ok(Some((frame, _))) if frame.data.len() == frame.step as usize * frame.height as usize => received += 1,
+                Ok(Some((frame, _))) if frame.data.len() == frame.step as usize * frame.height as usize => {
+                    received += 1
+                }
                 Ok(Some(_)) | Ok(None) | Err(_) => std::thread::sleep(Duration::from_millis(1)),
             }
             if done_at.is_none() && peer.try_wait()?.is_some() {
                 done_at = Some(Instant::now());
             }
         }
-        let report: serde_json::Value = peer.stdout.take().and_then(|o| BufReader::new(o).lines().map_while(Result::ok).find(|l| l.starts_with('{'))).map_or(Ok(serde_json::Value::Null), |l| serde_json::from_str(&l))?;
+        let report: serde_json::Value = peer
+            .stdout
+            .take()
+            .and_then(|o| BufReader::new(o).lines().map_while(Result::ok).find(|l| l.starts_with('{')))
+            .map_or(Ok(serde_json::Value::Null), |l| serde_json::from_str(&l))?;
         let sent = report["sent"].as_u64().unwrap_or(0);
         let rate = sent as f64 / report["seconds"].as_f64().unwrap_or(f64::NAN);
         println!("{size:>16} {sent:>6} {received:>9} {rate:>9.1}");

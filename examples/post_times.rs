@@ -32,5 +32,10 @@ fn main() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2] * 1e3
     };
-    println!("heatmap {:.3} ms, nms {:.3} ms, extract {:.3} ms ({n} keypoints)", med(&mut t[0]), med(&mut t[1]), med(&mut t[2]));
+    println!(
+        "heatmap {:.3} ms, nms {:.3} ms, extract {:.3} ms ({n} keypoints)",
+        med(&mut t[0]),
+        med(&mut t[1]),
+        med(&mut t[2])
+    );
 }

@@ -85,9 +85,14 @@ fn init_logging(cli: &Cli) {
         _ => None,
     };
     let level = ros.as_ref().and_then(|r| r.tracing_level()).unwrap_or("info");
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},rustdds=warn,ros2_client=warn")));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},rustdds=warn,ros2_client=warn")));
     let rosout = ros.is_some_and(|r| !r.disable_rosout).then_some(sp_dust3r::ros::rosout::RosoutLayer);
-    tracing_subscriber::registry().with(filter).with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr)).with(rosout).init();
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(rosout)
+        .init();
 }
 
 fn main() -> std::process::ExitCode {

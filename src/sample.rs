@@ -37,7 +37,9 @@ pub fn camera_pose(i: usize, n: usize) -> Transform<Room, CameraOptical> {
 }
 
 fn hash(a: i64, b: i64, c: i64) -> f64 {
-    let mut h = (a as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (b as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F) ^ (c as u64).wrapping_mul(0x1656_67B1_9E37_79F9);
+    let mut h = (a as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (b as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+        ^ (c as u64).wrapping_mul(0x1656_67B1_9E37_79F9);
     h ^= h >> 29;
     h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h ^= h >> 32;
@@ -50,7 +52,11 @@ fn texture(u: f64, v: f64, wall: i64) -> f64 {
     let (tu, tv) = ((u / 0.4).floor(), (v / 0.4).floor());
     let (fu, fv) = (u / 0.4 - tu, v / 0.4 - tv);
     let base = 0.2 + 0.6 * hash(tu as i64, tv as i64, wall);
-    let (cx, cy, r) = (0.3 + 0.4 * hash(tv as i64, tu as i64, wall + 7), 0.3 + 0.4 * hash(tu as i64 + 3, tv as i64, wall), 0.12 + 0.15 * hash(tu as i64, tv as i64 + 5, wall));
+    let (cx, cy, r) = (
+        0.3 + 0.4 * hash(tv as i64, tu as i64, wall + 7),
+        0.3 + 0.4 * hash(tu as i64 + 3, tv as i64, wall),
+        0.12 + 0.15 * hash(tu as i64, tv as i64 + 5, wall),
+    );
     let d = ((fu - cx).powi(2) + (fv - cy).powi(2)).sqrt();
     let mut g = if d < r { 1.0 - base } else { base };
     if hash(tu as i64 + 11, tv as i64, wall) > 0.7 && ((fu * 6.0).floor() as i64) % 2 == 0 {

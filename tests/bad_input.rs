@@ -29,7 +29,9 @@ fn edited_weights(edit: impl FnOnce(&mut Vec<(String, Vec<usize>, Vec<u8>)>)) ->
     edit(&mut tensors);
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
         .iter()
-        .map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap()))
+        .map(|(n, s, d)| {
+            (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())
+        })
         .collect();
     safetensors::serialize(views, None).unwrap()
 }
@@ -87,12 +89,18 @@ fn wrong_shape_is_named_with_both_shapes() {
 #[test]
 fn original_magic_leap_key_names_load_and_give_the_same_network() {
     let renames = [
-        ("encoder.conv_blocks.0.conv_a", "conv1a"), ("encoder.conv_blocks.0.conv_b", "conv1b"),
-        ("encoder.conv_blocks.1.conv_a", "conv2a"), ("encoder.conv_blocks.1.conv_b", "conv2b"),
-        ("encoder.conv_blocks.2.conv_a", "conv3a"), ("encoder.conv_blocks.2.conv_b", "conv3b"),
-        ("encoder.conv_blocks.3.conv_a", "conv4a"), ("encoder.conv_blocks.3.conv_b", "conv4b"),
-        ("keypoint_decoder.conv_score_a", "convPa"), ("keypoint_decoder.conv_score_b", "convPb"),
-        ("descriptor_decoder.conv_descriptor_a", "convDa"), ("descriptor_decoder.conv_descriptor_b", "convDb"),
+        ("encoder.conv_blocks.0.conv_a", "conv1a"),
+        ("encoder.conv_blocks.0.conv_b", "conv1b"),
+        ("encoder.conv_blocks.1.conv_a", "conv2a"),
+        ("encoder.conv_blocks.1.conv_b", "conv2b"),
+        ("encoder.conv_blocks.2.conv_a", "conv3a"),
+        ("encoder.conv_blocks.2.conv_b", "conv3b"),
+        ("encoder.conv_blocks.3.conv_a", "conv4a"),
+        ("encoder.conv_blocks.3.conv_b", "conv4b"),
+        ("keypoint_decoder.conv_score_a", "convPa"),
+        ("keypoint_decoder.conv_score_b", "convPb"),
+        ("descriptor_decoder.conv_descriptor_a", "convDa"),
+        ("descriptor_decoder.conv_descriptor_b", "convDb"),
     ];
     let bytes = edited_weights(|t| {
         for (name, _, _) in t.iter_mut() {
@@ -141,13 +149,19 @@ fn raw_frames_are_validated() {
         err(Frame::from_raw("yuv444", 4, 2, 12, false, vec![0; 24])),
         ImageError::UnknownEncoding("yuv444".into())
     );
-    assert_eq!(err(Frame::from_raw("rgb8", 4, 2, 10, false, vec![0; 24])), ImageError::StepTooSmall { step: 10, min: 12 });
+    assert_eq!(
+        err(Frame::from_raw("rgb8", 4, 2, 10, false, vec![0; 24])),
+        ImageError::StepTooSmall { step: 10, min: 12 }
+    );
     assert_eq!(
         err(Frame::from_raw("mono16", 4, 2, 8, false, vec![0; 15])),
         ImageError::Truncated { expected: 16, got: 15, height: 2, step: 8 }
     );
     assert_eq!(err(Frame::from_raw("mono8", 0, 2, 0, false, vec![])), ImageError::ZeroSize { width: 0, height: 2 });
-    assert!(matches!(err(Frame::from_raw("mono8", 1 << 20, 1 << 20, 1 << 20, false, vec![])), ImageError::TooLarge { .. }));
+    assert!(matches!(
+        err(Frame::from_raw("mono8", 1 << 20, 1 << 20, 1 << 20, false, vec![])),
+        ImageError::TooLarge { .. }
+    ));
     // Padding at row ends (step > width * bpp) is fine.
     assert!(Frame::from_raw("mono8", 3, 2, 4, false, vec![0; 8]).is_ok());
 }
@@ -198,7 +212,10 @@ fn corrupt_and_unknown_compressed_images_are_decode_errors() {
     let mut padded = jpeg.clone();
     padded.extend([0u8; 7]);
     assert!(Frame::decode(&padded).is_ok(), "zero padding after the end marker is fine");
-    assert_eq!(Frame::decode(b"hello world, not an image").err(), Some(ImageError::Decode("not a PNG or JPEG image".into())));
+    assert_eq!(
+        Frame::decode(b"hello world, not an image").err(),
+        Some(ImageError::Decode("not a PNG or JPEG image".into()))
+    );
     match Frame::open(Path::new("/nonexistent/image.png")) {
         Err(ImageError::Io { path, .. }) => assert_eq!(path, "/nonexistent/image.png"),
         other => panic!("{other:?}"),
@@ -207,8 +224,12 @@ fn corrupt_and_unknown_compressed_images_are_decode_errors() {
 
 #[test]
 fn bad_post_processing_parameters_are_refused() {
-    assert!(matches!(PostParams::new(0.005, -1, 4, 1024), Err(SuperPointError::Parameter(m)) if m.contains("nms radius")));
-    assert!(matches!(PostParams::new(f32::NAN, 4, 4, 1024), Err(SuperPointError::Parameter(m)) if m.contains("threshold")));
+    assert!(
+        matches!(PostParams::new(0.005, -1, 4, 1024), Err(SuperPointError::Parameter(m)) if m.contains("nms radius"))
+    );
+    assert!(
+        matches!(PostParams::new(f32::NAN, 4, 4, 1024), Err(SuperPointError::Parameter(m)) if m.contains("threshold"))
+    );
     assert_eq!(PostParams::new(0.005, 4, 4, -1).unwrap().max_keypoints, None);
 }
 
@@ -243,7 +264,13 @@ fn offline_without_weights_names_the_three_ways() {
     let out = cli(home.path(), &[("HF_HUB_OFFLINE", "1")], &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    for needle in ["--weights", "SP_DUST3R_SUPERPOINT_WEIGHTS", "Hugging Face", "734450e9ffe229074f5998494ddc615475cdb20a", "HF_HUB_OFFLINE"] {
+    for needle in [
+        "--weights",
+        "SP_DUST3R_SUPERPOINT_WEIGHTS",
+        "Hugging Face",
+        "734450e9ffe229074f5998494ddc615475cdb20a",
+        "HF_HUB_OFFLINE",
+    ] {
         assert!(err.contains(needle), "missing {needle:?} in: {err}");
     }
     assert!(!err.contains("panicked"), "{err}");
@@ -265,7 +292,8 @@ fn unreachable_hub_gives_the_same_error_with_the_download_failure() {
 fn weights_are_found_by_variable_and_in_the_hugging_face_cache() {
     let home = tempfile::tempdir().unwrap();
     let fixture = fixture_dir("superpoint");
-    let out = cli(home.path(), &[("HF_HUB_OFFLINE", "1"), ("SP_DUST3R_SUPERPOINT_WEIGHTS", fixture.to_str().unwrap())], &[]);
+    let out =
+        cli(home.path(), &[("HF_HUB_OFFLINE", "1"), ("SP_DUST3R_SUPERPOINT_WEIGHTS", fixture.to_str().unwrap())], &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let snapshot = home

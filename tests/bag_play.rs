@@ -45,7 +45,10 @@ fn a_played_bag_gets_answers_with_its_own_stamps_and_clock() {
     assert!(!stamps.is_empty(), "{ctx}");
     for s in stamps {
         let s = s.as_f64().unwrap();
-        assert!(s == 0.0 || (s >= start - 0.01 && s <= end + 0.01), "diagnostics stamped {s}, bag time runs {start}..{end}: {ctx}");
+        assert!(
+            s == 0.0 || (s >= start - 0.01 && s <= end + 0.01),
+            "diagnostics stamped {s}, bag time runs {start}..{end}: {ctx}"
+        );
     }
     assert!(stamps.iter().any(|s| s.as_f64().unwrap() >= start), "{ctx}");
     assert!(stdout.contains("node_exit=0"), "{stdout}");

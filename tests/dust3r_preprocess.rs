@@ -31,7 +31,11 @@ fn keys(x: f64) -> f64 {
 /// PIL's LANCZOS kernel: sinc(x) sinc(x / 3) on |x| < 3.
 fn lanczos3(x: f64) -> f64 {
     let sinc = |t: f64| if t == 0.0 { 1.0 } else { (std::f64::consts::PI * t).sin() / (std::f64::consts::PI * t) };
-    if x.abs() < 3.0 { sinc(x) * sinc(x / 3.0) } else { 0.0 }
+    if x.abs() < 3.0 {
+        sinc(x) * sinc(x / 3.0)
+    } else {
+        0.0
+    }
 }
 
 /// PIL's resampling weights: taps within `support * max(scale, 1)` of the output centre
@@ -52,7 +56,13 @@ fn weights_with(out_len: usize, in_len: usize, kernel: fn(f64) -> f64, support: 
 }
 
 /// PIL's separable resize of 8-bit RGB: horizontal pass (rounded to 8 bits), then vertical.
-fn resize_ref(img: &[u8], (w, h): (usize, usize), (ow, oh): (usize, usize), kernel: fn(f64) -> f64, support: f64) -> Vec<u8> {
+fn resize_ref(
+    img: &[u8],
+    (w, h): (usize, usize),
+    (ow, oh): (usize, usize),
+    kernel: fn(f64) -> f64,
+    support: f64,
+) -> Vec<u8> {
     let (wx, wy) = (weights_with(ow, w, kernel, support), weights_with(oh, h, kernel, support));
     let mut horizontal = vec![0u8; h * ow * 3];
     for y in 0..h {
@@ -161,7 +171,8 @@ fn upstream_mode_resizes_the_long_side_and_crops_to_multiples_of_16() {
         // Lanczos' large lobes on noise: the 8-bit intermediate and fixed-point weights may
         // round a rare pixel by 2 levels.
         let worst = max_level_difference(&view.rgb, &want);
-        let mean = view.rgb.iter().zip(&want).map(|(a, b)| (*a as f64 - *b as f64).abs()).sum::<f64>() / want.len() as f64;
+        let mean =
+            view.rgb.iter().zip(&want).map(|(a, b)| (*a as f64 - *b as f64).abs()).sum::<f64>() / want.len() as f64;
         assert!(worst <= 2 && mean < 0.1, "{w}x{h}: max difference {worst} levels (mean {mean}) from PIL's definition");
         let m = view.mapping;
         let (u, v) = m.to_network(w as f64 / 2.0, h as f64 / 2.0);

@@ -19,10 +19,19 @@ fn config_json(fixture: &str) -> String {
     let start = meta.find("\"config\"").unwrap();
     let open = start + meta[start..].find('{').unwrap();
     let mut depth = 0;
-    let close = open + meta[open..].char_indices().find(|&(_, c)| {
-        depth += match c { '{' => 1, '}' => -1, _ => 0 };
-        depth == 0
-    }).unwrap().0;
+    let close = open
+        + meta[open..]
+            .char_indices()
+            .find(|&(_, c)| {
+                depth += match c {
+                    '{' => 1,
+                    '}' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            })
+            .unwrap()
+            .0;
     meta[open..=close].to_string()
 }
 
@@ -43,7 +52,9 @@ struct Fixture(NpzReader<std::fs::File>);
 
 impl Fixture {
     fn open(name: &str) -> Self {
-        Self(NpzReader::new(std::fs::File::open(fixture_dir(name).join("dust3r_tiny_detweights.npz")).unwrap()).unwrap())
+        Self(
+            NpzReader::new(std::fs::File::open(fixture_dir(name).join("dust3r_tiny_detweights.npz")).unwrap()).unwrap(),
+        )
     }
     fn get(&mut self, key: &str) -> (Vec<f32>, Vec<usize>) {
         let a: ndarray::ArrayD<f32> = self.0.by_name(&format!("{key}.npy")).unwrap();
@@ -170,9 +181,11 @@ fn checkpoint_layout_matches_the_upstream_key_list() {
         &std::fs::read_to_string(fixture_dir("dust3r_tiny_64").join("state_dict_keys_tiny.json")).unwrap(),
     )
     .unwrap();
-    let upstream: HashMap<String, Vec<usize>> = keys.into_iter().filter(|(k, _)| !k.contains("scratch.layer_rn.")).collect();
+    let upstream: HashMap<String, Vec<usize>> =
+        keys.into_iter().filter(|(k, _)| !k.contains("scratch.layer_rn.")).collect();
     let config = sp_dust3r::dust3r::Dust3rConfig::from_json(&config_json("dust3r_tiny_64")).unwrap();
-    let ours: HashMap<String, Vec<usize>> = sp_dust3r::dust3r::synthetic::checkpoint_layout(&config).into_iter().collect();
+    let ours: HashMap<String, Vec<usize>> =
+        sp_dust3r::dust3r::synthetic::checkpoint_layout(&config).into_iter().collect();
     let mut differ: Vec<String> = upstream
         .iter()
         .filter(|(k, s)| ours.get(*k) != Some(s))
@@ -226,13 +239,20 @@ fn missing_and_misshapen_tensors_are_named() {
             st.tensors().into_iter().map(|(n, v)| (n, v.shape().to_vec(), v.data().to_vec())).collect();
         edit(&mut t);
         let dir = tempfile::tempdir().unwrap();
-        let views: Vec<_> = t.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
+        let views: Vec<_> = t
+            .iter()
+            .map(|(n, s, d)| {
+                (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())
+            })
+            .collect();
         safetensors::serialize_to_file(views, None, &dir.path().join("model.safetensors")).unwrap();
         std::fs::copy(checkpoint().join("config.json"), dir.path().join("config.json")).unwrap();
         Dust3r::load(dir.path()).err().expect("must fail")
     };
     match rewrite(&|t| t.retain(|(n, _, _)| n != "dec_blocks2.7.cross_attn.projk.weight")) {
-        Dust3rError::Weights(WeightsError::MissingTensor { name, .. }) => assert_eq!(name, "dec_blocks2.7.cross_attn.projk.weight"),
+        Dust3rError::Weights(WeightsError::MissingTensor { name, .. }) => {
+            assert_eq!(name, "dec_blocks2.7.cross_attn.projk.weight")
+        }
         other => panic!("{other:?}"),
     }
     match rewrite(&|t| {
@@ -362,7 +382,12 @@ fn offline_without_dust3r_weights_names_the_three_ways() {
         .unwrap();
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
-    for needle in ["--weights", "SP_DUST3R_DUST3R_WEIGHTS", "naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt", "61c57447d7b0adc8a1a30b2b0adec7a8935aa2a3"] {
+    for needle in [
+        "--weights",
+        "SP_DUST3R_DUST3R_WEIGHTS",
+        "naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt",
+        "61c57447d7b0adc8a1a30b2b0adec7a8935aa2a3",
+    ] {
         assert!(err.contains(needle), "missing {needle:?}: {err}");
     }
 }

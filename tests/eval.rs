@@ -49,8 +49,16 @@ fn metrics_match_hand_computed_values() {
         let t = s2 as u64 * 1_000_000_000;
         w.write("/cam/pointcloud", t, t, &to_cdr(&cloud).unwrap()).unwrap();
         if with_pose {
-            let pose = PairPose { t_cam1_cam2: p, focal1: 500.0, focal2: 500.0, num_inliers: 100, used_known_intrinsics: false, mode: PoseMode::PairViewer };
-            let (pair, _, _) = pose_msgs(&pose, &header(s1), builtin_interfaces::Time { sec: s2, nanosec: 0 }, "v2", 3.0);
+            let pose = PairPose {
+                t_cam1_cam2: p,
+                focal1: 500.0,
+                focal2: 500.0,
+                num_inliers: 100,
+                used_known_intrinsics: false,
+                mode: PoseMode::PairViewer,
+            };
+            let (pair, _, _) =
+                pose_msgs(&pose, &header(s1), builtin_interfaces::Time { sec: s2, nanosec: 0 }, "v2", 3.0);
             w.write("/cam/pair_pose", t, t, &to_cdr(&pair).unwrap()).unwrap();
         }
     }
@@ -62,18 +70,34 @@ fn metrics_match_hand_computed_values() {
     // P twice (the typed compose refuses Cam1->Cam2 twice, rightly: here they are frames 101->103).
     let pp = (p.rotation * p.rotation, p.rotation * p.translation + p.translation);
     let rz = Rotation3::from_axis_angle(&Vector3::z_axis(), 12f64.to_radians());
-    let poses = [(100.0, Rotation3::identity(), Vector3::zeros()), (101.0, p.rotation, p.translation), (103.0, pp.0 * rz, pp.1), (104.0, Rotation3::identity(), Vector3::x())];
+    let poses = [
+        (100.0, Rotation3::identity(), Vector3::zeros()),
+        (101.0, p.rotation, p.translation),
+        (103.0, pp.0 * rz, pp.1),
+        (104.0, Rotation3::identity(), Vector3::x()),
+    ];
     let tum = dir.path().join("gt.tum");
     std::fs::write(&tum, poses.iter().map(|(t, r, x)| tum_line(*t, r, x)).collect::<String>()).unwrap();
     let json_out = dir.path().join("metrics.json");
-    let r = eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", tum.to_str().unwrap(), "--out", json_out.to_str().unwrap()]);
+    let r = eval(&[
+        "--bag",
+        bag.to_str().unwrap(),
+        "--ground-truth",
+        tum.to_str().unwrap(),
+        "--out",
+        json_out.to_str().unwrap(),
+    ]);
 
     // Errors: pair 1 0/0, pair 2 12/0, pair 3 no pose (infinite). Sorted max errors 0, 12, inf;
     // recall 1/3, 2/3, 1. AUC@5 = (5 x 1/3) / 5 = 1/3; AUC@10 = (10 x 1/3) / 10 = 1/3;
     // AUC@30 = (12 x (1/3 + 2/3) / 2 + 18 x 2/3) / 30 = 18/30 = 0.6.
     let pairs = r["pairs"].as_array().unwrap();
     assert_eq!((r["num_pairs"].as_u64(), r["num_without_pose"].as_u64()), (Some(3), Some(1)), "{r}");
-    assert!(pairs[0]["rotation_error_deg"].as_f64().unwrap() < 1e-6 && pairs[0]["translation_error_deg"].as_f64().unwrap() < 1e-6, "{r}");
+    assert!(
+        pairs[0]["rotation_error_deg"].as_f64().unwrap() < 1e-6
+            && pairs[0]["translation_error_deg"].as_f64().unwrap() < 1e-6,
+        "{r}"
+    );
     assert!((pairs[1]["rotation_error_deg"].as_f64().unwrap() - 12.0).abs() < 1e-6, "{r}");
     assert!(pairs[1]["translation_error_deg"].as_f64().unwrap() < 1e-6, "{r}");
     assert!(pairs[2]["rotation_error_deg"].is_null());
@@ -95,13 +119,23 @@ fn metrics_match_hand_computed_values() {
         let q = nalgebra::UnitQuaternion::from_rotation_matrix(rot);
         let msg = geometry_msgs::PoseStamped {
             header: header(*t as i32),
-            pose: geometry_msgs::Pose { position: geometry_msgs::Point { x: x.x, y: x.y, z: x.z }, orientation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w } },
+            pose: geometry_msgs::Pose {
+                position: geometry_msgs::Point { x: x.x, y: x.y, z: x.z },
+                orientation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w },
+            },
         };
         let ns = (*t as u64) * 1_000_000_000;
         w.write("/ground_truth", ns, ns, &to_cdr(&msg).unwrap()).unwrap();
     }
     w.finish().unwrap();
-    let r2 = eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", gt_bag.to_str().unwrap(), "--gt-topic", "/ground_truth"]);
+    let r2 = eval(&[
+        "--bag",
+        bag.to_str().unwrap(),
+        "--ground-truth",
+        gt_bag.to_str().unwrap(),
+        "--gt-topic",
+        "/ground_truth",
+    ]);
     let auc2: Vec<f64> = r2["auc"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     for (a, b) in auc.iter().zip(&auc2) {
         assert!((a - b).abs() < 1e-9);
@@ -113,13 +147,27 @@ fn metrics_match_hand_computed_values() {
     let mut w = BagWriter::create(&two).unwrap();
     for topic in ["/ground_truth", "/odom_pose"] {
         w.add_typed_topic::<geometry_msgs::PoseStamped>(topic).unwrap();
-        let msg = geometry_msgs::PoseStamped { header: header(100), pose: geometry_msgs::Pose { position: geometry_msgs::Point { x: 0.0, y: 0.0, z: 0.0 }, orientation: geometry_msgs::Quaternion { x: 0.0, y: 0.0, z: 0.0, w: 1.0 } } };
+        let msg = geometry_msgs::PoseStamped {
+            header: header(100),
+            pose: geometry_msgs::Pose {
+                position: geometry_msgs::Point { x: 0.0, y: 0.0, z: 0.0 },
+                orientation: geometry_msgs::Quaternion { x: 0.0, y: 0.0, z: 0.0, w: 1.0 },
+            },
+        };
         w.write(topic, 100_000_000_000, 100_000_000_000, &to_cdr(&msg).unwrap()).unwrap();
     }
     w.finish().unwrap();
     let e = eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", two.to_str().unwrap()]);
     assert!(e.contains("several geometry_msgs/msg/PoseStamped topics (/ground_truth, /odom_pose)"), "{e}");
-    assert!(eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", two.to_str().unwrap(), "--gt-topic", "/nope"]).contains("has no topic /nope"));
+    assert!(eval_error(&[
+        "--bag",
+        bag.to_str().unwrap(),
+        "--ground-truth",
+        two.to_str().unwrap(),
+        "--gt-topic",
+        "/nope"
+    ])
+    .contains("has no topic /nope"));
 
     // And as TF (world -> cam_optical) among other transforms on /tf: the same metrics.
     let tf_bag = dir.path().join("tf.mcap");
@@ -128,9 +176,15 @@ fn metrics_match_hand_computed_values() {
     for (t, rot, x) in &poses {
         let q = nalgebra::UnitQuaternion::from_rotation_matrix(rot);
         let transform = |parent: &str, child: &str| geometry_msgs::TransformStamped {
-            header: std_msgs::Header { stamp: builtin_interfaces::Time { sec: *t as i32, nanosec: 0 }, frame_id: parent.into() },
+            header: std_msgs::Header {
+                stamp: builtin_interfaces::Time { sec: *t as i32, nanosec: 0 },
+                frame_id: parent.into(),
+            },
             child_frame_id: child.into(),
-            transform: geometry_msgs::Transform { translation: geometry_msgs::Vector3 { x: x.x, y: x.y, z: x.z }, rotation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w } },
+            transform: geometry_msgs::Transform {
+                translation: geometry_msgs::Vector3 { x: x.x, y: x.y, z: x.z },
+                rotation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w },
+            },
         };
         let mut other = transform("world", "base_link");
         other.transform.translation.x += 5.0;
@@ -139,15 +193,37 @@ fn metrics_match_hand_computed_values() {
         w.write("/tf", ns, ns, &to_cdr(&msg).unwrap()).unwrap();
     }
     w.finish().unwrap();
-    let r3 = eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap(), "--gt-topic", "/tf", "--gt-frames", "world", "cam_optical"]);
+    let r3 = eval(&[
+        "--bag",
+        bag.to_str().unwrap(),
+        "--ground-truth",
+        tf_bag.to_str().unwrap(),
+        "--gt-topic",
+        "/tf",
+        "--gt-frames",
+        "world",
+        "cam_optical",
+    ]);
     let auc3: Vec<f64> = r3["auc"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     for (a, b) in auc.iter().zip(&auc3) {
         assert!((a - b).abs() < 1e-9, "{r3}");
     }
     // --gt-frames alone reads /tf; /tf without the frames, or a TF-only bag without a topic, is
     // an error that says what is missing.
-    assert_eq!(eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap(), "--gt-frames", "world", "cam_optical"])["auc"], r3["auc"]);
-    let e = eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap(), "--gt-topic", "/tf"]);
+    assert_eq!(
+        eval(&[
+            "--bag",
+            bag.to_str().unwrap(),
+            "--ground-truth",
+            tf_bag.to_str().unwrap(),
+            "--gt-frames",
+            "world",
+            "cam_optical"
+        ])["auc"],
+        r3["auc"]
+    );
+    let e =
+        eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap(), "--gt-topic", "/tf"]);
     assert!(e.contains("needs its two frames"), "{e}");
     let e = eval_error(&["--bag", bag.to_str().unwrap(), "--ground-truth", tf_bag.to_str().unwrap()]);
     assert!(e.contains("has no geometry_msgs/msg/PoseStamped topic"), "{e}");

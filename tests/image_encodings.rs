@@ -18,7 +18,10 @@ fn yuv422_converts_with_bt601_studio_range() {
     assert_eq!(g.to_rgb8(), rgb);
     let luma = f.to_luma();
     assert!((luma.data[0] - 1.0).abs() < 1e-6 && luma.data[1] == 0.0);
-    assert_eq!(Frame::from_raw("yuv422", 3, 1, 6, false, vec![0; 6]).err(), Some(ImageError::OddWidth { encoding: "yuv422", width: 3 }));
+    assert_eq!(
+        Frame::from_raw("yuv422", 3, 1, 6, false, vec![0; 6]).err(),
+        Some(ImageError::OddWidth { encoding: "yuv422", width: 3 })
+    );
 }
 
 /// Mosaics an RGB function through a pattern ("RGGB" = colours of the 2x2 cell, row by row).
@@ -30,9 +33,13 @@ fn mosaic(pattern: &str, w: usize, h: usize, rgb: impl Fn(usize, usize) -> [u8; 
 #[test]
 fn bayer_patterns_demosaic_to_the_scene() {
     let (w, h) = (8usize, 6usize);
-    for (encoding, pattern) in [("bayer_rggb8", "RGGB"), ("bayer_bggr8", "BGGR"), ("bayer_gbrg8", "GBRG"), ("bayer_grbg8", "GRBG")] {
+    for (encoding, pattern) in
+        [("bayer_rggb8", "RGGB"), ("bayer_bggr8", "BGGR"), ("bayer_gbrg8", "GBRG"), ("bayer_grbg8", "GRBG")]
+    {
         // A flat colour comes back exactly, borders included.
-        let flat = Frame::from_raw(encoding, w as u32, h as u32, w, false, mosaic(pattern, w, h, |_, _| [200, 100, 50])).unwrap();
+        let flat =
+            Frame::from_raw(encoding, w as u32, h as u32, w, false, mosaic(pattern, w, h, |_, _| [200, 100, 50]))
+                .unwrap();
         assert!(flat.to_rgb8().chunks(3).all(|p| p == [200, 100, 50]), "{encoding}: flat colour");
         // Linear ramps come back exactly inside (bilinear interpolation of a linear function).
         let ramp = |x: usize, y: usize| [(10 * x + 3 * y) as u8, (20 + 8 * x) as u8, (100 + 5 * y) as u8];

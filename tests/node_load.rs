@@ -29,13 +29,21 @@ fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
         plane = plane.display(),
     );
     let NetnsRun { stdout, report, .. } = run_in_netns(&script, &dir.path().join("node.log"));
-    let rss_kb: Vec<f64> = std::fs::read_to_string(&rss).unwrap().lines().filter_map(|l| l.trim().parse().ok()).collect();
-    eprintln!("load: {report}; node RSS samples (MB): {:?}", rss_kb.iter().map(|k| (k / 1024.0).round()).collect::<Vec<_>>());
+    let rss_kb: Vec<f64> =
+        std::fs::read_to_string(&rss).unwrap().lines().filter_map(|l| l.trim().parse().ok()).collect();
+    eprintln!(
+        "load: {report}; node RSS samples (MB): {:?}",
+        rss_kb.iter().map(|k| (k / 1024.0).round()).collect::<Vec<_>>()
+    );
 
     let answered = report["answered"].as_u64().unwrap();
     assert!(report["sent"].as_u64().unwrap() >= 1500, "the peer kept 30 fps: {report}");
     assert!(answered >= 100, "the node answered {answered} frames in 60 s: {report}");
-    let (p95, first, last) = (report["p95_s"].as_f64().unwrap(), report["p95_first_15s"].as_f64().unwrap(), report["p95_last_15s"].as_f64().unwrap());
+    let (p95, first, last) = (
+        report["p95_s"].as_f64().unwrap(),
+        report["p95_first_15s"].as_f64().unwrap(),
+        report["p95_last_15s"].as_f64().unwrap(),
+    );
     assert!(p95 < 2.0, "p95 latency {p95} s");
     assert!(last < 2.0 * first + 0.5, "latency grows: p95 {first} s in the first 15 s, {last} s in the last");
     // Resident memory flat after warm-up (samples every 5 s; skip the first 15 s).

@@ -56,7 +56,10 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     // describe: description, type, read-only flag and range as declared; unknown: NOT_SET.
     let d = report["describe"].as_array().unwrap_or_else(|| panic!("no describe reply: {ctx}"));
     assert_eq!(d.len(), 4, "{ctx}");
-    assert_eq!((d[0]["name"].as_str(), d[0]["type"].as_u64(), d[0]["read_only"].as_bool()), (Some("keypoint_threshold"), Some(3), Some(false)));
+    assert_eq!(
+        (d[0]["name"].as_str(), d[0]["type"].as_u64(), d[0]["read_only"].as_bool()),
+        (Some("keypoint_threshold"), Some(3), Some(false))
+    );
     assert_eq!(d[0]["float_range"], json!([[0.0, 1.0]]));
     assert!(d[0]["description"].as_str().unwrap().contains("score"), "{ctx}");
     assert_eq!((d[1]["type"].as_u64(), d[1]["read_only"].as_bool()), (Some(4), Some(true)));
@@ -70,10 +73,17 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     assert_eq!(names, declared);
     // set: read-only refused, out of range refused, wrong type refused, a valid one applied...
     let set = report["set"].as_array().unwrap_or_else(|| panic!("no set reply: {ctx}"));
-    assert_eq!(set.iter().map(|r| r[0].as_bool().unwrap()).collect::<Vec<_>>(), vec![false, false, true, false], "{ctx}");
+    assert_eq!(
+        set.iter().map(|r| r[0].as_bool().unwrap()).collect::<Vec<_>>(),
+        vec![false, false, true, false],
+        "{ctx}"
+    );
     assert!(set[0][1].as_str().unwrap().contains("read-only"), "{ctx}");
     assert!(set[1][1].as_str().unwrap().contains("outside [0, 1]"), "{ctx}");
-    assert!(set[3][1].as_str().unwrap().contains("expected a integer") || set[3][1].as_str().unwrap().contains("integer"), "{ctx}");
+    assert!(
+        set[3][1].as_str().unwrap().contains("expected a integer") || set[3][1].as_str().unwrap().contains("integer"),
+        "{ctx}"
+    );
     assert_eq!(report["get_after_set"], json!([5]));
     // ...and in effect on the next frames: at most 5 keypoints.
     let counts = report["kp_counts"].as_array().unwrap();
@@ -100,7 +110,10 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     // X_cam2 = R X_cam1 + t; the pose published is camera 2 in camera 1's frame: -R^T t.
     let stamps = |k: &str| report[k].as_array().unwrap().iter().map(|v| v["stamp"].clone()).collect::<Vec<_>>();
     assert_eq!(stamps("clouds"), vec![json!(200), json!(201)], "{ctx}");
-    assert!(report["clouds"].as_array().unwrap().iter().all(|c| c["finite"] == true && c["width"].as_u64() > Some(1000)), "{ctx}");
+    assert!(
+        report["clouds"].as_array().unwrap().iter().all(|c| c["finite"] == true && c["width"].as_u64() > Some(1000)),
+        "{ctx}"
+    );
     assert_eq!(stamps("poses"), vec![json!(201), json!(202)], "{ctx}");
     let (r, t) = mock_server_pose();
     let expected = -(r.transpose() * t);
@@ -110,12 +123,19 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     for ((p, pose), t) in pairs.iter().zip(report["poses"].as_array().unwrap()).zip(tf) {
         let s = p["stamp"][0].as_i64().unwrap();
         assert_eq!(p["reference"], json!([s - 1, 0]));
-        assert_eq!((pose["stamp"].as_i64(), pose["frame_id"].as_str(), p["unit_quaternion"].as_bool()), (Some(s), Some("cam_optical"), Some(true)));
+        assert_eq!(
+            (pose["stamp"].as_i64(), pose["frame_id"].as_str(), p["unit_quaternion"].as_bool()),
+            (Some(s), Some("cam_optical"), Some(true))
+        );
         // CameraInfo's K went to the server with the pair (it reports using it, focal = fx).
         assert_eq!(p["used_known_intrinsics"], true, "{ctx}");
         assert!((p["focal"][1].as_f64().unwrap() - 500.0).abs() < 1e-9, "{ctx}");
         for k in 0..3 {
-            assert!((pose["position"][k].as_f64().unwrap() - expected[k]).abs() < 1e-9, "position {} vs {expected}: {ctx}", pose["position"]);
+            assert!(
+                (pose["position"][k].as_f64().unwrap() - expected[k]).abs() < 1e-9,
+                "position {} vs {expected}: {ctx}",
+                pose["position"]
+            );
         }
         assert_eq!((t["parent"].as_str(), t["child"].as_str()), (Some("cam_optical"), Some("cam_optical_view2")));
         assert_eq!((&t["stamp"], &t["translation"]), (&pose["stamp"], &pose["position"]));
@@ -138,7 +158,8 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     let up = find("node /cam/sp_dust3r up").unwrap_or_else(|| panic!("start-up record on /rosout: {ctx}"));
     assert_eq!((up["name"].as_str(), up["level"].as_u64()), (Some("cam.sp_dust3r"), Some(20)));
     assert!(up["file"].as_str().unwrap().ends_with("node.rs") && up["line"].as_u64().unwrap() > 0);
-    let set_rec = find("parameter max_keypoints set to").unwrap_or_else(|| panic!("parameter change on /rosout: {ctx}"));
+    let set_rec =
+        find("parameter max_keypoints set to").unwrap_or_else(|| panic!("parameter change on /rosout: {ctx}"));
     assert_eq!(set_rec["level"].as_u64(), Some(20));
     let refused = find("parameter change refused").unwrap_or_else(|| panic!("refusal on /rosout: {ctx}"));
     assert_eq!(refused["level"].as_u64(), Some(30));

@@ -49,7 +49,8 @@ fn script(dir: &std::path::Path, start_server: bool, faults: &str, frames: u32, 
 fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
     let dir = tempfile::tempdir().unwrap();
     // The server's first answer is garbage: that frame is lost and counted, the next ones come.
-    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), true, "garbage", 3, 30), &dir.path().join("node.log"));
+    let NetnsRun { stdout, report, log } =
+        run_in_netns(&script(dir.path(), true, "garbage", 3, 30), &dir.path().join("node.log"));
     let ctx = format!("peer: {report}\nnode log:\n{log}");
     let received = report["received"].as_array().unwrap();
     let sent = report["sent"].as_array().unwrap();
@@ -58,13 +59,18 @@ fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
     assert!(log.contains("SuperPoint: malformed answer from http://127.0.0.1:"), "{ctx}");
     for (r, s) in received.iter().zip(&sent[1..]) {
         assert_eq!(&r["stamp"], s, "{ctx}");
-        assert_eq!((r["n"].as_u64(), r["dim"].as_u64(), r["unit"].as_bool(), r["descending"].as_bool()), (Some(256), Some(256), Some(true), Some(true)), "{ctx}");
+        assert_eq!(
+            (r["n"].as_u64(), r["dim"].as_u64(), r["unit"].as_bool(), r["descending"].as_bool()),
+            (Some(256), Some(256), Some(true), Some(true)),
+            "{ctx}"
+        );
     }
     assert!(report["diagnostics"]["superpoint_backend"].as_str().unwrap().contains("superpoint-p150: ready"), "{ctx}");
     assert!(stdout.contains("node_exit=0"), "{stdout}");
 
     let dir = tempfile::tempdir().unwrap();
-    let NetnsRun { stdout, report, log } = run_in_netns(&script(dir.path(), false, "", 2, 8), &dir.path().join("node.log"));
+    let NetnsRun { stdout, report, log } =
+        run_in_netns(&script(dir.path(), false, "", 2, 8), &dir.path().join("node.log"));
     let ctx = format!("peer: {report}\nnode log:\n{log}");
     assert!(report["received"].as_array().unwrap().is_empty(), "{ctx}");
     let diag = &report["diagnostics"];

@@ -17,7 +17,9 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let mut npz = NpzReader::new(std::fs::File::open(fixture_dir("pairviewer").join("pairviewer_synthetic.npz")).unwrap()).unwrap();
+    let mut npz =
+        NpzReader::new(std::fs::File::open(fixture_dir("pairviewer").join("pairviewer_synthetic.npz")).unwrap())
+            .unwrap();
     let pts1: ndarray::Array4<f32> = npz.by_name("pred1_pts3d.npy").unwrap();
     let conf1: ndarray::Array3<f32> = npz.by_name("pred1_conf.npy").unwrap();
     let pts2: ndarray::Array4<f32> = npz.by_name("pred2_pts3d_in_other_view.npy").unwrap();
@@ -79,7 +81,8 @@ fn server_mode_matches_the_tt_server_variant_with_and_without_known_intrinsics()
     assert_mat_close("t", t21.translation.as_slice(), &f64s(&mut fx.npz, "server_t"), 1e-5);
 
     let true_f = f64s(&mut fx.npz, "true_focals");
-    let known = PoseOptions { known_intrinsics: Some(Intrinsics { fx: true_f[1], fy: true_f[1], cx: 64.0, cy: 64.0 }), ..opts };
+    let known =
+        PoseOptions { known_intrinsics: Some(Intrinsics { fx: true_f[1], fy: true_f[1], cx: 64.0, cy: 64.0 }), ..opts };
     let pose = relative_pose(&fx.forward, &fx.swapped, &known).unwrap();
     assert!(pose.used_known_intrinsics);
     let t21 = pose.t_cam1_cam2.inverse();
@@ -122,7 +125,11 @@ struct Scene {
 
 impl Scene {
     fn new() -> Self {
-        Scene { f: [100.0, 120.0], r21: Rotation3::new(Vector3::new(0.1, -0.15, 0.05)), t21: Vector3::new(0.5, -0.1, 0.2) }
+        Scene {
+            f: [100.0, 120.0],
+            r21: Rotation3::new(Vector3::new(0.1, -0.15, 0.05)),
+            t21: Vector3::new(0.5, -0.1, 0.2),
+        }
     }
 
     fn own_points(&self, view: usize) -> Vec<Vector3<f64>> {
@@ -130,7 +137,9 @@ impl Scene {
         (0..W * H)
             .map(|i| {
                 let (u, v) = ((i % W) as f64, (i / W) as f64);
-                let z = 3.0 + 0.4 * (5.0 * u / W as f64 + view as f64).sin() * (3.0 * v / H as f64).cos() + 0.3 * u / W as f64;
+                let z = 3.0
+                    + 0.4 * (5.0 * u / W as f64 + view as f64).sin() * (3.0 * v / H as f64).cos()
+                    + 0.3 * u / W as f64;
                 Vector3::new((u - cx) / self.f[view] * z, (v - cy) / self.f[view] * z, z)
             })
             .collect()
@@ -154,8 +163,14 @@ impl Scene {
         let (p1, p2) = (self.own_points(0), self.own_points(1));
         let p2_in_1: Vec<_> = p2.iter().map(|p| self.r21.inverse() * (p - self.t21)).collect();
         let p1_in_2: Vec<_> = p1.iter().map(|p| self.r21 * p + self.t21).collect();
-        let forward = PairPrediction { view1: self.pointmap(&p1, noise, 0.0, &mut rng), view2_in_1: self.pointmap(&p2_in_1, noise, outliers, &mut rng) };
-        let swapped = PairPrediction { view1: self.pointmap(&p2, noise, 0.0, &mut rng), view2_in_1: self.pointmap(&p1_in_2, noise, outliers, &mut rng) };
+        let forward = PairPrediction {
+            view1: self.pointmap(&p1, noise, 0.0, &mut rng),
+            view2_in_1: self.pointmap(&p2_in_1, noise, outliers, &mut rng),
+        };
+        let swapped = PairPrediction {
+            view1: self.pointmap(&p2, noise, 0.0, &mut rng),
+            view2_in_1: self.pointmap(&p1_in_2, noise, outliers, &mut rng),
+        };
         (forward, swapped)
     }
 }
@@ -163,7 +178,10 @@ impl Scene {
 #[test]
 fn noisy_pointmaps_with_outliers_recover_ground_truth() {
     let scene = Scene::new();
-    let truth = sp_dust3r::geometry::Transform::<sp_dust3r::geometry::Cam2, sp_dust3r::geometry::Cam1>::new(scene.r21, scene.t21).inverse();
+    let truth = sp_dust3r::geometry::Transform::<sp_dust3r::geometry::Cam2, sp_dust3r::geometry::Cam1>::new(
+        scene.r21, scene.t21,
+    )
+    .inverse();
     for outliers in [0.2, 0.4] {
         let (forward, swapped) = scene.predictions(0.003, outliers, 42);
         for mode in [PoseMode::PairViewer, PoseMode::Server] {
@@ -262,7 +280,10 @@ fn run_pose_cli(args: &[&str]) -> (std::process::Output, serde_json::Value) {
         .args(["--out".as_ref(), out.as_os_str()])
         .output()
         .unwrap();
-    let json = std::fs::read_to_string(&out).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(serde_json::Value::Null);
+    let json = std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(serde_json::Value::Null);
     (run, json)
 }
 
@@ -271,8 +292,11 @@ fn cli_reports_the_fixture_pose_in_both_modes() {
     let mut fx = fixture();
     let npz = fixture_dir("pairviewer").join("pairviewer_synthetic.npz");
     let npz = npz.to_str().unwrap();
-    let rows = |v: &serde_json::Value| -> Vec<f64> { v.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap())).collect() };
-    let nums = |v: &serde_json::Value| -> Vec<f64> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect() };
+    let rows = |v: &serde_json::Value| -> Vec<f64> {
+        v.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap())).collect()
+    };
+    let nums =
+        |v: &serde_json::Value| -> Vec<f64> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect() };
 
     let (run, json) = run_pose_cli(&["--pointmaps", npz, "--mode", "server"]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
@@ -338,7 +362,8 @@ fn ransac_succeeds_for_every_seed() {
     use sp_dust3r::geometry::pnp::{solve_pnp_ransac, RansacParams};
     use sp_dust3r::geometry::{Cam1, Cam2, Transform};
     let (w, f) = (512usize, 400.0);
-    let truth: Transform<Cam2, Cam1> = Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));
+    let truth: Transform<Cam2, Cam1> =
+        Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));
     let k = Intrinsics { fx: f, fy: f, cx: 256.0, cy: 256.0 };
     let mut rng = Gauss(99);
     let (mut world, mut pixels) = (Vec::new(), Vec::new());
@@ -354,8 +379,9 @@ fn ransac_succeeds_for_every_seed() {
         pixels.push(Vector2::new(u, v));
     }
     for seed in 0..12 {
-        let sol = solve_pnp_ransac::<Cam2, Cam1>(&world, &pixels, &k, &RansacParams { seed, ..RansacParams::default() })
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let sol =
+            solve_pnp_ransac::<Cam2, Cam1>(&world, &pixels, &k, &RansacParams { seed, ..RansacParams::default() })
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let err = sol.pose.rotation_error_deg(&truth);
         assert!(sol.inliers > w * w * 7 / 10 && err < 0.01, "seed {seed}: {} inliers, {err} deg", sol.inliers);
     }

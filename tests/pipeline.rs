@@ -46,7 +46,8 @@ fn mutual_nearest_neighbours_find_the_true_correspondences() {
     let noise = descriptors(50, 64, 2);
     // b[k] is a noisy copy of a[perm(k)]; 10 extra distractors; 5 copies too noisy to match.
     let perm: Vec<usize> = (0..50).map(|k| (k * 17 + 3) % 50).collect();
-    let mut b: Vec<Vec<f32>> = perm.iter().enumerate().map(|(k, &i)| blend(&a[i], &noise[k], if k < 5 { 0.9 } else { 0.2 })).collect();
+    let mut b: Vec<Vec<f32>> =
+        perm.iter().enumerate().map(|(k, &i)| blend(&a[i], &noise[k], if k < 5 { 0.9 } else { 0.2 })).collect();
     b.extend(descriptors(10, 64, 3));
     let matches = mutual_matches(&keypoints(&a), &keypoints(&b));
     let mut want: Vec<(usize, usize)> = perm.iter().enumerate().skip(5).map(|(k, &i)| (i, k)).collect();
@@ -68,7 +69,11 @@ fn keyframes_follow_match_ratio_and_intervals() {
     let mostly_new = keypoints(&scene[..12].iter().chain(&other[12..]).cloned().collect::<Vec<_>>());
 
     assert_eq!(sel.decide(10.0, &same, &"f0"), KeyframeDecision::First);
-    assert_eq!(sel.decide(10.2, &mostly_new, &"f1"), KeyframeDecision::Skip { match_ratio: None }, "inside the minimum interval");
+    assert_eq!(
+        sel.decide(10.2, &mostly_new, &"f1"),
+        KeyframeDecision::Skip { match_ratio: None },
+        "inside the minimum interval"
+    );
     assert_eq!(sel.decide(11.0, &same, &"f2"), KeyframeDecision::Skip { match_ratio: Some(1.0) });
     match sel.decide(11.5, &mostly_new, &"f3") {
         KeyframeDecision::New { previous_stamp, previous, match_ratio } => {

@@ -20,9 +20,15 @@ fn rosbags(args: &[&str]) -> Value {
 }
 
 fn replay(args: &[&str]) -> (bool, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).arg("replay").args(args).env("HF_HUB_OFFLINE", "1").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .arg("replay")
+        .args(args)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let summary = stdout.lines().find(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).unwrap_or(Value::Null);
+    let summary =
+        stdout.lines().find(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).unwrap_or(Value::Null);
     (out.status.success(), summary, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -43,7 +49,13 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     // CPU with the fixture weights; every frame a keyframe.
     let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
     let port_file = dir.path().join("port");
-    let mut double = Command::new(peer_python()).arg(server).args(["--model", "dust3r", "--port-file"]).arg(&port_file).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut double = Command::new(peer_python())
+        .arg(server)
+        .args(["--model", "dust3r", "--port-file"])
+        .arg(&port_file)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let t = std::time::Instant::now();
     while std::fs::read_to_string(&port_file).map_or(true, |s| s.trim().is_empty()) && t.elapsed().as_secs() < 20 {
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -56,11 +68,29 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     )
     .unwrap();
     let out = dir.path().join("out.mcap");
-    let (ok, summary, stderr) = replay(&["--bag", bag.to_str().unwrap(), "--out", out.to_str().unwrap(), "--params-file", params.to_str().unwrap(), "--superpoint-weights", fixture_dir("superpoint").to_str().unwrap()]);
+    let (ok, summary, stderr) = replay(&[
+        "--bag",
+        bag.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--params-file",
+        params.to_str().unwrap(),
+        "--superpoint-weights",
+        fixture_dir("superpoint").to_str().unwrap(),
+    ]);
     let _ = double.kill();
     let _ = double.wait();
     assert!(ok, "{stderr}");
-    assert_eq!((summary["frames"].as_u64(), summary["bad_frames"].as_u64(), summary["pairs"].as_u64(), summary["poses"].as_u64()), (Some(4), Some(1), Some(2), Some(2)), "{summary}");
+    assert_eq!(
+        (
+            summary["frames"].as_u64(),
+            summary["bad_frames"].as_u64(),
+            summary["pairs"].as_u64(),
+            summary["poses"].as_u64()
+        ),
+        (Some(4), Some(1), Some(2), Some(2)),
+        "{summary}"
+    );
     assert!(stderr.contains("skipping frame 3"), "the bad frame is reported: {stderr}");
     assert!(summary["latency_ms"]["superpoint"]["median"].as_f64().unwrap() > 0.0);
 
@@ -68,7 +98,11 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     let good = json!([[100, 0], [101, 0], [103, 0]]);
     assert_eq!(r["/cam/keypoints"]["stamps"], good, "one keypoints message per good frame, input stamps: {r}");
     assert_eq!(r["/cam/keypoints"]["n"], json!([300, 300, 300]));
-    assert_eq!((r["/cam/image_raw"]["count"].as_u64(), r["/cam/camera_info"]["count"].as_u64()), (Some(4), Some(4)), "camera topics copied: {r}");
+    assert_eq!(
+        (r["/cam/image_raw"]["count"].as_u64(), r["/cam/camera_info"]["count"].as_u64()),
+        (Some(4), Some(4)),
+        "camera topics copied: {r}"
+    );
     assert!(r.get("/imu_like").is_none(), "other topics are not copied");
     assert_eq!(r["/cam/pointcloud"]["stamps"], json!([[100, 0], [101, 0]]), "clouds carry view 1's stamp: {r}");
     assert_eq!(r["/cam/pair_pose"]["stamps"], json!([[101, 0], [103, 0]]), "{r}");
@@ -86,14 +120,26 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     let topics = f["topics"].as_object().unwrap();
     assert_eq!(topics.len(), r.as_object().unwrap().len(), "the same topics: {f}");
     for (topic, e) in topics {
-        assert_eq!((e["schema_encoding"].as_str(), e["message_encoding"].as_str()), (Some("ros2msg"), Some("cdr")), "{topic}");
+        assert_eq!(
+            (e["schema_encoding"].as_str(), e["message_encoding"].as_str()),
+            (Some("ros2msg"), Some("cdr")),
+            "{topic}"
+        );
         assert_eq!(e["schema"], r[topic]["type"], "{topic}");
         assert_eq!((&e["count"], &e["stamps"]), (&r[topic]["count"], &r[topic]["stamps"]), "{topic}: {f}");
     }
     assert_eq!(topics["/cam/keypoints"]["n"], json!([300, 300, 300]));
     let cloud = &topics["/cam/pointcloud"]["clouds"][0];
-    assert_eq!(cloud["fields"], json!([["x", 0, 7, 1], ["y", 4, 7, 1], ["z", 8, 7, 1], ["rgb", 12, 7, 1], ["confidence", 16, 7, 1]]), "{cloud}");
-    assert!(cloud["width"].as_u64().unwrap() > 1000 && cloud["bytes"].as_u64() == Some(cloud["width"].as_u64().unwrap() * 20), "{cloud}");
+    assert_eq!(
+        cloud["fields"],
+        json!([["x", 0, 7, 1], ["y", 4, 7, 1], ["z", 8, 7, 1], ["rgb", 12, 7, 1], ["confidence", 16, 7, 1]]),
+        "{cloud}"
+    );
+    assert!(
+        cloud["width"].as_u64().unwrap() > 1000
+            && cloud["bytes"].as_u64() == Some(cloud["width"].as_u64().unwrap() * 20),
+        "{cloud}"
+    );
     let pose = &topics["/cam/pair_pose"]["poses"][0];
     assert_eq!(pose["reference_stamp"], json!([100, 0]));
     assert!(pose["position"].as_array().unwrap().iter().all(|v| v.as_f64().unwrap().is_finite()), "{pose}");
@@ -101,7 +147,16 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
 
     // Deterministic: the same input gives the same keypoints again.
     let out2 = dir.path().join("again.mcap");
-    let (ok, _, stderr) = replay(&["--bag", bag.to_str().unwrap(), "--out", out2.to_str().unwrap(), "--superpoint-weights", fixture_dir("superpoint").to_str().unwrap(), "--dust3r-weights", "/nonexistent"]);
+    let (ok, _, stderr) = replay(&[
+        "--bag",
+        bag.to_str().unwrap(),
+        "--out",
+        out2.to_str().unwrap(),
+        "--superpoint-weights",
+        fixture_dir("superpoint").to_str().unwrap(),
+        "--dust3r-weights",
+        "/nonexistent",
+    ]);
     assert!(ok, "{stderr}");
     assert_eq!(rosbags(&["read", "--bag", out2.to_str().unwrap()])["/cam/keypoints"]["stamps"], good);
 }
@@ -114,7 +169,18 @@ fn compressed_bags_and_a_truncated_bag_still_give_a_valid_output() {
     let bag = input_bag(dir.path(), &["--frames", "6", "--compressed", jpeg.to_str().unwrap()]);
     let sp = fixture_dir("superpoint");
     let args = |input: &Path, out: &Path| -> Vec<String> {
-        ["--bag", input.to_str().unwrap(), "--out", out.to_str().unwrap(), "--superpoint-weights", sp.to_str().unwrap(), "--dust3r-weights", "/nonexistent"].map(String::from).to_vec()
+        [
+            "--bag",
+            input.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--superpoint-weights",
+            sp.to_str().unwrap(),
+            "--dust3r-weights",
+            "/nonexistent",
+        ]
+        .map(String::from)
+        .to_vec()
     };
     let out = dir.path().join("out.mcap");
     let (ok, summary, stderr) = replay(&args(&bag, &out).iter().map(String::as_str).collect::<Vec<_>>());
@@ -131,7 +197,8 @@ fn compressed_bags_and_a_truncated_bag_still_give_a_valid_output() {
     assert!(folder.join("out_folder_0.mcap").is_file());
     let r = rosbags(&["read", "--bag", folder.to_str().unwrap()]);
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(6), "{r}");
-    let meta = &yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(folder.join("metadata.yaml")).unwrap()).unwrap()[0]["rosbag2_bagfile_information"];
+    let meta = &yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(folder.join("metadata.yaml")).unwrap())
+        .unwrap()[0]["rosbag2_bagfile_information"];
     assert_eq!((meta["version"].as_i64(), meta["storage_identifier"].as_str()), (Some(5), Some("mcap")));
     let topics = meta["topics_with_message_count"].as_vec().unwrap();
     assert_eq!(topics.len(), r.as_object().unwrap().len(), "{meta:?}");
@@ -147,7 +214,11 @@ fn compressed_bags_and_a_truncated_bag_still_give_a_valid_output() {
 
     // The same bag cut at 60 %: an error naming the problem, and a readable output with the
     // frames before the cut.
-    let mcap = std::fs::read_dir(&bag).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "mcap")).unwrap();
+    let mcap = std::fs::read_dir(&bag)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "mcap"))
+        .unwrap();
     let bytes = std::fs::read(&mcap).unwrap();
     let cut = dir.path().join("cut.mcap");
     std::fs::write(&cut, &bytes[..bytes.len() * 6 / 10]).unwrap();
@@ -163,15 +234,28 @@ fn compressed_bags_and_a_truncated_bag_still_give_a_valid_output() {
     // sqlite3 bags: the conversion command.
     let db3 = dir.path().join("old.db3");
     std::fs::write(&db3, b"SQLite format 3\0").unwrap();
-    let (ok, _, stderr) = replay(&args(&db3, &dir.path().join("x.mcap")).iter().map(String::as_str).collect::<Vec<_>>());
+    let (ok, _, stderr) =
+        replay(&args(&db3, &dir.path().join("x.mcap")).iter().map(String::as_str).collect::<Vec<_>>());
     assert!(!ok && stderr.contains("ros2 bag convert"), "{stderr}");
 }
 
 #[test]
 fn camera_topics_are_chosen_like_a_person_would() {
     let t = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
-    let bag = t(&[("/front/image_raw", "sensor_msgs/msg/Image"), ("/front/camera_info", "sensor_msgs/msg/CameraInfo"), ("/rear/camera_info", "sensor_msgs/msg/CameraInfo"), ("/imu", "sensor_msgs/msg/Imu")]);
-    assert_eq!(choose_topics(&bag, None, None), Ok(CameraTopics { image: "/front/image_raw".into(), compressed: false, camera_info: Some("/front/camera_info".into()) }));
+    let bag = t(&[
+        ("/front/image_raw", "sensor_msgs/msg/Image"),
+        ("/front/camera_info", "sensor_msgs/msg/CameraInfo"),
+        ("/rear/camera_info", "sensor_msgs/msg/CameraInfo"),
+        ("/imu", "sensor_msgs/msg/Imu"),
+    ]);
+    assert_eq!(
+        choose_topics(&bag, None, None),
+        Ok(CameraTopics {
+            image: "/front/image_raw".into(),
+            compressed: false,
+            camera_info: Some("/front/camera_info".into())
+        })
+    );
     let two = t(&[("/a/image", "sensor_msgs/msg/Image"), ("/b/image/compressed", "sensor_msgs/msg/CompressedImage")]);
     assert!(matches!(choose_topics(&two, None, None), Err(TopicError::Ambiguous(_))));
     assert_eq!(choose_topics(&two, Some("/b/image/compressed"), None).map(|c| c.compressed), Ok(true));

@@ -11,9 +11,29 @@ fn args(v: &[&str]) -> Vec<String> {
 #[test]
 fn launch_style_command_line_is_split_and_parsed() {
     let (own, ros) = split_ros_args(args(&[
-        "node", "--verbose", "--ros-args", "-r", "__node:=front_sp", "-r", "__ns:=/camera", "--params-file", "/tmp/p.yaml",
-        "-p", "max_keypoints:=512", "-p", "publish_tf:=true", "-p", "keypoint_threshold:=0.01", "-p", "superpoint_weights:=/w/sp",
-        "-r", "image:=/cam/left/image_raw", "--log-level", "debug", "--", "trailing",
+        "node",
+        "--verbose",
+        "--ros-args",
+        "-r",
+        "__node:=front_sp",
+        "-r",
+        "__ns:=/camera",
+        "--params-file",
+        "/tmp/p.yaml",
+        "-p",
+        "max_keypoints:=512",
+        "-p",
+        "publish_tf:=true",
+        "-p",
+        "keypoint_threshold:=0.01",
+        "-p",
+        "superpoint_weights:=/w/sp",
+        "-r",
+        "image:=/cam/left/image_raw",
+        "--log-level",
+        "debug",
+        "--",
+        "trailing",
     ]))
     .unwrap();
     assert_eq!(own, args(&["node", "--verbose", "trailing"]));
@@ -37,10 +57,22 @@ fn launch_style_command_line_is_split_and_parsed() {
 
 #[test]
 fn malformed_ros_args_are_reported() {
-    assert_eq!(split_ros_args(args(&["n", "--ros-args", "-p"])).unwrap_err(), ArgsError::MissingValue { flag: "-p".into() });
-    assert!(matches!(split_ros_args(args(&["n", "--ros-args", "-r", "image"])).unwrap_err(), ArgsError::Malformed { what: "remapping", .. }));
-    assert!(matches!(split_ros_args(args(&["n", "--ros-args", "-p", "x=1"])).unwrap_err(), ArgsError::Malformed { what: "parameter", .. }));
-    assert_eq!(split_ros_args(args(&["n", "--ros-args", "--bogus"])).unwrap_err(), ArgsError::Unknown("--bogus".into()));
+    assert_eq!(
+        split_ros_args(args(&["n", "--ros-args", "-p"])).unwrap_err(),
+        ArgsError::MissingValue { flag: "-p".into() }
+    );
+    assert!(matches!(
+        split_ros_args(args(&["n", "--ros-args", "-r", "image"])).unwrap_err(),
+        ArgsError::Malformed { what: "remapping", .. }
+    ));
+    assert!(matches!(
+        split_ros_args(args(&["n", "--ros-args", "-p", "x=1"])).unwrap_err(),
+        ArgsError::Malformed { what: "parameter", .. }
+    ));
+    assert_eq!(
+        split_ros_args(args(&["n", "--ros-args", "--bogus"])).unwrap_err(),
+        ArgsError::Unknown("--bogus".into())
+    );
 }
 
 #[test]
@@ -66,7 +98,11 @@ fn parameter_files_apply_wildcard_name_and_namespaced_sections_in_order() {
         ]
     );
     // Files, then -p overrides; integers are accepted for doubles; undeclared names warn.
-    let ros = RosArgs { params_files: vec![path.clone()], params: vec![("max_keypoints".into(), ParamValue::Integer(-1))], ..RosArgs::default() };
+    let ros = RosArgs {
+        params_files: vec![path.clone()],
+        params: vec![("max_keypoints".into(), ParamValue::Integer(-1))],
+        ..RosArgs::default()
+    };
     let (p, warnings) = NodeParams::resolve(&ros, "/camera/sp_dust3r").unwrap();
     assert_eq!(p.max_keypoints, None);
     assert!(p.use_sim_time && p.compressed_input);
@@ -76,29 +112,54 @@ fn parameter_files_apply_wildcard_name_and_namespaced_sections_in_order() {
 
     std::fs::write(&path, "/**:\n  ros__parameters: [1, 2\n").unwrap();
     assert!(matches!(load_params_file(&path, "/sp_dust3r"), Err(ArgsError::ParamsFile { .. })));
-    assert!(matches!(load_params_file(&dir.path().join("missing.yaml"), "/sp_dust3r"), Err(ArgsError::ParamsFile { .. })));
+    assert!(matches!(
+        load_params_file(&dir.path().join("missing.yaml"), "/sp_dust3r"),
+        Err(ArgsError::ParamsFile { .. })
+    ));
 }
 
 #[test]
 fn declared_parameters_check_type_and_range() {
-    let with = |name: &str, v: ParamValue| NodeParams::resolve(&RosArgs { params: vec![(name.into(), v)], ..RosArgs::default() }, "/sp_dust3r");
+    let with = |name: &str, v: ParamValue| {
+        NodeParams::resolve(&RosArgs { params: vec![(name.into(), v)], ..RosArgs::default() }, "/sp_dust3r")
+    };
     assert!(matches!(with("nms_radius", ParamValue::Integer(65)), Err(ParamError::Range { .. })));
     assert!(matches!(with("keypoint_threshold", ParamValue::Double(1.5)), Err(ParamError::Range { .. })));
     assert!(matches!(with("keypoint_threshold", ParamValue::Double(f64::NAN)), Err(ParamError::Range { .. })));
     assert!(matches!(with("image_transport", ParamValue::String("theora".into())), Err(ParamError::Range { .. })));
-    assert!(matches!(with("publish_tf", ParamValue::String("yes".into())), Err(ParamError::Type { expected: "bool", .. })));
+    assert!(matches!(
+        with("publish_tf", ParamValue::String("yes".into())),
+        Err(ParamError::Type { expected: "bool", .. })
+    ));
     assert!(matches!(with("keyframe_max_interval", ParamValue::Double(0.1)), Err(ParamError::Invalid { .. })));
     let err = with("nms_radius", ParamValue::Integer(65)).unwrap_err().to_string();
     assert!(err.contains("nms_radius") && err.contains("65") && err.contains("[0, 64]"), "{err}");
     // The issue's names, all declared, each with a description.
     let names: Vec<&str> = declared().iter().map(|s| s.name).collect();
-    for n in ["image_transport", "superpoint_backend", "superpoint_weights", "dust3r_backend", "dust3r_weights", "max_keypoints", "keypoint_threshold",
-              "nms_radius", "keyframe_match_ratio", "keyframe_min_interval", "keyframe_max_interval", "confidence_threshold", "publish_tf", "use_sim_time"] {
+    for n in [
+        "image_transport",
+        "superpoint_backend",
+        "superpoint_weights",
+        "dust3r_backend",
+        "dust3r_weights",
+        "max_keypoints",
+        "keypoint_threshold",
+        "nms_radius",
+        "keyframe_match_ratio",
+        "keyframe_min_interval",
+        "keyframe_max_interval",
+        "confidence_threshold",
+        "publish_tf",
+        "use_sim_time",
+    ] {
         assert!(names.contains(&n), "{n} not declared");
     }
     assert!(declared().iter().all(|s| !s.description.is_empty()));
     let (defaults, _) = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
-    assert_eq!((defaults.max_keypoints, defaults.nms_radius, defaults.keypoint_threshold, defaults.keyframe_match_ratio), (Some(1024), 4, 0.005, 0.5));
+    assert_eq!(
+        (defaults.max_keypoints, defaults.nms_radius, defaults.keypoint_threshold, defaults.keyframe_match_ratio),
+        (Some(1024), 4, 0.005, 0.5)
+    );
 }
 
 /// config/params.yaml names only declared parameters, with valid values, and states the defaults.
@@ -112,7 +173,8 @@ fn shipped_params_file_is_valid_and_states_the_defaults() {
         let spec = specs.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{name} is not declared"));
         assert_eq!(value, &spec.default, "{name}: params.yaml and the declaration disagree");
     }
-    let (p, warnings) = NodeParams::resolve(&RosArgs { params_files: vec![path], ..RosArgs::default() }, "/camera/sp_dust3r").unwrap();
+    let (p, warnings) =
+        NodeParams::resolve(&RosArgs { params_files: vec![path], ..RosArgs::default() }, "/camera/sp_dust3r").unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(p, NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap().0);
 }
@@ -123,10 +185,20 @@ fn shipped_params_file_is_valid_and_states_the_defaults() {
 fn runtime_changes_are_checked_and_atomic() {
     use sp_dust3r::ros::params::ParamStore;
     let (mut store, _) = ParamStore::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
-    let set = |s: &mut ParamStore, changes: &[(&str, ParamValue)]| s.set(&changes.iter().map(|(n, v)| (n.to_string(), v.clone())).collect::<Vec<_>>());
+    let set = |s: &mut ParamStore, changes: &[(&str, ParamValue)]| {
+        s.set(&changes.iter().map(|(n, v)| (n.to_string(), v.clone())).collect::<Vec<_>>())
+    };
 
-    let applied = set(&mut store, &[("max_keypoints", ParamValue::Integer(5)), ("confidence_threshold", ParamValue::Integer(4))]).unwrap();
-    assert_eq!(applied, vec![("max_keypoints".into(), ParamValue::Integer(5)), ("confidence_threshold".into(), ParamValue::Double(4.0))]);
+    let applied =
+        set(&mut store, &[("max_keypoints", ParamValue::Integer(5)), ("confidence_threshold", ParamValue::Integer(4))])
+            .unwrap();
+    assert_eq!(
+        applied,
+        vec![
+            ("max_keypoints".into(), ParamValue::Integer(5)),
+            ("confidence_threshold".into(), ParamValue::Double(4.0))
+        ]
+    );
     assert_eq!((store.params().max_keypoints, store.params().confidence_threshold), (Some(5), 4.0));
 
     let err = set(&mut store, &[("image_transport", ParamValue::String("compressed".into()))]).unwrap_err().to_string();
@@ -137,7 +209,12 @@ fn runtime_changes_are_checked_and_atomic() {
     assert!(err.contains("not declared"), "{err}");
     // The interval pair is checked together: min above max is refused, and nothing of the
     // batch is applied.
-    let err = set(&mut store, &[("max_keypoints", ParamValue::Integer(7)), ("keyframe_min_interval", ParamValue::Double(9.0))]).unwrap_err().to_string();
+    let err = set(
+        &mut store,
+        &[("max_keypoints", ParamValue::Integer(7)), ("keyframe_min_interval", ParamValue::Double(9.0))],
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("keyframe_max_interval"), "{err}");
     assert_eq!((store.params().max_keypoints, store.params().keyframe_min_interval), (Some(5), 0.5));
     assert_eq!(store.get("max_keypoints").map(|(_, v)| v.clone()), Some(ParamValue::Integer(5)));

@@ -19,25 +19,71 @@ fn header(sec: i32, frame: &str) -> std_msgs::Header {
 #[test]
 fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     // Two 2x2 views; one point below the confidence threshold and one NaN are left out.
-    let view1 = Pointmap { height: 2, width: 2, points: vec![0.1, 0.2, 1.0, 0.3, 0.4, 1.5, f32::NAN, 0.0, 1.0, 0.5, 0.6, 2.0], confidence: vec![5.0, 2.0, 9.0, 4.0] };
-    let view2 = Pointmap { height: 2, width: 2, points: vec![1.0, 1.1, 3.0, 1.2, 1.3, 3.5, 1.4, 1.5, 4.0, 1.6, 1.7, 4.5], confidence: vec![3.5, 3.6, 3.7, 3.8] };
+    let view1 = Pointmap {
+        height: 2,
+        width: 2,
+        points: vec![0.1, 0.2, 1.0, 0.3, 0.4, 1.5, f32::NAN, 0.0, 1.0, 0.5, 0.6, 2.0],
+        confidence: vec![5.0, 2.0, 9.0, 4.0],
+    };
+    let view2 = Pointmap {
+        height: 2,
+        width: 2,
+        points: vec![1.0, 1.1, 3.0, 1.2, 1.3, 3.5, 1.4, 1.5, 4.0, 1.6, 1.7, 4.5],
+        confidence: vec![3.5, 3.6, 3.7, 3.8],
+    };
     let rgb1: Vec<u8> = vec![255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30];
     let rgb2: Vec<u8> = vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 250, 251, 252];
-    let cloud = pointcloud_msg(header(100, "cam1_optical"), &[ColouredPoints { points: &view1, rgb: &rgb1 }, ColouredPoints { points: &view2, rgb: &rgb2 }], 3.0, 1);
+    let cloud = pointcloud_msg(
+        header(100, "cam1_optical"),
+        &[ColouredPoints { points: &view1, rgb: &rgb1 }, ColouredPoints { points: &view2, rgb: &rgb2 }],
+        3.0,
+        1,
+    );
     assert_eq!(cloud.width, 6);
 
     let t12: TCam1Cam2 = TCam1Cam2::new(Rotation3::new(Vector3::new(0.1, -0.2, 0.05)), Vector3::new(0.3, 0.0, -0.1));
-    let pose = PairPose { t_cam1_cam2: t12, focal1: 500.0, focal2: 510.0, num_inliers: 1234, used_known_intrinsics: false, mode: PoseMode::PairViewer };
-    let (pair, stamped, tf) = pose_msgs(&pose, &header(100, "cam1_optical"), builtin_interfaces::Time { sec: 101, nanosec: 7 }, "sp_dust3r_view2", 4.5);
+    let pose = PairPose {
+        t_cam1_cam2: t12,
+        focal1: 500.0,
+        focal2: 510.0,
+        num_inliers: 1234,
+        used_known_intrinsics: false,
+        mode: PoseMode::PairViewer,
+    };
+    let (pair, stamped, tf) = pose_msgs(
+        &pose,
+        &header(100, "cam1_optical"),
+        builtin_interfaces::Time { sec: 101, nanosec: 7 },
+        "sp_dust3r_view2",
+        4.5,
+    );
 
-    let kp = Keypoints { xy: vec![[10.0, 20.0], [30.5, 40.5]], scores: vec![0.9, 0.3], descriptors: vec![0.6, 0.8, 1.0, 0.0], descriptor_dim: 2 };
+    let kp = Keypoints {
+        xy: vec![[10.0, 20.0], [30.5, 40.5]],
+        scores: vec![0.9, 0.3],
+        descriptors: vec![0.6, 0.8, 1.0, 0.0],
+        descriptor_dim: 2,
+    };
     let kmsg = keypoints_msg(header(99, "cam"), 640, 480, &kp);
 
-    let r = rosbags_read(&[&CdrEntry::of(&cloud), &CdrEntry::of(&pair), &CdrEntry::of(&stamped), &CdrEntry::of(&tf), &CdrEntry::of(&kmsg)]);
+    let r = rosbags_read(&[
+        &CdrEntry::of(&cloud),
+        &CdrEntry::of(&pair),
+        &CdrEntry::of(&stamped),
+        &CdrEntry::of(&tf),
+        &CdrEntry::of(&kmsg),
+    ]);
 
     let points = r["sensor_msgs/msg/PointCloud2"]["points"].as_array().unwrap();
     // View 1's pixel 1 (confidence 2) and pixel 2 (NaN) are left out; then all of view 2.
-    let want = [(&view1, &rgb1, 0usize), (&view1, &rgb1, 3), (&view2, &rgb2, 0), (&view2, &rgb2, 1), (&view2, &rgb2, 2), (&view2, &rgb2, 3)];
+    let want = [
+        (&view1, &rgb1, 0usize),
+        (&view1, &rgb1, 3),
+        (&view2, &rgb2, 0),
+        (&view2, &rgb2, 1),
+        (&view2, &rgb2, 2),
+        (&view2, &rgb2, 3),
+    ];
     for (p, (map, rgb, i)) in points.iter().zip(want) {
         let xyz = [p["x"].as_f64().unwrap(), p["y"].as_f64().unwrap(), p["z"].as_f64().unwrap()];
         for k in 0..3 {
@@ -57,15 +103,26 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     assert_eq!(pv["header"]["frame_id"], "cam1_optical");
     assert_eq!(pv["num_inliers"].as_u64(), Some(1234));
     let q = &pv["pose"]["orientation"];
-    let uq = UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(q["w"].as_f64().unwrap(), q["x"].as_f64().unwrap(), q["y"].as_f64().unwrap(), q["z"].as_f64().unwrap()));
+    let uq = UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(
+        q["w"].as_f64().unwrap(),
+        q["x"].as_f64().unwrap(),
+        q["y"].as_f64().unwrap(),
+        q["z"].as_f64().unwrap(),
+    ));
     assert!(uq.to_rotation_matrix().angle_to(&t12.rotation) < 1e-9);
     assert!((pv["pose"]["position"]["x"].as_f64().unwrap() - 0.3).abs() < 1e-12);
     let tv = &r["geometry_msgs/msg/TransformStamped"]["value"];
-    assert_eq!((tv["header"]["frame_id"].as_str(), tv["child_frame_id"].as_str()), (Some("cam1_optical"), Some("sp_dust3r_view2")));
+    assert_eq!(
+        (tv["header"]["frame_id"].as_str(), tv["child_frame_id"].as_str()),
+        (Some("cam1_optical"), Some("sp_dust3r_view2"))
+    );
     assert_eq!(r["geometry_msgs/msg/PoseStamped"]["value"]["pose"], pv["pose"]);
 
     let kv = &r["sp_dust3r_msgs/msg/Keypoints"]["value"];
-    assert_eq!((kv["width"].as_u64(), kv["height"].as_u64(), kv["descriptor_dim"].as_u64()), (Some(640), Some(480), Some(2)));
+    assert_eq!(
+        (kv["width"].as_u64(), kv["height"].as_u64(), kv["descriptor_dim"].as_u64()),
+        (Some(640), Some(480), Some(2))
+    );
     assert_eq!(kv["x"][1].as_f64(), Some(30.5));
     for (_, v) in r.as_object().unwrap() {
         assert_eq!(v["bytes_equal"], true);
@@ -91,11 +148,19 @@ fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
     // A mono8 frame of mid grey; two keypoints.
     let (w, h) = (40u32, 30u32);
     let frame = Frame::from_raw("mono8", w, h, w as usize, false, vec![128; (w * h) as usize]).unwrap();
-    let kp = Keypoints { xy: vec![[10.0, 12.0], [30.0, 5.0]], scores: vec![0.9, 0.5], descriptors: vec![1.0, 1.0], descriptor_dim: 1 };
+    let kp = Keypoints {
+        xy: vec![[10.0, 12.0], [30.0, 5.0]],
+        scores: vec![0.9, 0.5],
+        descriptors: vec![1.0, 1.0],
+        descriptor_dim: 1,
+    };
     let msg = debug_image_msg(header(42, "cam"), &frame, &kp);
     let r = rosbags_read(&[&CdrEntry::of(&msg)]);
     let v = &r["sensor_msgs/msg/Image"]["value"];
-    assert_eq!((v["encoding"].as_str(), v["width"].as_u64(), v["height"].as_u64(), v["step"].as_u64()), (Some("rgb8"), Some(40), Some(30), Some(120)));
+    assert_eq!(
+        (v["encoding"].as_str(), v["width"].as_u64(), v["height"].as_u64(), v["step"].as_u64()),
+        (Some("rgb8"), Some(40), Some(30), Some(120))
+    );
     assert_eq!(v["header"]["stamp"]["sec"].as_i64(), Some(42));
     assert_eq!(r["sensor_msgs/msg/Image"]["bytes_equal"], true);
     let px = |x: u32, y: u32| &msg.data[((y * w + x) * 3) as usize..((y * w + x) * 3 + 3) as usize];

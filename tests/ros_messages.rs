@@ -23,9 +23,19 @@ fn sample<T: RosMessage + serde::Serialize>(msg: T) -> (CdrEntry, Value) {
 fn same(a: &Value, b: &Value, path: &str) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
-            assert_eq!(x.len(), y.len(), "{path}: fields {:?} vs {:?}", x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>());
+            assert_eq!(
+                x.len(),
+                y.len(),
+                "{path}: fields {:?} vs {:?}",
+                x.keys().collect::<Vec<_>>(),
+                y.keys().collect::<Vec<_>>()
+            );
             for (k, v) in x {
-                same(v, y.get(k).unwrap_or_else(|| panic!("{path}.{k} missing in rosbags' value")), &format!("{path}.{k}"));
+                same(
+                    v,
+                    y.get(k).unwrap_or_else(|| panic!("{path}.{k} missing in rosbags' value")),
+                    &format!("{path}.{k}"),
+                );
             }
         }
         (Value::Array(x), Value::Array(y)) => {
@@ -38,7 +48,9 @@ fn same(a: &Value, b: &Value, path: &str) {
             let (p, q) = (x.as_f64().unwrap(), y.as_f64().unwrap());
             assert!((p - q).abs() <= 1e-6 * p.abs().max(1.0), "{path}: {p} vs {q}");
         }
-        (Value::Bool(x), Value::Number(y)) | (Value::Number(y), Value::Bool(x)) => assert_eq!(*x as u64, y.as_u64().unwrap(), "{path}"),
+        (Value::Bool(x), Value::Number(y)) | (Value::Number(y), Value::Bool(x)) => {
+            assert_eq!(*x as u64, y.as_u64().unwrap(), "{path}")
+        }
         _ => assert_eq!(a, b, "{path}"),
     }
 }
@@ -52,8 +64,20 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
     let samples = vec![
         sample(builtin_interfaces::Time { sec: -3, nanosec: 999_999_999 }),
         sample(header(1_700_000_000, 123, "camera_optical")),
-        sample(sensor_msgs::Image { header: header(5, 6, "cam"), height: 2, width: 3, encoding: "rgb8".into(), is_bigendian: 0, step: 9, data: (0..18).collect() }),
-        sample(sensor_msgs::CompressedImage { header: header(7, 8, "c"), format: "jpeg".into(), data: vec![0xff, 0xd8, 0xff, 0xe0, 1] }),
+        sample(sensor_msgs::Image {
+            header: header(5, 6, "cam"),
+            height: 2,
+            width: 3,
+            encoding: "rgb8".into(),
+            is_bigendian: 0,
+            step: 9,
+            data: (0..18).collect(),
+        }),
+        sample(sensor_msgs::CompressedImage {
+            header: header(7, 8, "c"),
+            format: "jpeg".into(),
+            data: vec![0xff, 0xd8, 0xff, 0xe0, 1],
+        }),
         sample(sensor_msgs::CameraInfo {
             header: header(9, 10, "cam_optical"),
             height: 480,
@@ -72,8 +96,18 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
             height: 1,
             width: 2,
             fields: vec![
-                sensor_msgs::PointField { name: "x".into(), offset: 0, datatype: sensor_msgs::PointField::FLOAT32, count: 1 },
-                sensor_msgs::PointField { name: "rgb".into(), offset: 12, datatype: sensor_msgs::PointField::FLOAT32, count: 1 },
+                sensor_msgs::PointField {
+                    name: "x".into(),
+                    offset: 0,
+                    datatype: sensor_msgs::PointField::FLOAT32,
+                    count: 1,
+                },
+                sensor_msgs::PointField {
+                    name: "rgb".into(),
+                    offset: 12,
+                    datatype: sensor_msgs::PointField::FLOAT32,
+                    count: 1,
+                },
             ],
             is_bigendian: false,
             point_step: 16,
@@ -86,7 +120,10 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
             transforms: vec![geometry_msgs::TransformStamped {
                 header: header(15, 16, "cam1"),
                 child_frame_id: "cam2".into(),
-                transform: geometry_msgs::Transform { translation: geometry_msgs::Vector3 { x: 1.0, y: 2.0, z: 3.0 }, rotation: geometry_msgs::Quaternion::default() },
+                transform: geometry_msgs::Transform {
+                    translation: geometry_msgs::Vector3 { x: 1.0, y: 2.0, z: 3.0 },
+                    rotation: geometry_msgs::Quaternion::default(),
+                },
             }],
         }),
         sample(rosgraph_msgs::Clock { clock: builtin_interfaces::Time { sec: 42, nanosec: 7 } }),
@@ -152,7 +189,13 @@ fn type_names_follow_ros2_conventions() {
     assert_eq!(sensor_msgs::PointCloud2::ROS_TYPE, "sensor_msgs/msg/PointCloud2");
     // The schema text MCAP carries: the type's own definition, then every nested one once.
     let def = sp_dust3r_msgs::PairPose::DEFINITION;
-    for nested in ["MSG: std_msgs/Header", "MSG: builtin_interfaces/Time", "MSG: geometry_msgs/Pose", "MSG: geometry_msgs/Point", "MSG: geometry_msgs/Quaternion"] {
+    for nested in [
+        "MSG: std_msgs/Header",
+        "MSG: builtin_interfaces/Time",
+        "MSG: geometry_msgs/Pose",
+        "MSG: geometry_msgs/Point",
+        "MSG: geometry_msgs/Quaternion",
+    ] {
         assert_eq!(def.matches(nested).count(), 1, "{nested} in\n{def}");
     }
     assert_eq!(geometry_msgs::Quaternion::default().w, 1.0);
@@ -171,7 +214,8 @@ fn interface_package_lists_every_message_and_dependency() {
         .collect();
     ours.sort();
     let cmake = std::fs::read_to_string(root.join("interfaces/sp_dust3r_msgs/CMakeLists.txt")).unwrap();
-    let mut listed: Vec<String> = cmake.split('"').filter_map(|s| s.strip_prefix("${MSG_BASE}:")).map(str::to_string).collect();
+    let mut listed: Vec<String> =
+        cmake.split('"').filter_map(|s| s.strip_prefix("${MSG_BASE}:")).map(str::to_string).collect();
     listed.sort();
     assert_eq!(listed, ours, "CMakeLists.txt and msg/ disagree");
 

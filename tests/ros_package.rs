@@ -32,7 +32,8 @@ fn xml_launch_names_the_executable_its_subcommand_and_declared_parameters() {
     assert_eq!(node.attribute("pkg"), Some("sp_dust3r"));
     assert_eq!(node.attribute("exec"), Some(binary_name().as_str()));
     assert_eq!(node.attribute("args"), Some("node"));
-    let args: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("arg")).filter_map(|n| n.attribute("name")).collect();
+    let args: Vec<&str> =
+        doc.descendants().filter(|n| n.has_tag_name("arg")).filter_map(|n| n.attribute("name")).collect();
     for a in ["camera_namespace", "backend", "superpoint_weights", "dust3r_weights", "params_file"] {
         assert!(args.contains(&a), "launch argument {a}");
     }
@@ -43,7 +44,8 @@ fn xml_launch_names_the_executable_its_subcommand_and_declared_parameters() {
             assert_eq!(p.attribute("from"), Some("$(var params_file)"));
         }
     }
-    let params_arg = doc.descendants().find(|n| n.has_tag_name("arg") && n.attribute("name") == Some("params_file")).unwrap();
+    let params_arg =
+        doc.descendants().find(|n| n.has_tag_name("arg") && n.attribute("name") == Some("params_file")).unwrap();
     assert_eq!(params_arg.attribute("default"), Some("$(find-pkg-share sp_dust3r)/config/params.yaml"));
     assert!(root().join("config/params.yaml").is_file());
     // Every $(var x) refers to a declared launch argument.
@@ -57,14 +59,22 @@ fn xml_launch_names_the_executable_its_subcommand_and_declared_parameters() {
 fn python_launch_compiles_and_names_the_same_things() {
     let path = root().join("launch/sp_dust3r.launch.py");
     // Compiled in memory: no __pycache__ in the source tree (colcon would install it).
-    let out = std::process::Command::new(common::peer_python()).args(["-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')"]).arg(&path).output().unwrap();
+    let out = std::process::Command::new(common::peer_python())
+        .args(["-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("package=\"sp_dust3r\"") && text.contains(&format!("executable=\"{}\"", binary_name())));
     assert!(text.contains("arguments=[\"node\"]"));
     // Parameter keys set in the launch file's dictionary: `"name": ParameterValue(...)`.
     let params = text.split("parameters=[").nth(1).unwrap();
-    let keys: Vec<&str> = params.split("\": ParameterValue").filter_map(|chunk| chunk.rsplit('"').next()).filter(|k| !k.contains(char::is_whitespace)).collect();
+    let keys: Vec<&str> = params
+        .split("\": ParameterValue")
+        .filter_map(|chunk| chunk.rsplit('"').next())
+        .filter(|k| !k.contains(char::is_whitespace))
+        .collect();
     assert!(keys.len() >= 5, "{keys:?}");
     for key in keys {
         assert!(declared_names().contains(&key), "launch file sets {key}, which the node does not declare");
@@ -79,12 +89,18 @@ fn rviz_config_shows_topics_the_node_uses() {
     let text = std::fs::read_to_string(root().join("config/sp_dust3r.rviz")).unwrap();
     let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
     let displays = docs[0]["Visualization Manager"]["Displays"].as_vec().unwrap();
-    let node_topics: Vec<String> = TOPICS.iter().map(|(t, _, _)| if t.starts_with('/') { t.to_string() } else { format!("/camera/{t}") }).collect();
+    let node_topics: Vec<String> = TOPICS
+        .iter()
+        .map(|(t, _, _)| if t.starts_with('/') { t.to_string() } else { format!("/camera/{t}") })
+        .collect();
     let mut shown = 0;
     for d in displays {
         if let Some(topic) = d["Topic"]["Value"].as_str() {
             shown += 1;
-            assert!(node_topics.iter().any(|t| t == topic), "RViz shows {topic}, which the node does not use (namespace /camera)");
+            assert!(
+                node_topics.iter().any(|t| t == topic),
+                "RViz shows {topic}, which the node does not use (namespace /camera)"
+            );
             // What RViz subscribes reliably must be published reliably (all our outputs are).
             let published = TOPICS.iter().any(|(t, _, p)| *p && Path::new(topic).ends_with(t.trim_start_matches('/')));
             if d["Topic"]["Reliability Policy"].as_str() == Some("Reliable") {
@@ -93,5 +109,8 @@ fn rviz_config_shows_topics_the_node_uses() {
         }
     }
     assert!(shown >= 3);
-    assert_eq!(docs[0]["Visualization Manager"]["Displays"][1]["Class"].as_str(), Some("rviz_default_plugins/PointCloud2"));
+    assert_eq!(
+        docs[0]["Visualization Manager"]["Displays"][1]["Class"].as_str(),
+        Some("rviz_default_plugins/PointCloud2")
+    );
 }

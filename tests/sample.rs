@@ -41,7 +41,17 @@ fn stored_sample_matches_the_renderer_and_replays() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.mcap");
     let run = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
-        .args(["replay", "--bag", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "--superpoint-weights", fixture_dir("superpoint").to_str().unwrap(), "--dust3r-weights", "/nonexistent"])
+        .args([
+            "replay",
+            "--bag",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--superpoint-weights",
+            fixture_dir("superpoint").to_str().unwrap(),
+            "--dust3r-weights",
+            "/nonexistent",
+        ])
         .env("HF_HUB_OFFLINE", "1")
         .output()
         .unwrap();
@@ -54,5 +64,8 @@ fn stored_sample_matches_the_renderer_and_replays() {
     assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
     let r: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(40), "{r}");
-    assert!(r["/cam/keypoints"]["n"].as_array().unwrap().iter().all(|k| k.as_u64().unwrap() > 100), "textured frames give keypoints: {r}");
+    assert!(
+        r["/cam/keypoints"]["n"].as_array().unwrap().iter().all(|k| k.as_u64().unwrap() > 100),
+        "textured frames give keypoints: {r}"
+    );
 }

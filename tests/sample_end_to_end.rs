@@ -42,7 +42,9 @@ struct TruePointmaps {
 
 impl TruePointmaps {
     fn new(n: usize) -> Self {
-        let frames = (0..n).map(|i| Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, n)).unwrap().to_rgb8()).collect();
+        let frames = (0..n)
+            .map(|i| Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, n)).unwrap().to_rgb8())
+            .collect();
         Self { frames }
     }
     fn pose_of(&self, frame: &Frame) -> Transform<Room, CameraOptical> {
@@ -51,7 +53,11 @@ impl TruePointmaps {
         camera_pose(i, self.frames.len())
     }
     /// The points of `view` (seen from `pose`) in the frame of the camera at `reference`.
-    fn pointmap(view: &PreparedView, pose: &Transform<Room, CameraOptical>, reference: &Transform<Room, CameraOptical>) -> Pointmap {
+    fn pointmap(
+        view: &PreparedView,
+        pose: &Transform<Room, CameraOptical>,
+        reference: &Transform<Room, CameraOptical>,
+    ) -> Pointmap {
         let (w, h) = (view.width as usize, view.height as usize);
         let to_reference = reference.inverse();
         let (mut points, mut confidence) = (Vec::with_capacity(w * h * 3), Vec::with_capacity(w * h));
@@ -75,8 +81,10 @@ impl PairReconstructor for TruePointmaps {
         let (p1, p2) = (self.pose_of(r.first), self.pose_of(r.second));
         let v1 = prepare(r.first, PrepMode::Pad).unwrap();
         let v2 = prepare(r.second, PrepMode::Pad).unwrap();
-        let forward = PairPrediction { view1: Self::pointmap(&v1, &p1, &p1), view2_in_1: Self::pointmap(&v2, &p2, &p1) };
-        let swapped = PairPrediction { view1: Self::pointmap(&v2, &p2, &p2), view2_in_1: Self::pointmap(&v1, &p1, &p2) };
+        let forward =
+            PairPrediction { view1: Self::pointmap(&v1, &p1, &p1), view2_in_1: Self::pointmap(&v2, &p2, &p1) };
+        let swapped =
+            PairPrediction { view1: Self::pointmap(&v2, &p2, &p2), view2_in_1: Self::pointmap(&v1, &p1, &p2) };
         Ok(pair_output(r, v1, v2, forward, swapped))
     }
     fn describe(&self) -> String {
@@ -111,7 +119,11 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
     let gt = load_ground_truth(&GroundTruth::from_path(&path, None, None)).unwrap();
     assert_eq!(gt.len(), 40);
     let report = evaluate(&pair_estimates(&out_path).unwrap(), &gt, 0.05).unwrap();
-    assert_eq!((report.num_pairs, report.num_without_pose, report.num_without_ground_truth), (summary.pairs as usize, 0, 0), "{report:?}");
+    assert_eq!(
+        (report.num_pairs, report.num_without_pose, report.num_without_ground_truth),
+        (summary.pairs as usize, 0, 0),
+        "{report:?}"
+    );
     report
 }
 
@@ -121,7 +133,12 @@ fn true_pointmaps_recover_the_rendered_camera_path() {
     let report = replay_true_pointmaps(true);
     for m in &report.pairs {
         let (r, t) = (m.rotation_error_deg.unwrap(), m.translation_error_deg.unwrap());
-        assert!(r < 1e-3 && t < 1e-2, "pair {} -> {}: rotation {r} deg, translation direction {t} deg", m.reference_time, m.query_time);
+        assert!(
+            r < 1e-3 && t < 1e-2,
+            "pair {} -> {}: rotation {r} deg, translation direction {t} deg",
+            m.reference_time,
+            m.query_time
+        );
     }
     assert!(report.auc[0] > 0.999, "AUC@5 {:?}", report.auc);
 }
@@ -135,7 +152,12 @@ fn true_pointmaps_without_camera_info_use_the_estimated_focal() {
     let report = replay_true_pointmaps(false);
     for m in &report.pairs {
         let (r, t) = (m.rotation_error_deg.unwrap(), m.translation_error_deg.unwrap());
-        assert!(r < 0.1 && t < 0.2, "pair {} -> {}: rotation {r} deg, translation direction {t} deg", m.reference_time, m.query_time);
+        assert!(
+            r < 0.1 && t < 0.2,
+            "pair {} -> {}: rotation {r} deg, translation direction {t} deg",
+            m.reference_time,
+            m.query_time
+        );
     }
     assert!(report.auc[0] > 0.95, "AUC@5 {:?}", report.auc);
 }
@@ -143,7 +165,8 @@ fn true_pointmaps_without_camera_info_use_the_estimated_focal() {
 /// README's first command block: (main command, test command).
 fn readme_commands() -> (String, String) {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let block = readme.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("README opens with a sh block");
+    let block =
+        readme.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("README opens with a sh block");
     let lines: Vec<&str> = block.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 2, "two commands: {lines:?}");
     (lines[0].to_string(), lines[1].to_string())
@@ -155,7 +178,8 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     assert_eq!(test, "tools/test.sh");
     let ci = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
     assert!(ci.lines().any(|l| l.trim() == "tools/test.sh"), ".ci/run runs the README's test command");
-    let args: Vec<&str> = main.strip_prefix("cargo run --release -- ").expect("a cargo run command").split_whitespace().collect();
+    let args: Vec<&str> =
+        main.strip_prefix("cargo run --release -- ").expect("a cargo run command").split_whitespace().collect();
     assert!(args.contains(&"data/sample/sequence.mcap"), "{main}");
 
     // Run from a scratch folder that sees the repository's data/, so the outputs land there.
@@ -193,7 +217,11 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     let png = image::open(&plot).unwrap();
     assert!(png.width() >= 400 && png.height() >= 300);
     // rosbags reads the bag: the camera copied, a keypoints message per frame, a cloud per pair.
-    let read = Command::new(peer_python()).arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_bag.py")).args(["read", "--bag", bag.to_str().unwrap()]).output().unwrap();
+    let read = Command::new(peer_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_bag.py"))
+        .args(["read", "--bag", bag.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
     let r: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(40), "{r}");
@@ -205,7 +233,12 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
 fn replay_eval_says_what_is_missing_before_it_starts() {
     let dir = tempfile::tempdir().unwrap();
     let replay = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).arg("replay").args(args).env("HF_HUB_OFFLINE", "1").output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+            .arg("replay")
+            .args(args)
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
@@ -213,7 +246,17 @@ fn replay_eval_says_what_is_missing_before_it_starts() {
     let sp = fixture_dir("superpoint");
     // No DUSt3R: nothing to score, so no replay and no output.
     let out = dir.path().join("a.mcap");
-    let e = replay(&["--bag", sample.to_str().unwrap(), "--out", out.to_str().unwrap(), "--eval", "--superpoint-weights", sp.to_str().unwrap(), "--dust3r-weights", "/nonexistent"]);
+    let e = replay(&[
+        "--bag",
+        sample.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval",
+        "--superpoint-weights",
+        sp.to_str().unwrap(),
+        "--dust3r-weights",
+        "/nonexistent",
+    ]);
     assert!(e.contains("--eval needs DUSt3R") && e.contains("/nonexistent"), "{e}");
     assert!(!out.exists());
     // A bag without ground truth: said before any weights are looked at.
@@ -222,7 +265,15 @@ fn replay_eval_says_what_is_missing_before_it_starts() {
     w.add_typed_topic::<sp_dust3r::ros::msg::sensor_msgs::Image>("/cam/image_raw").unwrap();
     w.finish().unwrap();
     let out = dir.path().join("b.mcap");
-    let e = replay(&["--bag", bare.to_str().unwrap(), "--out", out.to_str().unwrap(), "--eval", "--superpoint-weights", "/nonexistent"]);
+    let e = replay(&[
+        "--bag",
+        bare.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--eval",
+        "--superpoint-weights",
+        "/nonexistent",
+    ]);
     assert!(e.contains("has no geometry_msgs/msg/PoseStamped topic") && !e.contains("weights"), "{e}");
     assert!(!out.exists());
 }

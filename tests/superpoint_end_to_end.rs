@@ -17,8 +17,7 @@ fn library_end_to_end_matches_reference() {
     let luma = Frame::open(&png).unwrap().to_luma();
     let params = PostParams { max_keypoints: None, ..PostParams::default() };
     let (kp, _) = model.detect(&luma, &params).unwrap();
-    let ours: Vec<([f32; 2], Vec<f32>)> =
-        (0..kp.len()).map(|i| (kp.xy[i], kp.descriptor(i).to_vec())).collect();
+    let ours: Vec<([f32; 2], Vec<f32>)> = (0..kp.len()).map(|i| (kp.xy[i], kp.descriptor(i).to_vec())).collect();
     let reference = reference_keypoints();
     let (f1, min_cos) = f1_and_min_cosine(&ours, &reference);
     eprintln!("{} ours, {} reference, F1 {f1:.5}, min cosine {min_cos:.6}", ours.len(), reference.len());

@@ -71,7 +71,12 @@ fn conv3x3_matches_reference_for_gemm_and_direct_kernels() {
         let map = FeatureMap::from_dense(h, w, ci, &x).unwrap();
         for relu in [false, true] {
             let ours = conv.forward(&map, relu).unwrap();
-            assert_close(&ours.to_dense(), &conv3x3_ref(&x, h, w, ci, &wt, &b, relu), 1e-4, &format!("conv {h}x{w} {ci}->{co}"));
+            assert_close(
+                &ours.to_dense(),
+                &conv3x3_ref(&x, h, w, ci, &wt, &b, relu),
+                1e-4,
+                &format!("conv {h}x{w} {ci}->{co}"),
+            );
         }
     }
 }

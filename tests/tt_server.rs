@@ -54,7 +54,11 @@ fn start(dir: &Path, model: &str, extra: &[&str]) -> Server {
 }
 
 fn options(port: u16, timeout_s: f64) -> ServerOptions {
-    ServerOptions { url: format!("http://127.0.0.1:{port}"), timeout: Duration::from_secs_f64(timeout_s), jpeg_quality: 90 }
+    ServerOptions {
+        url: format!("http://127.0.0.1:{port}"),
+        timeout: Duration::from_secs_f64(timeout_s),
+        jpeg_quality: 90,
+    }
 }
 
 fn sample_frame() -> Frame {
@@ -86,8 +90,9 @@ fn superpoint_answers_map_to_our_keypoints() {
     // The double answers with the upstream reference (HF SuperPoint on this image).
     let mut fixture = common::SuperPointFixture::open();
     let (ref_xy, ref_desc) = (fixture.array("keypoints_xy"), fixture.array("descriptors"));
-    let reference: Vec<([f32; 2], Vec<f32>)> =
-        (0..ref_xy.shape()[0]).map(|i| ([ref_xy[[i, 0]], ref_xy[[i, 1]]], (0..256).map(|j| ref_desc[[i, j]]).collect())).collect();
+    let reference: Vec<([f32; 2], Vec<f32>)> = (0..ref_xy.shape()[0])
+        .map(|i| ([ref_xy[[i, 0]], ref_xy[[i, 1]]], (0..256).map(|j| ref_desc[[i, j]]).collect()))
+        .collect();
     assert_eq!((kp.len(), kp.descriptor_dim), (reference.len(), 256));
     let (f1, min_cos) = common::f1_and_min_cosine(&pairs(&kp), &reference);
     assert!(f1 == 1.0 && min_cos > 0.9995, "F1 {f1}, min cosine {min_cos} (float16 descriptors)");
@@ -99,7 +104,8 @@ fn superpoint_answers_map_to_our_keypoints() {
     // And they agree with our CPU backend on the same image (the fixture weights are the
     // reference's) to the CPU end-to-end test's bar: the PNG is 8-bit, the reference's input
     // was not.
-    let cpu = CpuFeatures(SuperPoint::load(&fixture_dir("superpoint")).unwrap()).detect(&frame, &all_keypoints()).unwrap();
+    let cpu =
+        CpuFeatures(SuperPoint::load(&fixture_dir("superpoint")).unwrap()).detect(&frame, &all_keypoints()).unwrap();
     let (f1, min_cos) = common::f1_and_min_cosine(&inside(pairs(&cpu)), &inside(pairs(&kp)));
     assert!(f1 >= 0.99 && min_cos > 0.999, "F1 {f1}, min cosine {min_cos}");
     assert!(timing.server_total_ms.is_some() && timing.overhead_ms().is_some());
@@ -112,7 +118,11 @@ fn superpoint_answers_map_to_our_keypoints() {
 fn contract_failures_are_classified_and_the_link_recovers() {
     let dir = tempfile::tempdir().unwrap();
     // Starting for 1.5 s; then the faults in order; then normal answers.
-    let server = start(dir.path(), "superpoint", &["--starting", "1.5", "--faults", "400,500,garbage,badshape,drop,drop,slow:3"]);
+    let server = start(
+        dir.path(),
+        "superpoint",
+        &["--starting", "1.5", "--faults", "400,500,garbage,badshape,drop,drop,slow:3"],
+    );
     let sp = TtSuperPoint::new(options(server.port, 1.0));
     let frame = sample_frame();
     let p = all_keypoints();
@@ -205,7 +215,9 @@ fn dust3r_answers_map_to_pointmaps_and_the_known_pose() {
     // double's focal (600 at 512) - a check that the arrays were read in the right order.
     let (u, v) = (100usize, 300usize);
     let p = &out.view1.points[(v * 512 + u) * 3..(v * 512 + u) * 3 + 3];
-    assert!((p[0] / p[2] * 600.0 + 256.0 - u as f32).abs() < 1e-3 && (p[1] / p[2] * 600.0 + 256.0 - v as f32).abs() < 1e-3);
+    assert!(
+        (p[0] / p[2] * 600.0 + 256.0 - u as f32).abs() < 1e-3 && (p[1] / p[2] * 600.0 + 256.0 - v as f32).abs() < 1e-3
+    );
 }
 
 #[test]
@@ -219,10 +231,27 @@ fn cli_runs_on_the_server_and_reports_host_cost() {
     let cli = |args: &[&str]| {
         let run = Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).args(args).output().unwrap();
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-        (serde_json::from_slice::<serde_json::Value>(&run.stdout).unwrap(), String::from_utf8_lossy(&run.stderr).into_owned())
+        (
+            serde_json::from_slice::<serde_json::Value>(&run.stdout).unwrap(),
+            String::from_utf8_lossy(&run.stderr).into_owned(),
+        )
     };
     let url = |port: u16| format!("http://127.0.0.1:{port}");
-    let (line, stderr) = cli(&["superpoint", "--backend", "tt-server", "--server-url", &url(sp.port), "--max-keypoints", "-1", "--repeat", "5", "--image", img, "--out", npz_out]);
+    let (line, stderr) = cli(&[
+        "superpoint",
+        "--backend",
+        "tt-server",
+        "--server-url",
+        &url(sp.port),
+        "--max-keypoints",
+        "-1",
+        "--repeat",
+        "5",
+        "--image",
+        img,
+        "--out",
+        npz_out,
+    ]);
     eprintln!("superpoint via the double: {line}");
     assert_eq!(line["num_keypoints"].as_u64(), Some(common::SuperPointFixture::open().array("scores").len() as u64));
     assert!(line["timing_ms"]["host_overhead"].as_f64().is_some());
@@ -232,12 +261,35 @@ fn cli_runs_on_the_server_and_reports_host_cost() {
     assert!(!stderr.contains("weights revision"), "same revision: no warning");
     // A server with other weights than the CPU backend pins: a warning, the job still runs.
     let other = start(dir.path(), "superpoint", &["--info-revision", "0123abc"]);
-    let (_, stderr) = cli(&["superpoint", "--backend", "tt-server", "--server-url", &url(other.port), "--image", img, "--out", npz_out]);
+    let (_, stderr) = cli(&[
+        "superpoint",
+        "--backend",
+        "tt-server",
+        "--server-url",
+        &url(other.port),
+        "--image",
+        img,
+        "--out",
+        npz_out,
+    ]);
     assert!(stderr.contains("weights revision 0123abc, the CPU backend pins 734450e9"), "{stderr}");
 
     let d = start(dir.path(), "dust3r", &[]);
     let out = dir.path().join("pair.npz");
-    let (line, _) = cli(&["dust3r", "--backend", "tt-server", "--server-url", &url(d.port), "--pose", "--image1", img, "--image2", img, "--out", out.to_str().unwrap()]);
+    let (line, _) = cli(&[
+        "dust3r",
+        "--backend",
+        "tt-server",
+        "--server-url",
+        &url(d.port),
+        "--pose",
+        "--image1",
+        img,
+        "--image2",
+        img,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(line["pose"]["mode"], "server");
     let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
     let t: ndarray::Array1<f64> = npz.by_name("t").unwrap();
@@ -252,7 +304,8 @@ fn cli_runs_on_the_server_and_reports_host_cost() {
 fn frames_are_encoded_for_the_wire_and_decode_back() {
     use base64::Engine;
     use sp_dust3r::backend::tt_server::encode_frame;
-    let decode = |b64: String| image::load_from_memory(&base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap();
+    let decode =
+        |b64: String| image::load_from_memory(&base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap();
     let (w, h) = (64u32, 48u32);
     let grey: Vec<u8> = (0..w * h).map(|i| (i * 7 % 256) as u8).collect();
     let mono = Frame::from_raw("mono8", w, h, w as usize, false, grey.clone()).unwrap();

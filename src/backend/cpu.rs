@@ -40,7 +40,13 @@ impl PairReconstructor for CpuPairs {
 /// PairViewer on a pair's two predictions (forward: view 1's and view 2's points in camera 1's
 /// frame; swapped: the same in camera 2's), with the request's known intrinsics moved into the
 /// network grid: the pointmaps-to-pose step of the CPU backend, for any source of pointmaps.
-pub fn pair_output(r: &PairRequest<'_>, v1: PreparedView, v2: PreparedView, forward: PairPrediction, swapped: PairPrediction) -> PairOutput {
+pub fn pair_output(
+    r: &PairRequest<'_>,
+    v1: PreparedView,
+    v2: PreparedView,
+    forward: PairPrediction,
+    swapped: PairPrediction,
+) -> PairOutput {
     let known_intrinsics = r.known.map(|k| {
         let m = v2.mapping;
         let (cx, cy) = m.to_network(k.cx, k.cy);

@@ -55,12 +55,19 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Array, String> {
         let at = header.find(&format!("'{key}'"))? + key.len() + 2;
         Some(header[at..].trim_start().strip_prefix(':')?.trim_start())
     };
-    let descr = field("descr").and_then(|v| v.strip_prefix('\'')).and_then(|v| v.split('\'').next()).ok_or("no descr")?;
+    let descr =
+        field("descr").and_then(|v| v.strip_prefix('\'')).and_then(|v| v.split('\'').next()).ok_or("no descr")?;
     if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
         return Err("Fortran-ordered arrays are not supported".into());
     }
-    let shape_text = field("shape").and_then(|v| v.strip_prefix('(')).and_then(|v| v.split(')').next()).ok_or("no shape")?;
-    let shape: Vec<usize> = shape_text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.parse::<usize>().map_err(|_| format!("bad shape ({shape_text})"))).collect::<Result<_, _>>()?;
+    let shape_text =
+        field("shape").and_then(|v| v.strip_prefix('(')).and_then(|v| v.split(')').next()).ok_or("no shape")?;
+    let shape: Vec<usize> = shape_text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>().map_err(|_| format!("bad shape ({shape_text})")))
+        .collect::<Result<_, _>>()?;
     let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("shape overflows")?;
     let body = &bytes[start + header_len..];
     let width = match descr {
@@ -75,7 +82,10 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Array, String> {
     let data = match width {
         2 => body.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
         4 => body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        _ => body.chunks_exact(8).map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32).collect(),
+        _ => body
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
+            .collect(),
     };
     Ok(Array { shape, data })
 }
@@ -99,7 +109,8 @@ mod tests {
 
     #[test]
     fn float16_and_float32_arrays_parse_and_bad_ones_say_why() {
-        let h: Vec<u8> = [1.0f32, -2.5, 0.099975586].iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
+        let h: Vec<u8> =
+            [1.0f32, -2.5, 0.099975586].iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
         let a = parse_npy(&npy("<f2", "(3,)", &h)).unwrap();
         assert_eq!((a.shape, a.data), (vec![3], vec![1.0, -2.5, 0.099975586]));
         let f: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();

@@ -67,8 +67,20 @@ enum Reply {
 impl Link {
     pub fn new(opts: ServerOptions, model: &'static str) -> Self {
         let agent = ureq::AgentBuilder::new().timeout(opts.timeout).build();
-        let state = LinkState { ready: false, info_checked: false, retry_at: None, backoff: MIN_BACKOFF, waiting_since: None, reason: "not contacted yet".into() };
-        Self { opts: ServerOptions { url: opts.url.trim_end_matches('/').to_string(), ..opts }, agent, model, state: Mutex::new(state) }
+        let state = LinkState {
+            ready: false,
+            info_checked: false,
+            retry_at: None,
+            backoff: MIN_BACKOFF,
+            waiting_since: None,
+            reason: "not contacted yet".into(),
+        };
+        Self {
+            opts: ServerOptions { url: opts.url.trim_end_matches('/').to_string(), ..opts },
+            agent,
+            model,
+            state: Mutex::new(state),
+        }
     }
 
     pub fn url(&self) -> &str {
@@ -103,7 +115,12 @@ impl Link {
         if st.ready || st.reason != reason {
             tracing::warn!("tt-model server {} ({}): {reason}; retrying with backoff", self.opts.url, self.model);
         } else {
-            tracing::info!("waiting for tt-model server {} ({}): {reason} ({:.0} s)", self.opts.url, self.model, since.elapsed().as_secs_f64());
+            tracing::info!(
+                "waiting for tt-model server {} ({}): {reason} ({:.0} s)",
+                self.opts.url,
+                self.model,
+                since.elapsed().as_secs_f64()
+            );
         }
         st.ready = false;
         st.retry_at = Some(now + st.backoff);
@@ -119,7 +136,10 @@ impl Link {
     /// Ready for a request: known ready, or `/health` says `ok` now. While the server is down
     /// or starting, answers at once (no request) until the backoff has passed.
     fn ensure_ready(&self) -> Result<(), BackendError> {
-        let mut st = self.state.lock().map_err(|_| BackendError::Unreachable { url: self.opts.url.clone(), reason: "state poisoned".into() })?;
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| BackendError::Unreachable { url: self.opts.url.clone(), reason: "state poisoned".into() })?;
         if st.ready {
             return Ok(());
         }
@@ -134,12 +154,27 @@ impl Link {
         }
         let health = match self.exchange("GET", "/health", None) {
             Err(reason) => return Err(self.unavailable(&mut st, false, reason)),
-            Ok(Reply::Status(code, body)) => return Err(self.unavailable(&mut st, code == 503, format!("/health answered HTTP {code} {}", snippet(&body)))),
+            Ok(Reply::Status(code, body)) => {
+                return Err(self.unavailable(
+                    &mut st,
+                    code == 503,
+                    format!("/health answered HTTP {code} {}", snippet(&body)),
+                ))
+            }
             Ok(Reply::Ok(body)) => body,
         };
         let health: Value = match serde_json::from_slice(&health) {
             Ok(v) => v,
-            Err(_) => return Err(self.unavailable(&mut st, false, format!("/health answered something that is not JSON: {}", snippet(&String::from_utf8_lossy(&health))))),
+            Err(_) => {
+                return Err(self.unavailable(
+                    &mut st,
+                    false,
+                    format!(
+                        "/health answered something that is not JSON: {}",
+                        snippet(&String::from_utf8_lossy(&health))
+                    ),
+                ))
+            }
         };
         match health.get("status").and_then(Value::as_str) {
             Some("ok") => {}
@@ -152,7 +187,12 @@ impl Link {
             }
         }
         match st.waiting_since.take() {
-            Some(since) => tracing::info!("tt-model server {} ({}) ready after {:.1} s", self.opts.url, self.model, since.elapsed().as_secs_f64()),
+            Some(since) => tracing::info!(
+                "tt-model server {} ({}) ready after {:.1} s",
+                self.opts.url,
+                self.model,
+                since.elapsed().as_secs_f64()
+            ),
             None => tracing::info!("tt-model server {} ({}) ready", self.opts.url, self.model),
         }
         st.ready = true;
@@ -178,19 +218,29 @@ impl Link {
             tracing::warn!("tt-model server {}: /info is not JSON", self.opts.url);
             return;
         };
-        let model = info.get("model").map(|m| m.get("name").unwrap_or(m).as_str().unwrap_or_default().to_string()).unwrap_or_default();
+        let model = info
+            .get("model")
+            .map(|m| m.get("name").unwrap_or(m).as_str().unwrap_or_default().to_string())
+            .unwrap_or_default();
         if !model.is_empty() && model != self.model {
             tracing::warn!("tt-model server {}: /info names model {model}, expected {}", self.opts.url, self.model);
         }
         if self.model == SUPERPOINT_MODEL {
             let input = info.get("input");
-            let dims = (input.and_then(|i| i.get("height")).and_then(Value::as_u64), input.and_then(|i| i.get("width")).and_then(Value::as_u64));
+            let dims = (
+                input.and_then(|i| i.get("height")).and_then(Value::as_u64),
+                input.and_then(|i| i.get("width")).and_then(Value::as_u64),
+            );
             if dims != (Some(480), Some(640)) && input.is_some() {
                 tracing::warn!("tt-model server {}: input {dims:?}, expected 480x640", self.opts.url);
             }
             let revision = info.get("weights").and_then(|w| w.get("revision")).and_then(Value::as_str);
             if let Some(rev) = revision.filter(|r| *r != crate::superpoint::HUB_MODEL.revision) {
-                tracing::warn!("tt-model server {}: weights revision {rev}, the CPU backend pins {}", self.opts.url, crate::superpoint::HUB_MODEL.revision);
+                tracing::warn!(
+                    "tt-model server {}: weights revision {rev}, the CPU backend pins {}",
+                    self.opts.url,
+                    crate::superpoint::HUB_MODEL.revision
+                );
             }
         }
     }
@@ -210,11 +260,18 @@ impl Link {
         let message = |body: &str| {
             serde_json::from_str::<Value>(body)
                 .ok()
-                .and_then(|v| v.get("detail").or_else(|| v.get("error")).map(|d| d.as_str().map(str::to_string).unwrap_or_else(|| d.to_string())))
+                .and_then(|v| {
+                    v.get("detail")
+                        .or_else(|| v.get("error"))
+                        .map(|d| d.as_str().map(str::to_string).unwrap_or_else(|| d.to_string()))
+                })
                 .unwrap_or_else(|| snippet(body))
         };
         match outcome {
-            Ok(Reply::Ok(bytes)) => serde_json::from_slice(&bytes).map_err(|e| BackendError::Malformed { url, reason: format!("not JSON ({e}): {}", snippet(&String::from_utf8_lossy(&bytes))) }),
+            Ok(Reply::Ok(bytes)) => serde_json::from_slice(&bytes).map_err(|e| BackendError::Malformed {
+                url,
+                reason: format!("not JSON ({e}): {}", snippet(&String::from_utf8_lossy(&bytes))),
+            }),
             Ok(Reply::Status(503, _)) => {
                 let mut st = self.state.lock().map_err(|_| BackendError::Starting { url: url.clone() })?;
                 Err(self.unavailable(&mut st, true, "starting (503)".into()))
@@ -223,7 +280,10 @@ impl Link {
             Ok(Reply::Status(500, b)) => Err(BackendError::ServerFailure { url, message: message(&b) }),
             Ok(Reply::Status(status, b)) => Err(BackendError::Status { url, status, message: message(&b) }),
             Err(reason) => {
-                let mut st = self.state.lock().map_err(|_| BackendError::Unreachable { url: url.clone(), reason: reason.clone() })?;
+                let mut st = self
+                    .state
+                    .lock()
+                    .map_err(|_| BackendError::Unreachable { url: url.clone(), reason: reason.clone() })?;
                 Err(self.unavailable(&mut st, false, reason))
             }
         }
@@ -236,7 +296,12 @@ impl Link {
         loop {
             match self.ensure_ready() {
                 Err(e) if e.is_unavailable() && start.elapsed() < limit => {
-                    let wait = self.state.lock().ok().and_then(|s| s.retry_at).map_or(MIN_BACKOFF, |at| at.saturating_duration_since(Instant::now()));
+                    let wait = self
+                        .state
+                        .lock()
+                        .ok()
+                        .and_then(|s| s.retry_at)
+                        .map_or(MIN_BACKOFF, |at| at.saturating_duration_since(Instant::now()));
                     std::thread::sleep(wait.max(Duration::from_millis(50)).min(limit.saturating_sub(start.elapsed())));
                 }
                 other => return other,
@@ -270,15 +335,23 @@ pub fn encode_frame(frame: &Frame, jpeg_quality: u8, grey: bool) -> Result<Strin
     let mut out = Vec::new();
     let enc = |e: image::ImageError| BackendError::Encode(e.to_string());
     let png = |out: &mut Vec<u8>, data: &[u8], ty: image::ExtendedColorType| {
-        image::codecs::png::PngEncoder::new_with_quality(out, image::codecs::png::CompressionType::Fast, image::codecs::png::FilterType::Sub).write_image(data, w, h, ty)
+        image::codecs::png::PngEncoder::new_with_quality(
+            out,
+            image::codecs::png::CompressionType::Fast,
+            image::codecs::png::FilterType::Sub,
+        )
+        .write_image(data, w, h, ty)
     };
     match frame.format() {
         format if grey || matches!(format, PixelFormat::Mono8 | PixelFormat::Mono16) => {
-            let luma: Vec<u8> = frame.to_luma().data.iter().map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8).collect();
+            let luma: Vec<u8> =
+                frame.to_luma().data.iter().map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8).collect();
             png(&mut out, &luma, image::ExtendedColorType::L8).map_err(enc)?;
         }
         _ if jpeg_quality == 0 => png(&mut out, &frame.to_rgb8(), image::ExtendedColorType::Rgb8).map_err(enc)?,
-        _ => image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, jpeg_quality.min(100)).write_image(&frame.to_rgb8(), w, h, image::ExtendedColorType::Rgb8).map_err(enc)?,
+        _ => image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, jpeg_quality.min(100))
+            .write_image(&frame.to_rgb8(), w, h, image::ExtendedColorType::Rgb8)
+            .map_err(enc)?,
     }
     Ok(base64::engine::general_purpose::STANDARD.encode(out))
 }
@@ -359,7 +432,8 @@ fn floats(v: Option<&Value>) -> Option<Vec<f64>> {
 
 fn npz_field(url: &str, v: &Value, key: &str) -> Result<Array, BackendError> {
     let bad = |e: super::npz::NpzError| malformed(url, format!("{key}: {e}"));
-    let data = v.get("data").and_then(Value::as_str).ok_or_else(|| malformed(url, format!("{key}: no base64 `data`")))?;
+    let data =
+        v.get("data").and_then(Value::as_str).ok_or_else(|| malformed(url, format!("{key}: no base64 `data`")))?;
     let name = v.get("key").and_then(Value::as_str).unwrap_or(key);
     read_array(&decode_base64(data).map_err(bad)?, name).map_err(bad)
 }
@@ -373,16 +447,30 @@ pub fn parse_superpoint(url: &str, v: &Value, width: u32, height: u32) -> Result
     let kp = v.get("keypoints").and_then(Value::as_array).ok_or_else(|| malformed(url, "no keypoints"))?;
     let scores = floats(v.get("scores")).ok_or_else(|| malformed(url, "no scores"))?;
     if kp.len() != n || scores.len() != n {
-        return Err(malformed(url, format!("num_keypoints {n}, but {} keypoints and {} scores", kp.len(), scores.len())));
+        return Err(malformed(
+            url,
+            format!("num_keypoints {n}, but {} keypoints and {} scores", kp.len(), scores.len()),
+        ));
     }
     let size = v.get("original_size");
-    let (oh, ow) = (size.and_then(|s| s.get("height")).and_then(Value::as_u64), size.and_then(|s| s.get("width")).and_then(Value::as_u64));
+    let (oh, ow) = (
+        size.and_then(|s| s.get("height")).and_then(Value::as_u64),
+        size.and_then(|s| s.get("width")).and_then(Value::as_u64),
+    );
     if (oh, ow) != (Some(height as u64), Some(width as u64)) {
         return Err(malformed(url, format!("original_size {ow:?}x{oh:?} is not the frame's {width}x{height}")));
     }
     let scale = v.get("scale");
-    let sx = scale.and_then(|s| s.get("x")).and_then(Value::as_f64).filter(|s| s.is_finite() && *s > 0.0).ok_or_else(|| malformed(url, "no positive scale.x"))?;
-    let sy = scale.and_then(|s| s.get("y")).and_then(Value::as_f64).filter(|s| s.is_finite() && *s > 0.0).ok_or_else(|| malformed(url, "no positive scale.y"))?;
+    let sx = scale
+        .and_then(|s| s.get("x"))
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| malformed(url, "no positive scale.x"))?;
+    let sy = scale
+        .and_then(|s| s.get("y"))
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| malformed(url, "no positive scale.y"))?;
     let mut xy = Vec::with_capacity(n);
     for p in kp {
         let p = floats(Some(p)).filter(|p| p.len() == 2).ok_or_else(|| malformed(url, "a keypoint is not [x, y]"))?;
@@ -474,10 +562,31 @@ pub struct ServerMapping {
 
 fn parse_mapping(url: &str, v: Option<&Value>, frame: &Frame, which: &str) -> Result<ServerMapping, BackendError> {
     let v = v.ok_or_else(|| malformed(url, format!("no preprocess block for {which}")))?;
-    let num = |k: &str| v.get(k).and_then(Value::as_f64).filter(|x| x.is_finite()).ok_or_else(|| malformed(url, format!("preprocess.{which}.{k} missing")));
-    let m = ServerMapping { orig_w: num("orig_w")? as u32, orig_h: num("orig_h")? as u32, offx: num("offx")?, offy: num("offy")?, scale: num("scale")? };
+    let num = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_f64)
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| malformed(url, format!("preprocess.{which}.{k} missing")))
+    };
+    let m = ServerMapping {
+        orig_w: num("orig_w")? as u32,
+        orig_h: num("orig_h")? as u32,
+        offx: num("offx")?,
+        offy: num("offy")?,
+        scale: num("scale")?,
+    };
     if (m.orig_w, m.orig_h) != (frame.width(), frame.height()) || m.scale <= 0.0 {
-        return Err(malformed(url, format!("preprocess.{which}: {}x{} at scale {} for a {}x{} frame", m.orig_w, m.orig_h, m.scale, frame.width(), frame.height())));
+        return Err(malformed(
+            url,
+            format!(
+                "preprocess.{which}: {}x{} at scale {} for a {}x{} frame",
+                m.orig_w,
+                m.orig_h,
+                m.scale,
+                frame.width(),
+                frame.height()
+            ),
+        ));
     }
     Ok(m)
 }
@@ -507,7 +616,8 @@ fn colours(frame: &Frame, m: &ServerMapping, height: usize, width: usize) -> Vec
 /// proper rotation in the pose. The server's pose is `X_cam2 = R X_cam1 + t` (T_cam2_cam1);
 /// ours is its inverse, camera 2 in camera 1's frame.
 pub fn parse_dust3r(url: &str, v: &Value, first: &Frame, second: &Frame) -> Result<PairOutput, BackendError> {
-    let npz = decode_base64(v.get("npz_b64").and_then(Value::as_str).ok_or_else(|| malformed(url, "no npz_b64"))?).map_err(|e| malformed(url, e.to_string()))?;
+    let npz = decode_base64(v.get("npz_b64").and_then(Value::as_str).ok_or_else(|| malformed(url, "no npz_b64"))?)
+        .map_err(|e| malformed(url, e.to_string()))?;
     let get = |k: &str| read_array(&npz, k).map_err(|e| malformed(url, e.to_string()));
     let (p1, p2, c1, c2) = (get("pts3d1")?, get("pts3d2")?, get("conf1")?, get("conf2")?);
     let [h, w] = match p1.shape[..] {
@@ -540,17 +650,27 @@ pub fn parse_dust3r(url: &str, v: &Value, first: &Frame, second: &Frame) -> Resu
 }
 
 fn parse_pose(url: &str, p: &Value) -> Result<PairPose, BackendError> {
-    let rows: Vec<Vec<f64>> = p.get("R").and_then(Value::as_array).map(|r| r.iter().filter_map(|row| floats(Some(row))).collect()).unwrap_or_default();
+    let rows: Vec<Vec<f64>> = p
+        .get("R")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(|row| floats(Some(row))).collect())
+        .unwrap_or_default();
     let t = floats(p.get("t")).filter(|t| t.len() == 3).ok_or_else(|| malformed(url, "pose.t is not 3 numbers"))?;
     if rows.len() != 3 || rows.iter().any(|r| r.len() != 3) {
         return Err(malformed(url, "pose.R is not 3x3"));
     }
     let r = Matrix3::from_fn(|i, j| rows[i][j]);
-    let orthonormal = (r.transpose() * r - Matrix3::identity()).abs().max() < 1e-3 && (r.determinant() - 1.0).abs() < 1e-3;
+    let orthonormal =
+        (r.transpose() * r - Matrix3::identity()).abs().max() < 1e-3 && (r.determinant() - 1.0).abs() < 1e-3;
     if !orthonormal || !t.iter().all(|v| v.is_finite()) {
         return Err(malformed(url, "pose.R is not a rotation or pose.t is not finite"));
     }
-    let focal = |k: &str| p.get(k).and_then(Value::as_f64).filter(|f| f.is_finite() && *f > 0.0).ok_or_else(|| malformed(url, format!("pose.{k} is not a positive number")));
+    let focal = |k: &str| {
+        p.get(k)
+            .and_then(Value::as_f64)
+            .filter(|f| f.is_finite() && *f > 0.0)
+            .ok_or_else(|| malformed(url, format!("pose.{k} is not a positive number")))
+    };
     let t21 = TCam2Cam1::from_matrix(&r, Vector3::new(t[0], t[1], t[2]));
     Ok(PairPose {
         t_cam1_cam2: t21.inverse(),

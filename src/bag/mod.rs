@@ -18,7 +18,9 @@ pub enum BagError {
          `ros2 bag convert -i {path} -o out.yaml`, where out.yaml holds `output_bags: [{{uri: converted, storage_id: mcap}}]`"
     )]
     Sqlite { path: String },
-    #[error("{path}: no .mcap file (a rosbag2 MCAP file, or a bag folder with metadata.yaml and .mcap files, expected)")]
+    #[error(
+        "{path}: no .mcap file (a rosbag2 MCAP file, or a bag folder with metadata.yaml and .mcap files, expected)"
+    )]
     NoMcap { path: String },
     #[error("{path}: corrupt or truncated MCAP: {reason}")]
     Corrupt { path: String, reason: String },
@@ -37,7 +39,8 @@ pub fn mcap_files(path: &Path) -> Result<Vec<PathBuf>, BagError> {
         }
         return Ok(vec![path.to_path_buf()]);
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(path).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
     files.sort();
     let mcaps: Vec<PathBuf> = files.iter().filter(|p| p.extension().is_some_and(|e| e == "mcap")).cloned().collect();
     if mcaps.is_empty() {
@@ -82,15 +85,22 @@ impl McapFile {
     /// Topics and types from the channels, without reading the messages (a full scan when the
     /// file has no summary, e.g. a truncated one).
     pub fn topics(&self) -> Result<BTreeMap<String, String>, BagError> {
-        let corrupt = |e: mcap::McapError| BagError::Corrupt { path: self.path.display().to_string(), reason: e.to_string() };
+        let corrupt =
+            |e: mcap::McapError| BagError::Corrupt { path: self.path.display().to_string(), reason: e.to_string() };
         if let Ok(Some(summary)) = mcap::Summary::read(&self.map) {
-            return Ok(summary.channels.values().map(|c| (c.topic.clone(), c.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default())).collect());
+            return Ok(summary
+                .channels
+                .values()
+                .map(|c| (c.topic.clone(), c.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default()))
+                .collect());
         }
         let mut topics = BTreeMap::new();
         for m in mcap::MessageStream::new(&self.map).map_err(corrupt)? {
             match m {
                 Ok(m) => {
-                    topics.entry(m.channel.topic.clone()).or_insert_with(|| m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default());
+                    topics
+                        .entry(m.channel.topic.clone())
+                        .or_insert_with(|| m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default());
                 }
                 Err(_) => break,
             }
@@ -120,7 +130,8 @@ impl McapFile {
     /// truncated file yields its good messages, then one error.
     pub fn messages(&self) -> Result<impl Iterator<Item = Result<BagMessage, BagError>> + '_, BagError> {
         let path = self.path.display().to_string();
-        let stream = mcap::MessageStream::new(&self.map).map_err(|e| BagError::Corrupt { path: path.clone(), reason: e.to_string() })?;
+        let stream = mcap::MessageStream::new(&self.map)
+            .map_err(|e| BagError::Corrupt { path: path.clone(), reason: e.to_string() })?;
         let mut failed = false;
         Ok(stream.map_while(move |m| {
             if failed {
@@ -190,7 +201,15 @@ impl BagWriter {
             .compression(Some(mcap::Compression::Zstd))
             .create(BufWriter::new(file))
             .map_err(|e| err(e.to_string()))?;
-        Ok(Self { path: file_path, writer: Some(writer), channels: HashMap::new(), sequence: 0, folder, topics: Vec::new(), span: None })
+        Ok(Self {
+            path: file_path,
+            writer: Some(writer),
+            channels: HashMap::new(),
+            sequence: 0,
+            folder,
+            topics: Vec::new(),
+            span: None,
+        })
     }
 
     fn err(&self, e: impl std::fmt::Display) -> BagError {
@@ -199,15 +218,29 @@ impl BagWriter {
 
     /// Declares `topic` with its type and ros2msg definition (our generated types carry it),
     /// or the input channel's schema when copying a topic through.
-    pub fn add_topic(&mut self, topic: &str, ros_type: &str, schema_encoding: &str, definition: &[u8], metadata: Option<&BTreeMap<String, String>>) -> Result<(), BagError> {
+    pub fn add_topic(
+        &mut self,
+        topic: &str,
+        ros_type: &str,
+        schema_encoding: &str,
+        definition: &[u8],
+        metadata: Option<&BTreeMap<String, String>>,
+    ) -> Result<(), BagError> {
         if self.channels.contains_key(topic) {
             return Ok(());
         }
         let default = BTreeMap::from([("offered_qos_profiles".to_string(), RELIABLE_QOS.to_string())]);
         let metadata = metadata.unwrap_or(&default);
-        let w = self.writer.as_mut().ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
-        let schema = w.add_schema(ros_type, schema_encoding, definition).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
-        let channel = w.add_channel(schema, topic, "cdr", metadata).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
+        let w = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
+        let schema = w
+            .add_schema(ros_type, schema_encoding, definition)
+            .map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
+        let channel = w
+            .add_channel(schema, topic, "cdr", metadata)
+            .map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
         self.channels.insert(topic.to_string(), channel);
         let qos = metadata.get("offered_qos_profiles").cloned().unwrap_or_default();
         self.topics.push((topic.to_string(), TopicRecord { ros_type: ros_type.to_string(), qos, count: 0 }));
@@ -223,8 +256,12 @@ impl BagWriter {
         let channel_id = *self.channels.get(topic).ok_or_else(|| self.err(format!("topic {topic} was not added")))?;
         self.sequence += 1;
         let header = mcap::records::MessageHeader { channel_id, sequence: self.sequence, log_time, publish_time };
-        let w = self.writer.as_mut().ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
-        w.write_to_known_channel(&header, cdr).map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
+        let w = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| BagError::Write { path: String::new(), reason: "already finished".into() })?;
+        w.write_to_known_channel(&header, cdr)
+            .map_err(|e| BagError::Write { path: String::new(), reason: e.to_string() })?;
         if let Some((_, t)) = self.topics.iter_mut().find(|(t, _)| t == topic) {
             t.count += 1;
         }
@@ -238,7 +275,8 @@ impl BagWriter {
             w.finish().map_err(|e| self.err(e))?;
             if let Some(folder) = &self.folder {
                 let path = folder.join("metadata.yaml");
-                std::fs::write(&path, self.metadata_yaml()).map_err(|e| BagError::Write { path: path.display().to_string(), reason: e.to_string() })?;
+                std::fs::write(&path, self.metadata_yaml())
+                    .map_err(|e| BagError::Write { path: path.display().to_string(), reason: e.to_string() })?;
             }
         }
         Ok(())
@@ -248,7 +286,9 @@ impl BagWriter {
     /// and it needs no type hashes).
     fn metadata_yaml(&self) -> String {
         use yaml_rust2::yaml::{Hash, Yaml};
-        let map = |pairs: Vec<(&str, Yaml)>| Yaml::Hash(pairs.into_iter().map(|(k, v)| (Yaml::String(k.into()), v)).collect::<Hash>());
+        let map = |pairs: Vec<(&str, Yaml)>| {
+            Yaml::Hash(pairs.into_iter().map(|(k, v)| (Yaml::String(k.into()), v)).collect::<Hash>())
+        };
         let int = |v: u64| Yaml::Integer(v.min(i64::MAX as u64) as i64);
         let (start, end) = self.span.unwrap_or((0, 0));
         let total: u64 = self.topics.iter().map(|(_, t)| t.count).sum();
@@ -283,7 +323,15 @@ impl BagWriter {
             ("compression_format", Yaml::String(String::new())),
             ("compression_mode", Yaml::String(String::new())),
             ("relative_file_paths", Yaml::Array(vec![Yaml::String(file.clone())])),
-            ("files", Yaml::Array(vec![map(vec![("path", Yaml::String(file)), ("starting_time", starting()), ("duration", duration()), ("message_count", int(total))])])),
+            (
+                "files",
+                Yaml::Array(vec![map(vec![
+                    ("path", Yaml::String(file)),
+                    ("starting_time", starting()),
+                    ("duration", duration()),
+                    ("message_count", int(total)),
+                ])]),
+            ),
         ]);
         let mut out = String::new();
         // Emitting plain strings and numbers into a String cannot fail.

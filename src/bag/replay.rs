@@ -38,22 +38,34 @@ const CAMERA_INFO: &str = "sensor_msgs/msg/CameraInfo";
 /// The camera topics: the given image topic, or the bag's only Image/CompressedImage topic; the
 /// given camera_info topic, or the CameraInfo topic beside the image (same namespace), or the
 /// only one.
-pub fn choose_topics(topics: &[(String, String)], image: Option<&str>, camera_info: Option<&str>) -> Result<CameraTopics, TopicError> {
+pub fn choose_topics(
+    topics: &[(String, String)],
+    image: Option<&str>,
+    camera_info: Option<&str>,
+) -> Result<CameraTopics, TopicError> {
     let list = || topics.iter().map(|(t, ty)| format!("{t} [{ty}]")).collect::<Vec<_>>().join(", ");
     let (image, ty) = match image {
         Some(name) => {
             let ty = topics.iter().find(|(t, _)| t == name).map(|(_, ty)| ty.clone()).unwrap_or_default();
             if ty != IMAGE && ty != COMPRESSED {
-                return Err(TopicError::NotAnImage { topic: name.to_string(), found: if ty.is_empty() { "not in the bag".into() } else { ty } });
+                return Err(TopicError::NotAnImage {
+                    topic: name.to_string(),
+                    found: if ty.is_empty() { "not in the bag".into() } else { ty },
+                });
             }
             (name.to_string(), ty)
         }
         None => {
-            let images: Vec<&(String, String)> = topics.iter().filter(|(_, ty)| ty == IMAGE || ty == COMPRESSED).collect();
+            let images: Vec<&(String, String)> =
+                topics.iter().filter(|(_, ty)| ty == IMAGE || ty == COMPRESSED).collect();
             match images[..] {
                 [] => return Err(TopicError::NoImage(list())),
                 [(t, ty)] => (t.clone(), ty.clone()),
-                _ => return Err(TopicError::Ambiguous(images.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(", "))),
+                _ => {
+                    return Err(TopicError::Ambiguous(
+                        images.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(", "),
+                    ))
+                }
             }
         }
     };
@@ -62,7 +74,11 @@ pub fn choose_topics(topics: &[(String, String)], image: Option<&str>, camera_in
     let image_ns = ns(image.trim_end_matches("/compressed"));
     let camera_info = match camera_info {
         Some(c) => Some(c.to_string()),
-        None => infos.iter().find(|t| ns(t) == image_ns).or(if infos.len() == 1 { infos.first() } else { None }).map(|t| t.to_string()),
+        None => infos
+            .iter()
+            .find(|t| ns(t) == image_ns)
+            .or(if infos.len() == 1 { infos.first() } else { None })
+            .map(|t| t.to_string()),
     };
     Ok(CameraTopics { image, compressed: ty == COMPRESSED, camera_info })
 }
@@ -117,7 +133,8 @@ pub fn replay(
         }
     }
     let post = params.post_params();
-    let mut keyframes: KeyframeSelector<(std_msgs::Header, std::sync::Arc<Frame>)> = KeyframeSelector::new(params.keyframe_policy());
+    let mut keyframes: KeyframeSelector<(std_msgs::Header, std::sync::Arc<Frame>)> =
+        KeyframeSelector::new(params.keyframe_policy());
     let mut camera_info: Option<sensor_msgs::CameraInfo> = None;
     let mut s = ReplaySummary::default();
     let write = |out: &mut BagWriter, topic: &str, t: u64, msg: &dyn erased::Cdr| -> Result<(), BagError> {
@@ -141,7 +158,10 @@ pub fn replay(
             }
             out.write(&m.topic, m.log_time, m.publish_time, &m.data)?;
             if Some(&m.topic) == topics.camera_info.as_ref() {
-                match from_cdr::<sensor_msgs::CameraInfo>(&m.data).map_err(|e| e.to_string()).and_then(|i| check_camera_info(&i).map(|_| i)) {
+                match from_cdr::<sensor_msgs::CameraInfo>(&m.data)
+                    .map_err(|e| e.to_string())
+                    .and_then(|i| check_camera_info(&i).map(|_| i))
+                {
                     Ok(i) => camera_info = Some(i),
                     Err(e) => {
                         s.errors += 1;
@@ -151,10 +171,14 @@ pub fn replay(
                 continue;
             }
             let decoded: Result<(std_msgs::Header, Frame), String> = if topics.compressed {
-                from_cdr::<sensor_msgs::CompressedImage>(&m.data).map_err(|e| e.to_string()).and_then(|c| Frame::decode(&c.data).map(|f| (c.header, f)).map_err(|e| e.to_string()))
+                from_cdr::<sensor_msgs::CompressedImage>(&m.data)
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| Frame::decode(&c.data).map(|f| (c.header, f)).map_err(|e| e.to_string()))
             } else {
                 from_cdr::<sensor_msgs::Image>(&m.data).map_err(|e| e.to_string()).and_then(|i| {
-                    Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data).map(|f| (i.header, f)).map_err(|e| e.to_string())
+                    Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data)
+                        .map(|f| (i.header, f))
+                        .map_err(|e| e.to_string())
                 })
             };
             s.frames += 1;
@@ -178,7 +202,12 @@ pub fn replay(
                 }
             };
             s.superpoint_ms.push(t.elapsed().as_secs_f64() * 1e3);
-            write(out, &keypoints_topic, m.log_time, &keypoints_msg(header.clone(), frame.width(), frame.height(), &kp))?;
+            write(
+                out,
+                &keypoints_topic,
+                m.log_time,
+                &keypoints_msg(header.clone(), frame.width(), frame.height(), &kp),
+            )?;
             if let Some(model) = pairs {
                 let stamp = header.stamp.seconds();
                 let frame = std::sync::Arc::new(frame);
@@ -188,7 +217,13 @@ pub fn replay(
                     KeyframeDecision::New { previous, .. } => {
                         s.keyframes += 1;
                         let t = Instant::now();
-                        match reconstruct(model, (&previous.0, &previous.1), (&header, &frame), camera_info.as_ref(), params) {
+                        match reconstruct(
+                            model,
+                            (&previous.0, &previous.1),
+                            (&header, &frame),
+                            camera_info.as_ref(),
+                            params,
+                        ) {
                             Ok(r) => {
                                 s.dust3r_ms.push(t.elapsed().as_secs_f64() * 1e3);
                                 s.pairs += 1;
@@ -199,10 +234,17 @@ pub fn replay(
                                         write(out, &pair_topic, m.log_time, &pair)?;
                                         write(out, &pose_topic, m.log_time, &pose)?;
                                         if params.publish_tf {
-                                            write(out, "/tf", m.log_time, &tf2_msgs::TFMessage { transforms: vec![tf] })?;
+                                            write(
+                                                out,
+                                                "/tf",
+                                                m.log_time,
+                                                &tf2_msgs::TFMessage { transforms: vec![tf] },
+                                            )?;
                                         }
                                     }
-                                    Err(reason) => tracing::info!("no pose for the pair ending at frame {}: {reason}", s.frames),
+                                    Err(reason) => {
+                                        tracing::info!("no pose for the pair ending at frame {}: {reason}", s.frames)
+                                    }
                                 }
                             }
                             Err(e) => {

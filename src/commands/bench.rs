@@ -121,7 +121,11 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
     }
     let ours = super::median(&forward);
     let gflops = SUPERPOINT_GFLOP_480X640 * (h * w) as f64 / (480.0 * 640.0) / (ours / 1e3);
-    println!("sp_dust3r forward ({w}x{h}): median {ours:.1} ms over {} runs, {gflops:.0} GFLOP/s effective, {} threads", args.repeat, rayon::current_num_threads());
+    println!(
+        "sp_dust3r forward ({w}x{h}): median {ours:.1} ms over {} runs, {gflops:.0} GFLOP/s effective, {} threads",
+        args.repeat,
+        rayon::current_num_threads()
+    );
     println!("sp_dust3r post-processing ({n_kp} keypoints): median {:.2} ms", super::median(&post));
     println!("peak resident memory: {:.0} MB", peak_rss_mb());
 
@@ -138,8 +142,20 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
         ORT_PEER,
         "superpoint_ort.py",
         &python,
-        &["--weights".as_ref(), resolved.dir.as_os_str(), "--input".as_ref(), plane_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref(),
-          "--warmup".as_ref(), warmup.as_ref(), "--threads".as_ref(), threads.as_ref(), "--out-dir".as_ref(), dir.path().as_os_str()],
+        &[
+            "--weights".as_ref(),
+            resolved.dir.as_os_str(),
+            "--input".as_ref(),
+            plane_path.as_os_str(),
+            "--repeat".as_ref(),
+            repeat.as_ref(),
+            "--warmup".as_ref(),
+            warmup.as_ref(),
+            "--threads".as_ref(),
+            threads.as_ref(),
+            "--out-dir".as_ref(),
+            dir.path().as_os_str(),
+        ],
     )
     .context("the ONNX Runtime peer needs numpy, onnx, onnxruntime: run tools/setup-peers.sh or pass --python")?;
     let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
@@ -147,8 +163,8 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
     // The peer must have computed the same function, or the comparison means nothing.
     let out = out.context("no runs")?;
     let ort_logits: ndarray::Array3<f32> = ndarray_npy::read_npy(dir.path().join("ort_logits.npy"))?;
-    let ours_chw = ndarray::Array3::from_shape_vec((out.cells_h, out.cells_w, 65), out.logits)?
-        .permuted_axes([2, 0, 1]);
+    let ours_chw =
+        ndarray::Array3::from_shape_vec((out.cells_h, out.cells_w, 65), out.logits)?.permuted_axes([2, 0, 1]);
     let diff = (&ours_chw - &ort_logits).iter().fold(0f32, |m, d| m.max(d.abs()));
 
     println!(
@@ -254,13 +270,29 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         TORCH_PEER,
         "dust3r_torch.py",
         &python,
-        &["--weights".as_ref(), dir.as_os_str(), "--img1".as_ref(), img1_path.as_os_str(), "--img2".as_ref(), img2_path.as_os_str(),
-          "--repeat".as_ref(), repeat.as_ref(), "--threads".as_ref(), threads.as_ref(), "--out-dir".as_ref(), work.path().as_os_str()],
+        &[
+            "--weights".as_ref(),
+            dir.as_os_str(),
+            "--img1".as_ref(),
+            img1_path.as_os_str(),
+            "--img2".as_ref(),
+            img2_path.as_os_str(),
+            "--repeat".as_ref(),
+            repeat.as_ref(),
+            "--threads".as_ref(),
+            threads.as_ref(),
+            "--out-dir".as_ref(),
+            work.path().as_os_str(),
+        ],
     ) {
         Ok(r) => r,
         Err(e) => {
             let why = format!("{e:#}");
-            println!("PyTorch peer skipped (needs numpy and torch in {}): {}", python.display(), why.lines().last().unwrap_or(""));
+            println!(
+                "PyTorch peer skipped (needs numpy and torch in {}): {}",
+                python.display(),
+                why.lines().last().unwrap_or("")
+            );
             return Ok(());
         }
     };
@@ -285,12 +317,14 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
 
 /// A 512x512 pair with known geometry: smooth depth, focals 400 / 450, a 6-degree rotation and
 /// a sideways baseline; 0.3 % depth noise and 20 % of the cross-view points replaced by junk.
-fn synthetic_pair() -> (sp_dust3r::dust3r::PairPrediction, sp_dust3r::dust3r::PairPrediction, sp_dust3r::geometry::TCam1Cam2) {
+fn synthetic_pair(
+) -> (sp_dust3r::dust3r::PairPrediction, sp_dust3r::dust3r::PairPrediction, sp_dust3r::geometry::TCam1Cam2) {
     use nalgebra::{Rotation3, Vector3};
     use sp_dust3r::dust3r::{PairPrediction, Pointmap};
     use sp_dust3r::geometry::{Cam1, Cam2, Transform};
     let (w, h) = (512usize, 512usize);
-    let t21: Transform<Cam2, Cam1> = Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));
+    let t21: Transform<Cam2, Cam1> =
+        Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));
     let mut state = 12345u64;
     let mut uniform = move || {
         state = state.wrapping_add(0x9E3779B97F4A7C15);
@@ -303,7 +337,8 @@ fn synthetic_pair() -> (sp_dust3r::dust3r::PairPrediction, sp_dust3r::dust3r::Pa
         (0..w * h)
             .map(|i| {
                 let (u, v) = ((i % w) as f64, (i / w) as f64);
-                let z = 3.0 + 0.4 * (5.0 * u / w as f64 + phase).sin() * (3.0 * v / h as f64).cos() + 0.3 * u / w as f64;
+                let z =
+                    3.0 + 0.4 * (5.0 * u / w as f64 + phase).sin() * (3.0 * v / h as f64).cos() + 0.3 * u / w as f64;
                 Vector3::new((u - 256.0) / f * z, (v - 256.0) / f * z, z)
             })
             .collect()
@@ -362,26 +397,46 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
     }
     let dir = tempfile::tempdir()?;
     let npz_path = dir.path().join("pair.npz");
-    let stack = |a: &[f32], b: &[f32], shape: &[usize]| ndarray::ArrayD::from_shape_vec(shape.to_vec(), [a, b].concat());
+    let stack =
+        |a: &[f32], b: &[f32], shape: &[usize]| ndarray::ArrayD::from_shape_vec(shape.to_vec(), [a, b].concat());
     let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&npz_path)?);
     npz.add_array("pred1_pts3d", &stack(&forward.view1.points, &swapped.view1.points, &[2, 512, 512, 3])?)?;
     npz.add_array("pred1_conf", &stack(&forward.view1.confidence, &swapped.view1.confidence, &[2, 512, 512])?)?;
-    npz.add_array("pred2_pts3d_in_other_view", &stack(&forward.view2_in_1.points, &swapped.view2_in_1.points, &[2, 512, 512, 3])?)?;
-    npz.add_array("pred2_conf", &stack(&forward.view2_in_1.confidence, &swapped.view2_in_1.confidence, &[2, 512, 512])?)?;
+    npz.add_array(
+        "pred2_pts3d_in_other_view",
+        &stack(&forward.view2_in_1.points, &swapped.view2_in_1.points, &[2, 512, 512, 3])?,
+    )?;
+    npz.add_array(
+        "pred2_conf",
+        &stack(&forward.view2_in_1.confidence, &swapped.view2_in_1.confidence, &[2, 512, 512])?,
+    )?;
     npz.finish()?;
     let python = find_python(args.python.as_deref());
     let repeat = args.repeat.max(1).to_string();
-    let report = run_peer(OPENCV_PEER, "pose_opencv.py", &python, &["--pointmaps".as_ref(), npz_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref()])
-        .context("the OpenCV peer needs numpy and opencv-python-headless: run tools/setup-peers.sh or pass --python")?;
+    let report = run_peer(
+        OPENCV_PEER,
+        "pose_opencv.py",
+        &python,
+        &["--pointmaps".as_ref(), npz_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref()],
+    )
+    .context("the OpenCV peer needs numpy and opencv-python-headless: run tools/setup-peers.sh or pass --python")?;
     let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
-    println!("opencv {} upstream recipe (numpy Weiszfeld + solvePnPRansac SQPNP): median {peer:.1} ms", report["opencv"].as_str().unwrap_or("?"));
+    println!(
+        "opencv {} upstream recipe (numpy Weiszfeld + solvePnPRansac SQPNP): median {peer:.1} ms",
+        report["opencv"].as_str().unwrap_or("?")
+    );
     println!("ratio sp_dust3r (pairviewer) / numpy+opencv: {:.2}x", pairviewer_ms / peer);
     Ok(())
 }
 
 /// Runs a peer script (embedded source) with Python and returns its last stdout line as JSON;
 /// `Err` carries the peer's stderr.
-fn run_peer(source: &str, file_name: &str, python: &Path, args: &[&std::ffi::OsStr]) -> anyhow::Result<serde_json::Value> {
+fn run_peer(
+    source: &str,
+    file_name: &str,
+    python: &Path,
+    args: &[&std::ffi::OsStr],
+) -> anyhow::Result<serde_json::Value> {
     let dir = tempfile::tempdir()?;
     let script = dir.path().join(file_name);
     std::fs::write(&script, source)?;
@@ -394,7 +449,8 @@ fn run_peer(source: &str, file_name: &str, python: &Path, args: &[&std::ffi::OsS
         bail!("{file_name} failed: {}", String::from_utf8_lossy(&output.stderr));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or_default()).with_context(|| format!("unexpected output of {file_name}: {stdout}"))
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .with_context(|| format!("unexpected output of {file_name}: {stdout}"))
 }
 
 fn find_python(explicit: Option<&Path>) -> PathBuf {
@@ -432,9 +488,7 @@ fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)

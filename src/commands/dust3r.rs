@@ -129,7 +129,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         pose = Some(result);
     }
 
-    write_npz(&args.out, &forward, pose.as_ref().and_then(|p| p.as_ref().ok())).with_context(|| format!("writing {}", args.out.display()))?;
+    write_npz(&args.out, &forward, pose.as_ref().and_then(|p| p.as_ref().ok()))
+        .with_context(|| format!("writing {}", args.out.display()))?;
     let mut line = json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
                                         "heads": heads, "pose": pose_ms, "total": ms(total)}});
     if let Some(p) = &pose {
@@ -159,7 +160,8 @@ fn run_server(args: &Args) -> anyhow::Result<()> {
     if let Some(Err(reason)) = &pose {
         tracing::warn!("no pose: {reason}");
     }
-    write_npz(&args.out, &pair, pose.as_ref().and_then(|p| p.as_ref().ok())).with_context(|| format!("writing {}", args.out.display()))?;
+    write_npz(&args.out, &pair, pose.as_ref().and_then(|p| p.as_ref().ok()))
+        .with_context(|| format!("writing {}", args.out.display()))?;
     let mut line = json!({"backend": backend.link().describe(), "timing_ms": super::host_timing_json(&[timing])});
     if let Some(p) = &pose {
         line["pose"] = match p {

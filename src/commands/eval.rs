@@ -48,7 +48,8 @@ pub fn gt_frames(arg: &Option<Vec<String>>) -> anyhow::Result<Option<(String, St
 /// Writes the metrics as JSON to `json` and the picture to `png` where given.
 pub fn save(report: &Report, json: Option<&Path>, png: Option<&Path>) -> anyhow::Result<()> {
     if let Some(out) = json {
-        std::fs::write(out, serde_json::to_string_pretty(report)?).with_context(|| format!("writing {}", out.display()))?;
+        std::fs::write(out, serde_json::to_string_pretty(report)?)
+            .with_context(|| format!("writing {}", out.display()))?;
     }
     if let Some(png) = png {
         sp_dust3r::eval::plot::render(report).save(png).with_context(|| format!("writing {}", png.display()))?;
@@ -58,7 +59,11 @@ pub fn save(report: &Report, json: Option<&Path>, png: Option<&Path>) -> anyhow:
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let pairs = pair_estimates(&args.bag)?;
-    let gt = load_ground_truth(&GroundTruth::from_path(&args.ground_truth, args.gt_topic.clone(), gt_frames(&args.gt_frames)?))?;
+    let gt = load_ground_truth(&GroundTruth::from_path(
+        &args.ground_truth,
+        args.gt_topic.clone(),
+        gt_frames(&args.gt_frames)?,
+    ))?;
     let report = evaluate(&pairs, &gt, args.tolerance)?;
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
     save(&report, args.out.as_deref(), png.as_deref())?;

@@ -47,7 +47,11 @@ pub struct ServerArgs {
 
 impl ServerArgs {
     pub fn options(&self, url: &str) -> sp_dust3r::backend::tt_server::ServerOptions {
-        sp_dust3r::backend::tt_server::ServerOptions { url: url.to_string(), timeout: std::time::Duration::from_secs_f64(self.server_timeout), jpeg_quality: self.jpeg_quality }
+        sp_dust3r::backend::tt_server::ServerOptions {
+            url: url.to_string(),
+            timeout: std::time::Duration::from_secs_f64(self.server_timeout),
+            jpeg_quality: self.jpeg_quality,
+        }
     }
 }
 

@@ -44,7 +44,8 @@ pub struct Args {
 }
 
 pub fn parse_intrinsics(s: &str) -> Result<[f64; 4], String> {
-    let v: Vec<f64> = s.split(',').map(|p| p.trim().parse::<f64>().map_err(|e| format!("{p:?}: {e}"))).collect::<Result<_, _>>()?;
+    let v: Vec<f64> =
+        s.split(',').map(|p| p.trim().parse::<f64>().map_err(|e| format!("{p:?}: {e}"))).collect::<Result<_, _>>()?;
     match v.as_slice() {
         [fx, fy, cx, cy] if v.iter().all(|x| x.is_finite()) && *fx > 0.0 && *fy > 0.0 => Ok([*fx, *fy, *cx, *cy]),
         _ => Err(format!("expected fx,fy,cx,cy with positive focals, got {s:?}")),
@@ -77,7 +78,8 @@ pub fn pose_json(result: &Result<PairPose, NoPose>) -> Value {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (forward, swapped) = read_pointmaps(&args.pointmaps).with_context(|| format!("reading {}", args.pointmaps.display()))?;
+    let (forward, swapped) =
+        read_pointmaps(&args.pointmaps).with_context(|| format!("reading {}", args.pointmaps.display()))?;
     let opts = PoseOptions {
         mode: args.mode.into(),
         known_intrinsics: args.intrinsics.map(intrinsics),
@@ -91,20 +93,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tracing::warn!("no pose: {reason}");
     }
     let out = pose_json(&result);
-    std::fs::write(&args.out, serde_json::to_string_pretty(&out)?).with_context(|| format!("writing {}", args.out.display()))?;
+    std::fs::write(&args.out, serde_json::to_string_pretty(&out)?)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     println!("{}", json!({"pose": result.is_ok(), "timing_ms": {"pose": ms}}));
     Ok(())
 }
 
 fn read_pointmaps(path: &Path) -> anyhow::Result<(PairPrediction, PairPrediction)> {
     let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(path)?)?;
-    let mut pts = |k: &str| -> anyhow::Result<Array4<f32>> { npz.by_name(&format!("{k}.npy")).or_else(|_| npz.by_name(k)).with_context(|| format!("array {k} (float32, (2,H,W,3))")) };
+    let mut pts = |k: &str| -> anyhow::Result<Array4<f32>> {
+        npz.by_name(&format!("{k}.npy"))
+            .or_else(|_| npz.by_name(k))
+            .with_context(|| format!("array {k} (float32, (2,H,W,3))"))
+    };
     let (p1, p2) = (pts("pred1_pts3d")?, pts("pred2_pts3d_in_other_view")?);
-    let mut conf = |k: &str| -> anyhow::Result<Array3<f32>> { npz.by_name(&format!("{k}.npy")).or_else(|_| npz.by_name(k)).with_context(|| format!("array {k} (float32, (2,H,W))")) };
+    let mut conf = |k: &str| -> anyhow::Result<Array3<f32>> {
+        npz.by_name(&format!("{k}.npy"))
+            .or_else(|_| npz.by_name(k))
+            .with_context(|| format!("array {k} (float32, (2,H,W))"))
+    };
     let (c1, c2) = (conf("pred1_conf")?, conf("pred2_conf")?);
     let (b, h, w) = (p1.shape()[0], p1.shape()[1], p1.shape()[2]);
     if b != 2 || p1.shape()[3] != 3 || p2.shape() != p1.shape() || c1.shape() != [2, h, w] || c2.shape() != [2, h, w] {
-        bail!("expected pred*_pts3d* of shape (2,H,W,3) and pred*_conf of (2,H,W), got {:?} {:?} {:?} {:?}", p1.shape(), p2.shape(), c1.shape(), c2.shape());
+        bail!(
+            "expected pred*_pts3d* of shape (2,H,W,3) and pred*_conf of (2,H,W), got {:?} {:?} {:?} {:?}",
+            p1.shape(),
+            p2.shape(),
+            c1.shape(),
+            c2.shape()
+        );
     }
     let map = |p: &Array4<f32>, c: &Array3<f32>, i: usize| Pointmap {
         height: h,

@@ -80,15 +80,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for w in warnings {
         tracing::warn!("{w}");
     }
-    let ground_truth = if args.eval || args.ground_truth.is_some() || args.gt_topic.is_some() || args.gt_frames.is_some() {
-        let frames = super::eval::gt_frames(&args.gt_frames)?;
-        let source = args.ground_truth.as_ref().unwrap_or(&args.bag);
-        // Read before the replay: a missing or ambiguous ground truth is known before minutes
-        // of inference.
-        Some(load_ground_truth(&GroundTruth::from_path(source, args.gt_topic.clone(), frames)).with_context(|| format!("ground truth for --eval from {}", source.display()))?)
-    } else {
-        None
-    };
+    let ground_truth =
+        if args.eval || args.ground_truth.is_some() || args.gt_topic.is_some() || args.gt_frames.is_some() {
+            let frames = super::eval::gt_frames(&args.gt_frames)?;
+            let source = args.ground_truth.as_ref().unwrap_or(&args.bag);
+            // Read before the replay: a missing or ambiguous ground truth is known before minutes
+            // of inference.
+            Some(
+                load_ground_truth(&GroundTruth::from_path(source, args.gt_topic.clone(), frames))
+                    .with_context(|| format!("ground truth for --eval from {}", source.display()))?,
+            )
+        } else {
+            None
+        };
     let files: Vec<McapFile> = mcap_files(&args.bag)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?;
     let mut topics = Vec::new();
     for f in &files {
@@ -103,7 +107,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let Backends { features, dust3r } = build_backends(&params)?;
     let dust3r = match dust3r {
         Ok(d) => Some(d),
-        Err(e) if ground_truth.is_some() => bail!("--eval needs DUSt3R for the pair poses, and it cannot be loaded: {e}"),
+        Err(e) if ground_truth.is_some() => {
+            bail!("--eval needs DUSt3R for the pair poses, and it cannot be loaded: {e}")
+        }
         Err(e) => {
             tracing::warn!("DUSt3R disabled (keypoints only): {e}");
             None
@@ -124,7 +130,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} frames, {elapsed_precise}, {msg}")
     };
-    bar.set_style(indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     let show = |s: &ReplaySummary| {
         bar.set_position(s.frames);
         bar.set_message(format!("{} keyframes, {} pairs, {} poses", s.keyframes, s.pairs, s.poses));
@@ -146,7 +154,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(gt) = ground_truth {
         let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());
-        let (json_path, png_path) = (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
+        let (json_path, png_path) =
+            (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
         let metrics = evaluate(&pair_estimates(&out_path)?, &gt, super::eval::DEFAULT_TOLERANCE_S)?;
         super::eval::save(&metrics, Some(&json_path), Some(&png_path))?;
         report["eval"] = json!({
@@ -154,7 +163,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "num_pairs": metrics.num_pairs, "num_without_pose": metrics.num_without_pose,
             "auc_thresholds_deg": metrics.auc_thresholds_deg, "auc": metrics.auc,
         });
-        tracing::info!("outputs: {} (bag), {} (metrics), {} (plot)", out_path.display(), json_path.display(), png_path.display());
+        tracing::info!(
+            "outputs: {} (bag), {} (metrics), {} (plot)",
+            out_path.display(),
+            json_path.display(),
+            png_path.display()
+        );
     } else {
         tracing::info!("output: {}", out_path.display());
     }

@@ -46,7 +46,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ..Default::default()
         };
         bag.write("/cam/camera_info", ns, ns, &to_cdr(&info)?)?;
-        let image = sensor_msgs::Image { header: header.clone(), height: HEIGHT, width: WIDTH, encoding: "mono8".into(), is_bigendian: 0, step: WIDTH, data: render(i, args.frames) };
+        let image = sensor_msgs::Image {
+            header: header.clone(),
+            height: HEIGHT,
+            width: WIDTH,
+            encoding: "mono8".into(),
+            is_bigendian: 0,
+            step: WIDTH,
+            data: render(i, args.frames),
+        };
         bag.write("/cam/image_raw", ns, ns, &to_cdr(&image)?)?;
         let pose = camera_pose(i, args.frames);
         let q = nalgebra::UnitQuaternion::from_rotation_matrix(&pose.rotation);
@@ -60,6 +68,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bag.write("/cam/ground_truth", ns, ns, &to_cdr(&gt)?)?;
     }
     bag.finish()?;
-    println!("{}", serde_json::json!({"out": args.out.display().to_string(), "frames": args.frames, "bytes": std::fs::metadata(&args.out)?.len()}));
+    println!(
+        "{}",
+        serde_json::json!({"out": args.out.display().to_string(), "frames": args.frames, "bytes": std::fs::metadata(&args.out)?.len()})
+    );
     Ok(())
 }

@@ -88,7 +88,10 @@ fn run_server(args: &Args, params: &PostParams) -> anyhow::Result<()> {
         result = kp;
     }
     write_npz(&args.out, &result).with_context(|| format!("writing {}", args.out.display()))?;
-    println!("{}", json!({"num_keypoints": result.len(), "backend": backend.link().describe(), "timing_ms": super::host_timing_json(&timings)}));
+    println!(
+        "{}",
+        json!({"num_keypoints": result.len(), "backend": backend.link().describe(), "timing_ms": super::host_timing_json(&timings)})
+    );
     Ok(())
 }
 

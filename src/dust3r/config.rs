@@ -50,7 +50,8 @@ fn default_output() -> String {
 
 impl Dust3rConfig {
     pub fn from_file(path: &Path) -> Result<Self, WeightsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WeightsError::Io { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| WeightsError::Io { path: path.to_path_buf(), source })?;
         Self::from_json(&text).map_err(|reason| WeightsError::Config { path: path.to_path_buf(), reason })
     }
 
@@ -73,13 +74,19 @@ impl Dust3rConfig {
         check_heads("encoder", self.enc_embed_dim, self.enc_num_heads)?;
         check_heads("decoder", self.dec_embed_dim, self.dec_num_heads)?;
         if self.patch_size == 0 || self.enc_depth == 0 || self.dec_depth < 4 {
-            return Err(format!("patch size {}, encoder depth {}, decoder depth {} (needs >= 4 for the DPT hooks)", self.patch_size, self.enc_depth, self.dec_depth));
+            return Err(format!(
+                "patch size {}, encoder depth {}, decoder depth {} (needs >= 4 for the DPT hooks)",
+                self.patch_size, self.enc_depth, self.dec_depth
+            ));
         }
         if self.rope_base().is_none() {
             return Err(format!("pos_embed {:?} is not RoPE<base>", self.pos_embed));
         }
         if self.head_type != "dpt" || self.output_mode != "pts3d" {
-            return Err(format!("head {:?} / output {:?}: only the DPT pts3d head is supported", self.head_type, self.output_mode));
+            return Err(format!(
+                "head {:?} / output {:?}: only the DPT pts3d head is supported",
+                self.head_type, self.output_mode
+            ));
         }
         for (what, mode) in [("depth_mode", &self.depth_mode), ("conf_mode", &self.conf_mode)] {
             if let Some((kind, _, _)) = mode {

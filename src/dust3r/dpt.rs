@@ -32,7 +32,10 @@ struct ResidualConvUnit {
 
 impl ResidualConvUnit {
     fn load(l: &Loader, prefix: &str) -> Result<Self, Dust3rError> {
-        Ok(Self { conv1: conv3(l, &format!("{prefix}.conv1"), FEATURES, FEATURES, true)?, conv2: conv3(l, &format!("{prefix}.conv2"), FEATURES, FEATURES, true)? })
+        Ok(Self {
+            conv1: conv3(l, &format!("{prefix}.conv1"), FEATURES, FEATURES, true)?,
+            conv2: conv3(l, &format!("{prefix}.conv2"), FEATURES, FEATURES, true)?,
+        })
     }
 
     fn forward(&self, x: &FeatureMap) -> Result<FeatureMap, Dust3rError> {
@@ -87,7 +90,8 @@ impl DptHead {
     pub fn load(l: &Loader, name: &str, enc_dim: usize, dec_dim: usize, _patch: usize) -> Result<Self, Dust3rError> {
         let pre = format!("{name}.dpt");
         let token_dims = [enc_dim, dec_dim, dec_dim, dec_dim];
-        let project = [0, 1, 2, 3].map(|i| conv1(l, &format!("{pre}.act_postprocess.{i}.0"), LAYER_DIMS[i], token_dims[i]));
+        let project =
+            [0, 1, 2, 3].map(|i| conv1(l, &format!("{pre}.act_postprocess.{i}.0"), LAYER_DIMS[i], token_dims[i]));
         let [p0, p1, p2, p3] = project;
         let convt = |i: usize, k: usize| -> Result<ConvTransposeBlock, Dust3rError> {
             let c = LAYER_DIMS[i];
@@ -98,7 +102,8 @@ impl DptHead {
         // Both spellings of the shared layer projections: `layerN_rn` (what safetensors keeps)
         // and `layer_rn.{N-1}` (the module alias in .pth checkpoints).
         let layer_rn = |i: usize| -> Result<Conv3x3, Dust3rError> {
-            let (a, b) = (format!("{pre}.scratch.layer{}_rn.weight", i + 1), format!("{pre}.scratch.layer_rn.{i}.weight"));
+            let (a, b) =
+                (format!("{pre}.scratch.layer{}_rn.weight", i + 1), format!("{pre}.scratch.layer_rn.{i}.weight"));
             let w = l.tensor(&[&a, &b], &[FEATURES, LAYER_DIMS[i], 3, 3])?;
             Ok(Conv3x3::from_torch(FEATURES, LAYER_DIMS[i], &w, &vec![0.0; FEATURES])?)
         };
@@ -129,7 +134,8 @@ impl DptHead {
         let l3 = self.down.forward_stride2(&m3, false)?;
 
         let [r0, r1, r2, r3] = &self.layer_rn;
-        let (l0, l1, l2, l3) = (r0.forward(&l0, false)?, r1.forward(&l1, false)?, r2.forward(&l2, false)?, r3.forward(&l3, false)?);
+        let (l0, l1, l2, l3) =
+            (r0.forward(&l0, false)?, r1.forward(&l1, false)?, r2.forward(&l2, false)?, r3.forward(&l3, false)?);
         let p4 = self.fusion[3].forward(l3, None)?.crop(l2.height(), l2.width());
         let p3 = self.fusion[2].forward(p4, Some(&l2))?;
         let p2 = self.fusion[1].forward(p3, Some(&l1))?;

@@ -31,7 +31,10 @@ impl Loader {
     }
 
     pub fn norm(&self, prefix: &str, dim: usize) -> Result<Norm, Dust3rError> {
-        Ok(Norm { gamma: self.param(&format!("{prefix}.weight"), &[dim])?, beta: self.param(&format!("{prefix}.bias"), &[dim])? })
+        Ok(Norm {
+            gamma: self.param(&format!("{prefix}.weight"), &[dim])?,
+            beta: self.param(&format!("{prefix}.bias"), &[dim])?,
+        })
     }
 }
 
@@ -67,11 +70,21 @@ struct SelfAttention {
 
 impl SelfAttention {
     fn load(l: &Loader, prefix: &str, width: usize) -> Result<Self, Dust3rError> {
-        Ok(Self { qkv: l.linear(&format!("{prefix}.qkv"), width, 3 * width)?, proj: l.linear(&format!("{prefix}.proj"), width, width)? })
+        Ok(Self {
+            qkv: l.linear(&format!("{prefix}.qkv"), width, 3 * width)?,
+            proj: l.linear(&format!("{prefix}.proj"), width, width)?,
+        })
     }
 
     /// `x += proj(attention(norm(x)))`, RoPE on q and k with the tokens' positions.
-    fn residual(&self, x: &mut [f32], normed: &[f32], pos: &[(usize, usize)], s: AttnShape, rope: &Rope2d) -> Result<(), Dust3rError> {
+    fn residual(
+        &self,
+        x: &mut [f32],
+        normed: &[f32],
+        pos: &[(usize, usize)],
+        s: AttnShape,
+        rope: &Rope2d,
+    ) -> Result<(), Dust3rError> {
         let n = pos.len();
         let w = s.width;
         let mut qkv = self.qkv.forward(normed, n, w)?;
@@ -91,7 +104,10 @@ struct Mlp {
 
 impl Mlp {
     fn load(l: &Loader, prefix: &str, width: usize, hidden: usize) -> Result<Self, Dust3rError> {
-        Ok(Self { fc1: l.linear(&format!("{prefix}.fc1"), width, hidden)?, fc2: l.linear(&format!("{prefix}.fc2"), hidden, width)? })
+        Ok(Self {
+            fc1: l.linear(&format!("{prefix}.fc1"), width, hidden)?,
+            fc2: l.linear(&format!("{prefix}.fc2"), hidden, width)?,
+        })
     }
 
     /// `x += fc2(gelu(fc1(normed)))`.
@@ -152,7 +168,15 @@ impl DecoderBlock {
     }
 
     /// Updates `x` (this branch) reading `y` (the other branch's previous output).
-    fn forward(&self, x: &mut [f32], y: &[f32], xpos: &[(usize, usize)], ypos: &[(usize, usize)], s: AttnShape, rope: &Rope2d) -> Result<(), Dust3rError> {
+    fn forward(
+        &self,
+        x: &mut [f32],
+        y: &[f32],
+        xpos: &[(usize, usize)],
+        ypos: &[(usize, usize)],
+        s: AttnShape,
+        rope: &Rope2d,
+    ) -> Result<(), Dust3rError> {
         let (n, m, w) = (xpos.len(), ypos.len(), s.width);
         let h = self.norm1.apply(x)?;
         self.attn.residual(x, &h, xpos, s, rope)?;
@@ -280,8 +304,20 @@ impl Dust3r {
     /// (`3 x height x width`, values in [-1, 1]).
     pub fn encode(&self, image: &[f32], height: usize, width: usize) -> Result<Encoded, Dust3rError> {
         let p = self.config.patch_size;
-        if height == 0 || width == 0 || height % p != 0 || width % p != 0 || image.len() != 3 * height * width || height / p > MAX_GRID || width / p > MAX_GRID {
-            return Err(Dust3rError::InputSize { channels: image.len() / (height * width).max(1), height, width, patch: p });
+        if height == 0
+            || width == 0
+            || height % p != 0
+            || width % p != 0
+            || image.len() != 3 * height * width
+            || height / p > MAX_GRID
+            || width / p > MAX_GRID
+        {
+            return Err(Dust3rError::InputSize {
+                channels: image.len() / (height * width).max(1),
+                height,
+                width,
+                patch: p,
+            });
         }
         let (rows, cols) = (height / p, width / p);
         // Patches as rows of (channel, ky, kx), the order of the conv weight's input dims.
@@ -323,8 +359,9 @@ impl Dust3r {
             Ok(())
         })?;
         let take = |v: Vec<Vec<f32>>| -> Result<BranchHooks, Dust3rError> {
-            let hooks: [Vec<f32>; 3] = v.try_into().map_err(|_| {
-                crate::tensor::TensorError::Shape { op: "decode", what: "decoder depth does not give three hooks".into() }
+            let hooks: [Vec<f32>; 3] = v.try_into().map_err(|_| crate::tensor::TensorError::Shape {
+                op: "decode",
+                what: "decoder depth does not give three hooks".into(),
             })?;
             Ok(BranchHooks { hooks })
         };
@@ -334,7 +371,11 @@ impl Dust3r {
 
     /// Every decoder block's raw output for both branches (`[branch][block]`, before `dec_norm`),
     /// plus `dec_norm` of the last: for checking which entries the heads are wired to.
-    pub fn decoder_outputs(&self, first: &Encoded, second: &Encoded) -> Result<([Vec<Vec<f32>>; 2], [Vec<f32>; 2]), Dust3rError> {
+    pub fn decoder_outputs(
+        &self,
+        first: &Encoded,
+        second: &Encoded,
+    ) -> Result<([Vec<Vec<f32>>; 2], [Vec<f32>; 2]), Dust3rError> {
         let mut all: [Vec<Vec<f32>>; 2] = [Vec::new(), Vec::new()];
         self.run_decoder(first, second, |_, f1, f2| {
             all[0].push(f1.to_vec());

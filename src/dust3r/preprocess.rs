@@ -69,8 +69,14 @@ pub struct PreparedView {
 pub struct ResizeError(String);
 
 /// One separable pass of PIL-style resampling of 8-bit RGB with `filter`.
-fn resize_u8x3(data: Vec<u8>, (w, h): (u32, u32), (ow, oh): (u32, u32), filter: fr::FilterType) -> Result<Vec<u8>, ResizeError> {
-    let src = fr::images::Image::from_vec_u8(w, h, data, fr::PixelType::U8x3).map_err(|e| ResizeError(e.to_string()))?;
+fn resize_u8x3(
+    data: Vec<u8>,
+    (w, h): (u32, u32),
+    (ow, oh): (u32, u32),
+    filter: fr::FilterType,
+) -> Result<Vec<u8>, ResizeError> {
+    let src =
+        fr::images::Image::from_vec_u8(w, h, data, fr::PixelType::U8x3).map_err(|e| ResizeError(e.to_string()))?;
     let mut dst = fr::images::Image::new(ow, oh, fr::PixelType::U8x3);
     let options = fr::ResizeOptions::new().resize_alg(fr::ResizeAlg::Convolution(filter));
     fr::Resizer::new().resize(&src, &mut dst, &options).map_err(|e| ResizeError(e.to_string()))?;
@@ -79,7 +85,12 @@ fn resize_u8x3(data: Vec<u8>, (w, h): (u32, u32), (ow, oh): (u32, u32), filter: 
 
 /// Resize as PIL does: horizontal pass, then vertical, each rounded to 8 bits. (fast_image_resize
 /// alone runs the vertical pass first on 8-bit images, which clips overshoot elsewhere.)
-fn resize_pil(data: Vec<u8>, (w, h): (u32, u32), (ow, oh): (u32, u32), filter: fr::FilterType) -> Result<Vec<u8>, ResizeError> {
+fn resize_pil(
+    data: Vec<u8>,
+    (w, h): (u32, u32),
+    (ow, oh): (u32, u32),
+    filter: fr::FilterType,
+) -> Result<Vec<u8>, ResizeError> {
     if (w, h) == (ow, oh) {
         return Ok(data);
     }
@@ -119,13 +130,23 @@ pub fn prepare(frame: &Frame, mode: PrepMode) -> Result<PreparedView, ResizeErro
             let size = INPUT_SIZE;
             let out = resize_pil(square, (side, side), (size, size), fr::FilterType::CatmullRom)?;
             let s = size as f64 / side as f64;
-            let mapping = InputMapping { original_width: w, original_height: h, scale_x: s, scale_y: s, offset_x: off_x as f64 * s, offset_y: off_y as f64 * s };
+            let mapping = InputMapping {
+                original_width: w,
+                original_height: h,
+                scale_x: s,
+                scale_y: s,
+                offset_x: off_x as f64 * s,
+                offset_y: off_y as f64 * s,
+            };
             (out, size, size, mapping)
         }
         PrepMode::Upstream => {
             let long = w.max(h) as f64;
             let target = INPUT_SIZE as f64;
-            let (rw, rh) = (((w as f64 * target / long).round_ties_even()) as u32, ((h as f64 * target / long).round_ties_even()) as u32);
+            let (rw, rh) = (
+                ((w as f64 * target / long).round_ties_even()) as u32,
+                ((h as f64 * target / long).round_ties_even()) as u32,
+            );
             let filter = if long > target { fr::FilterType::Lanczos3 } else { fr::FilterType::CatmullRom };
             let full = resize_pil(rgb, (w, h), (rw, rh), filter)?;
             let (cx, cy) = (rw / 2, rh / 2);

@@ -41,7 +41,11 @@ pub fn tensor_values(key: &str, shape: &[usize]) -> Vec<f32> {
                 None if layer_norm_weight => 1.0 + 0.1 * r,
                 None => 0.05 * r,
             } as f32;
-            if head_out { v * 0.25 } else { v }
+            if head_out {
+                v * 0.25
+            } else {
+                v
+            }
         })
         .collect()
 }

@@ -65,7 +65,11 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
                 "sp_dust3r_msgs/msg/PairPose" => {
                     let p: sp_dust3r_msgs::PairPose = decode(&m.data, &m.topic)?;
                     let (r, t) = pose_of(&p.pose);
-                    with_pose.push(PairEstimate { t1: p.reference_stamp.seconds(), t2: p.header.stamp.seconds(), t_cam1_cam2: Some(TCam1Cam2::new(r, t)) });
+                    with_pose.push(PairEstimate {
+                        t1: p.reference_stamp.seconds(),
+                        t2: p.header.stamp.seconds(),
+                        t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
+                    });
                 }
                 "sensor_msgs/msg/PointCloud2" => {
                     let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
@@ -92,7 +96,8 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
 pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalError> {
     let (path, topic, frames) = match source {
         GroundTruth::Tum(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| EvalError::Io { path: path.display().to_string(), reason: e.to_string() })?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| EvalError::Io { path: path.display().to_string(), reason: e.to_string() })?;
             return parse_tum(&text);
         }
         GroundTruth::Bag { path, topic, frames } => (path, topic, frames),
@@ -109,10 +114,18 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
             let found: Vec<&String> = topics.iter().filter(|(_, ty)| ty == POSE_STAMPED).map(|(t, _)| t).collect();
             match found[..] {
                 [t] => t.clone(),
-                [] => return Err(EvalError::GroundTruthTopic(format!("{} has no {POSE_STAMPED} topic; name one (PoseStamped, or TF with its two frames)", path.display()))),
+                [] => {
+                    return Err(EvalError::GroundTruthTopic(format!(
+                        "{} has no {POSE_STAMPED} topic; name one (PoseStamped, or TF with its two frames)",
+                        path.display()
+                    )))
+                }
                 _ => {
                     let names = found.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ");
-                    return Err(EvalError::GroundTruthTopic(format!("{} has several {POSE_STAMPED} topics ({names}); name one", path.display())));
+                    return Err(EvalError::GroundTruthTopic(format!(
+                        "{} has several {POSE_STAMPED} topics ({names}); name one",
+                        path.display()
+                    )));
                 }
             }
         }
@@ -120,9 +133,17 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
     let ty = topics.iter().find(|(t, _)| *t == topic).map(|(_, ty)| ty.clone());
     match ty.as_deref() {
         None => return Err(EvalError::GroundTruthTopic(format!("{} has no topic {topic}", path.display()))),
-        Some(TF_MESSAGE) if frames.is_none() => return Err(EvalError::GroundTruthTopic(format!("TF ground truth ({topic}) needs its two frames: PARENT CHILD"))),
+        Some(TF_MESSAGE) if frames.is_none() => {
+            return Err(EvalError::GroundTruthTopic(format!(
+                "TF ground truth ({topic}) needs its two frames: PARENT CHILD"
+            )))
+        }
         Some(POSE_STAMPED | TF_MESSAGE) => {}
-        Some(other) => return Err(EvalError::GroundTruthTopic(format!("ground-truth topic {topic} is {other}, not {POSE_STAMPED} or {TF_MESSAGE}"))),
+        Some(other) => {
+            return Err(EvalError::GroundTruthTopic(format!(
+                "ground-truth topic {topic} is {other}, not {POSE_STAMPED} or {TF_MESSAGE}"
+            )))
+        }
     }
     let mut poses = Vec::new();
     for f in &files {
@@ -139,7 +160,10 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
                 let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
                 for t in tf.transforms.iter().filter(|t| &t.header.frame_id == parent && &t.child_frame_id == child) {
                     let tr = &t.transform.translation;
-                    poses.push(StampedPose { t: t.header.stamp.seconds(), pose: Transform::new(rotation_of(&t.transform.rotation), Vector3::new(tr.x, tr.y, tr.z)) });
+                    poses.push(StampedPose {
+                        t: t.header.stamp.seconds(),
+                        pose: Transform::new(rotation_of(&t.transform.rotation), Vector3::new(tr.x, tr.y, tr.z)),
+                    });
                 }
             }
         }

@@ -52,7 +52,11 @@ pub fn parse_tum(text: &str) -> Result<Vec<StampedPose>, EvalError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let v: Vec<f64> = line.split_whitespace().map(|x| x.parse::<f64>()).collect::<Result<_, _>>().map_err(|e| EvalError::Tum { line: i + 1, reason: e.to_string() })?;
+        let v: Vec<f64> = line
+            .split_whitespace()
+            .map(|x| x.parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| EvalError::Tum { line: i + 1, reason: e.to_string() })?;
         if v.len() != 8 || v.iter().any(|x| !x.is_finite()) {
             return Err(EvalError::Tum { line: i + 1, reason: format!("{} finite numbers, 8 expected", v.len()) });
         }
@@ -60,7 +64,13 @@ pub fn parse_tum(text: &str) -> Result<Vec<StampedPose>, EvalError> {
         if q.norm() < 1e-9 {
             return Err(EvalError::Tum { line: i + 1, reason: "zero quaternion".into() });
         }
-        poses.push(StampedPose { t: v[0], pose: Transform::new(UnitQuaternion::from_quaternion(q).to_rotation_matrix(), Vector3::new(v[1], v[2], v[3])) });
+        poses.push(StampedPose {
+            t: v[0],
+            pose: Transform::new(
+                UnitQuaternion::from_quaternion(q).to_rotation_matrix(),
+                Vector3::new(v[1], v[2], v[3]),
+            ),
+        });
     }
     poses.sort_by(|a, b| a.t.total_cmp(&b.t));
     Ok(poses)
@@ -167,9 +177,15 @@ mod tests {
         let r = Rotation3::from_axis_angle(&Vector3::z_axis(), 10f64.to_radians());
         assert!((rotation_error_deg(&r, &Rotation3::identity()) - 10.0).abs() < 1e-9);
         assert!(rotation_error_deg(&r, &r) < 1e-9);
-        assert!((direction_error_deg(&Vector3::new(1.0, 0.0, 0.0), &Vector3::new(0.0, 2.0, 0.0)).unwrap() - 90.0).abs() < 1e-9);
+        assert!(
+            (direction_error_deg(&Vector3::new(1.0, 0.0, 0.0), &Vector3::new(0.0, 2.0, 0.0)).unwrap() - 90.0).abs()
+                < 1e-9
+        );
         assert_eq!(direction_error_deg(&Vector3::zeros(), &Vector3::x()), None);
-        let traj = parse_tum("# t tx ty tz qx qy qz qw\n1.0 0 0 0 0 0 0 1\n3.0 2 0 0 0 0 0.7071067811865476 0.7071067811865476\n").unwrap();
+        let traj = parse_tum(
+            "# t tx ty tz qx qy qz qw\n1.0 0 0 0 0 0 0 1\n3.0 2 0 0 0 0 0.7071067811865476 0.7071067811865476\n",
+        )
+        .unwrap();
         let mid = pose_at(&traj, 2.0, 0.1).unwrap();
         assert!((mid.translation - Vector3::new(1.0, 0.0, 0.0)).norm() < 1e-12);
         // Halfway through a 90 degree turn about z: 45 degrees.
@@ -234,7 +250,12 @@ pub fn evaluate(pairs: &[PairEstimate], gt: &[StampedPose], tolerance: f64) -> R
         };
         let Some(est) = &p.t_cam1_cam2 else {
             // No pose (view 2's time may be unknown): an infinite error in the AUC.
-            metrics.push(PairMetric { reference_time: p.t1, query_time: p.t2, rotation_error_deg: None, translation_error_deg: None });
+            metrics.push(PairMetric {
+                reference_time: p.t1,
+                query_time: p.t2,
+                rotation_error_deg: None,
+                translation_error_deg: None,
+            });
             continue;
         };
         let Some(w2) = pose_at(gt, p.t2, tolerance) else {

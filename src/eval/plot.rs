@@ -131,7 +131,14 @@ impl Axes {
         line(img, (self.left, self.top + self.height), (self.left + self.width, self.top + self.height), BLACK);
         line(img, (self.left, self.top), (self.left, self.top + self.height), BLACK);
         draw_text(img, self.left as i64 - 40, self.top as i64 - 24, y_label, 2, BLACK);
-        draw_text(img, (self.left + self.width) as i64 - x_label.len() as i64 * 12, (self.top + self.height) as i64 + 28, x_label, 2, BLACK);
+        draw_text(
+            img,
+            (self.left + self.width) as i64 - x_label.len() as i64 * 12,
+            (self.top + self.height) as i64 + 28,
+            x_label,
+            2,
+            BLACK,
+        );
     }
 }
 
@@ -140,12 +147,21 @@ impl Axes {
 /// share of pairs with max(rotation, translation) error up to each angle, with the AUC values.
 pub fn render(report: &Report) -> RgbImage {
     let mut img = RgbImage::from_pixel(1000, 540, WHITE);
-    let errors_max = report.pairs.iter().flat_map(|p| [p.rotation_error_deg, p.translation_error_deg]).flatten().fold(0.0f64, f64::max);
+    let errors_max = report
+        .pairs
+        .iter()
+        .flat_map(|p| [p.rotation_error_deg, p.translation_error_deg])
+        .flatten()
+        .fold(0.0f64, f64::max);
     let y_max = if errors_max > 30.0 { 90.0 } else { 30.0 };
     let n = report.pairs.len().max(1) as f64;
     let left = Axes { left: 70.0, top: 90.0, width: 380.0, height: 360.0, x_max: n + 1.0, y_max };
     let ticks: Vec<f64> = (0..=3).map(|i| y_max * i as f64 / 3.0).collect();
-    let x_ticks: Vec<f64> = if n <= 10.0 { (1..=n as usize).map(|i| i as f64).collect() } else { (1..=5).map(|i| (n * i as f64 / 5.0).round()).collect() };
+    let x_ticks: Vec<f64> = if n <= 10.0 {
+        (1..=n as usize).map(|i| i as f64).collect()
+    } else {
+        (1..=5).map(|i| (n * i as f64 / 5.0).round()).collect()
+    };
     left.frame(&mut img, &ticks, &x_ticks, "ERROR (DEG)", "PAIR");
     for (i, p) in report.pairs.iter().enumerate() {
         let x = i as f64 + 1.0;
@@ -166,7 +182,14 @@ pub fn render(report: &Report) -> RgbImage {
     }
     draw_text(&mut img, 70, 10, "ROTATION", 2, ROTATION);
     draw_text(&mut img, 190, 10, "TRANSLATION DIRECTION", 2, TRANSLATION);
-    draw_text(&mut img, 70, 34, &format!("{} PAIRS  {} NO POSE (X)", report.num_pairs, report.num_without_pose), 2, BLACK);
+    draw_text(
+        &mut img,
+        70,
+        34,
+        &format!("{} PAIRS  {} NO POSE (X)", report.num_pairs, report.num_without_pose),
+        2,
+        BLACK,
+    );
 
     // The recall curve over 0..30 degrees.
     let right = Axes { left: 580.0, top: 90.0, width: 380.0, height: 360.0, x_max: 30.0, y_max: 1.0 };
@@ -196,9 +219,16 @@ mod tests {
         let mut img = RgbImage::from_pixel(100, 30, WHITE);
         draw_text(&mut img, 2, 2, "AUC@5", 2, BLACK);
         let lit = img.pixels().filter(|p| **p == BLACK).count();
-        let bits: usize = "AUC@5".chars().map(|c| GLYPHS.iter().find(|(g, _)| *g == c).unwrap().1.iter().map(|r| r.matches('1').count()).sum::<usize>()).sum();
+        let bits: usize = "AUC@5"
+            .chars()
+            .map(|c| {
+                GLYPHS.iter().find(|(g, _)| *g == c).unwrap().1.iter().map(|r| r.matches('1').count()).sum::<usize>()
+            })
+            .sum();
         assert_eq!(lit, bits * 4);
         // Every glyph is 7 rows of 5.
-        assert!(GLYPHS.iter().all(|(_, rows)| rows.iter().all(|r| r.len() == 5 && r.bytes().all(|b| b == b'0' || b == b'1'))));
+        assert!(GLYPHS
+            .iter()
+            .all(|(_, rows)| rows.iter().all(|r| r.len() == 5 && r.bytes().all(|b| b == b'0' || b == b'1'))));
     }
 }

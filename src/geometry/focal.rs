@@ -63,7 +63,15 @@ pub fn focal_median_vote(points: &[f32], width: usize, height: usize, (cx, cy): 
         return None;
     }
     // numpy's sign: 0 for 0 (Rust's signum gives 1 for +0).
-    let sign = |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 };
+    let sign = |v: f64| {
+        if v > 0.0 {
+            1.0
+        } else if v < 0.0 {
+            -1.0
+        } else {
+            0.0
+        }
+    };
     let guard = |v: f64| if v.abs() < 1e-6 { sign(v) * 1e-6 + 1e-12 } else { v };
     let mut votes: Vec<f64> = Vec::with_capacity(2 * width * height);
     for (i, p) in points.chunks_exact(3).enumerate() {
@@ -81,7 +89,8 @@ pub fn focal_median_vote(points: &[f32], width: usize, height: usize, (cx, cy): 
     // numpy's median: the middle value, or the mean of the two middle values.
     let n = votes.len();
     let (below, &mut upper, _) = votes.select_nth_unstable_by(n / 2, f64::total_cmp);
-    let median = if n % 2 == 1 { upper } else { 0.5 * (below.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper) };
+    let median =
+        if n % 2 == 1 { upper } else { 0.5 * (below.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper) };
     let base = width.max(height) as f64 / (2.0 * 30f64.to_radians().tan());
     Some(median.clamp(0.2 * base, 8.0 * base))
 }

@@ -48,7 +48,14 @@ pub struct PoseOptions {
 
 impl Default for PoseOptions {
     fn default() -> Self {
-        Self { mode: PoseMode::PairViewer, known_intrinsics: None, conf_pct: 50.0, min_confidence: 3.0, grid_per_original_px: [1.0, 1.0], seed: 0x5eed }
+        Self {
+            mode: PoseMode::PairViewer,
+            known_intrinsics: None,
+            conf_pct: 50.0,
+            min_confidence: 3.0,
+            grid_per_original_px: [1.0, 1.0],
+            seed: 0x5eed,
+        }
     }
 }
 
@@ -81,13 +88,20 @@ pub enum NoPose {
 }
 
 /// Relative pose from the forward (view 1, view 2) and swapped (view 2, view 1) predictions.
-pub fn relative_pose(forward: &PairPrediction, swapped: &PairPrediction, opts: &PoseOptions) -> Result<PairPose, NoPose> {
+pub fn relative_pose(
+    forward: &PairPrediction,
+    swapped: &PairPrediction,
+    opts: &PoseOptions,
+) -> Result<PairPose, NoPose> {
     let (w, h) = (forward.view1.width, forward.view1.height);
     let maps = [&forward.view1, &forward.view2_in_1, &swapped.view1, &swapped.view2_in_1];
-    if maps.iter().any(|m| m.width != w || m.height != h || m.points.len() != w * h * 3 || m.confidence.len() != w * h) || w * h == 0 {
+    if maps.iter().any(|m| m.width != w || m.height != h || m.points.len() != w * h * 3 || m.confidence.len() != w * h)
+        || w * h == 0
+    {
         return Err(NoPose::Shapes);
     }
-    if opts.grid_per_original_px.iter().any(|s| !(*s > 0.0 && s.is_finite())) || !(0.0..=100.0).contains(&opts.conf_pct) {
+    if opts.grid_per_original_px.iter().any(|s| !(*s > 0.0 && s.is_finite())) || !(0.0..=100.0).contains(&opts.conf_pct)
+    {
         return Err(NoPose::Options(format!("scales {:?} / conf_pct {}", opts.grid_per_original_px, opts.conf_pct)));
     }
     let pp = centre(w, h);
@@ -123,7 +137,11 @@ pub fn relative_pose(forward: &PairPrediction, swapped: &PairPrediction, opts: &
 }
 
 /// Correspondences of the pixel grid with `points`, where `keep(pixel)` and the point is finite.
-fn correspondences(points: &[f32], width: usize, keep: impl Fn(usize) -> bool) -> (Vec<Vector3<f64>>, Vec<Vector2<f64>>) {
+fn correspondences(
+    points: &[f32],
+    width: usize,
+    keep: impl Fn(usize) -> bool,
+) -> (Vec<Vector3<f64>>, Vec<Vector2<f64>>) {
     let mut world = Vec::new();
     let mut pixels = Vec::new();
     for (i, p) in points.chunks_exact(3).enumerate() {
@@ -139,11 +157,18 @@ fn mean(v: &[f32]) -> f64 {
     v.iter().map(|&x| x as f64).sum::<f64>() / v.len().max(1) as f64
 }
 
-fn pairviewer_pnp(forward: &PairPrediction, swapped: &PairPrediction, k1: &Intrinsics, k2: &Intrinsics, opts: &PoseOptions) -> Result<(Transform<Cam2, Cam1>, usize), NoPose> {
+fn pairviewer_pnp(
+    forward: &PairPrediction,
+    swapped: &PairPrediction,
+    k1: &Intrinsics,
+    k2: &Intrinsics,
+    opts: &PoseOptions,
+) -> Result<(Transform<Cam2, Cam1>, usize), NoPose> {
     let w = forward.view1.width;
     let params = RansacParams { max_iterations: 100, threshold_px: 5.0, confidence: 0.99, seed: opts.seed };
     // Per-image confidence: the better of the two predictions of that image.
-    let im_conf = |a: &[f32], b: &[f32]| -> Vec<bool> { a.iter().zip(b).map(|(x, y)| x.max(*y) > opts.min_confidence).collect() };
+    let im_conf =
+        |a: &[f32], b: &[f32]| -> Vec<bool> { a.iter().zip(b).map(|(x, y)| x.max(*y) > opts.min_confidence).collect() };
     let score_fwd = mean(&forward.view1.confidence) * mean(&forward.view2_in_1.confidence);
     let score_swp = mean(&swapped.view1.confidence) * mean(&swapped.view2_in_1.confidence);
     if score_fwd > score_swp {
@@ -183,7 +208,11 @@ fn percentile(values: &[f32], pct: f64) -> f64 {
 /// Fewest correspondences the server accepts.
 const SERVER_MIN_POINTS: usize = 50;
 
-fn server_pnp(forward: &PairPrediction, k2: &Intrinsics, opts: &PoseOptions) -> Result<(Transform<Cam2, Cam1>, usize), NoPose> {
+fn server_pnp(
+    forward: &PairPrediction,
+    k2: &Intrinsics,
+    opts: &PoseOptions,
+) -> Result<(Transform<Cam2, Cam1>, usize), NoPose> {
     let map = &forward.view2_in_1;
     let threshold = percentile(&map.confidence, 100.0 - opts.conf_pct);
     let (world, pixels) = correspondences(&map.points, map.width, |i| map.confidence[i] as f64 >= threshold);

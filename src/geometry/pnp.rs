@@ -125,7 +125,8 @@ pub fn solve_pnp_ransac<Cam, World>(
     let mut iteration = 0;
     while iteration < needed.min(params.max_iterations) {
         iteration += 1;
-        let sample: Vec<usize> = rng.distinct(scoring.len(), SAMPLE.min(scoring.len())).into_iter().map(|j| scoring[j]).collect();
+        let sample: Vec<usize> =
+            rng.distinct(scoring.len(), SAMPLE.min(scoring.len())).into_iter().map(|j| scoring[j]).collect();
         let Some(pose) = sqpnp_pose::<Cam, World>(&sample, world, pixels, k) else { continue };
         let count = scoring.iter().filter(|&&i| is_inlier(&pose, i)).count();
         if best.as_ref().is_none_or(|b| count > b.1) {
@@ -174,7 +175,12 @@ fn check_spread(world: &[Vector3<f64>]) -> Result<(), PnpError> {
 }
 
 /// SQPnP on a few correspondences, in normalised image coordinates.
-fn sqpnp_pose<Cam, World>(sample: &[usize], world: &[Vector3<f64>], pixels: &[Vector2<f64>], k: &Intrinsics) -> Option<Transform<Cam, World>> {
+fn sqpnp_pose<Cam, World>(
+    sample: &[usize],
+    world: &[Vector3<f64>],
+    pixels: &[Vector2<f64>],
+    k: &Intrinsics,
+) -> Option<Transform<Cam, World>> {
     // sqpnp works in f32 inputs; centre the sample so the conversion loses nothing that matters.
     let centre = sample.iter().map(|&i| world[i]).sum::<Vector3<f64>>() / sample.len() as f64;
     let p3: Vec<glam::Vec3> = sample
@@ -206,7 +212,13 @@ fn sqpnp_pose<Cam, World>(sample: &[usize], world: &[Vector3<f64>], pixels: &[Ve
 
 /// Levenberg-Marquardt on the pixel reprojection error over `set`, left perturbation
 /// `R <- exp(w) R`, `t <- t + v`.
-fn refine_lm<Cam, World>(start: Transform<Cam, World>, set: &[usize], world: &[Vector3<f64>], pixels: &[Vector2<f64>], k: &Intrinsics) -> Transform<Cam, World> {
+fn refine_lm<Cam, World>(
+    start: Transform<Cam, World>,
+    set: &[usize],
+    world: &[Vector3<f64>],
+    pixels: &[Vector2<f64>],
+    k: &Intrinsics,
+) -> Transform<Cam, World> {
     let cost = |pose: &Transform<Cam, World>| -> f64 {
         set.iter()
             .map(|&i| {

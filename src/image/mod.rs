@@ -199,14 +199,10 @@ impl Frame {
         let (width, height) = (img.width(), img.height());
         let (format, data) = match img {
             D::ImageLuma8(b) => (PixelFormat::Mono8, b.into_raw()),
-            D::ImageLuma16(b) => {
-                (PixelFormat::Mono16, b.into_raw().iter().flat_map(|v| v.to_ne_bytes()).collect())
-            }
+            D::ImageLuma16(b) => (PixelFormat::Mono16, b.into_raw().iter().flat_map(|v| v.to_ne_bytes()).collect()),
             D::ImageRgb8(b) => (PixelFormat::Rgb8, b.into_raw()),
             D::ImageRgba8(b) => (PixelFormat::Rgba8, b.into_raw()),
-            D::ImageLumaA8(b) => {
-                (PixelFormat::Mono8, b.into_raw().chunks_exact(2).map(|p| p[0]).collect())
-            }
+            D::ImageLumaA8(b) => (PixelFormat::Mono8, b.into_raw().chunks_exact(2).map(|p| p[0]).collect()),
             other => (PixelFormat::Rgb8, other.to_rgb8().into_raw()),
         };
         let step = width as usize * format.bytes_per_pixel();
@@ -234,7 +230,11 @@ impl Frame {
             match self.format {
                 PixelFormat::Mono8 => data.extend(row.iter().map(|&v| v as f32 / 255.0)),
                 PixelFormat::Mono16 => data.extend(row.chunks_exact(2).map(|b| {
-                    let v = if self.big_endian { u16::from_be_bytes([b[0], b[1]]) } else { u16::from_le_bytes([b[0], b[1]]) };
+                    let v = if self.big_endian {
+                        u16::from_be_bytes([b[0], b[1]])
+                    } else {
+                        u16::from_le_bytes([b[0], b[1]])
+                    };
                     v as f32 / 65535.0
                 })),
                 PixelFormat::Rgb8 | PixelFormat::Rgba8 => {

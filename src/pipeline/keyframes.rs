@@ -18,7 +18,15 @@ pub fn mutual_matches(a: &Keypoints, b: &Keypoints) -> Vec<(usize, usize)> {
         return Vec::new();
     }
     let mut sim = vec![0.0f32; n * m];
-    let ok = gemm(&mut sim, m, MatRef::rows(&a.descriptors, n, d, d), MatRef::transposed(&b.descriptors, d, m, d), 1.0, false, Threads::All);
+    let ok = gemm(
+        &mut sim,
+        m,
+        MatRef::rows(&a.descriptors, n, d, d),
+        MatRef::transposed(&b.descriptors, d, m, d),
+        1.0,
+        false,
+        Threads::All,
+    );
     if ok.is_err() {
         return Vec::new();
     }
@@ -102,13 +110,16 @@ impl<F: Clone> KeyframeSelector<F> {
         if elapsed < self.policy.min_interval {
             return KeyframeDecision::Skip { match_ratio: None };
         }
-        let ratio = (!keypoints.is_empty()).then(|| mutual_matches(keypoints, last_kp).len() as f64 / keypoints.len() as f64);
+        let ratio =
+            (!keypoints.is_empty()).then(|| mutual_matches(keypoints, last_kp).len() as f64 / keypoints.len() as f64);
         let due = elapsed >= self.policy.max_interval || ratio.is_none_or(|r| r < self.policy.match_ratio);
         if !due {
             return KeyframeDecision::Skip { match_ratio: ratio };
         }
         match self.last.replace((stamp, keypoints.clone(), payload.clone())) {
-            Some((previous_stamp, _, previous)) => KeyframeDecision::New { previous_stamp, previous, match_ratio: ratio },
+            Some((previous_stamp, _, previous)) => {
+                KeyframeDecision::New { previous_stamp, previous, match_ratio: ratio }
+            }
             None => KeyframeDecision::First,
         }
     }

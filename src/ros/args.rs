@@ -31,8 +31,12 @@ impl ParamValue {
             Yaml::Array(a) => match &a[0] {
                 Yaml::Boolean(_) => Self::BoolArray(a.iter().map(|v| v.as_bool()).collect::<Option<_>>()?),
                 Yaml::Integer(_) => Self::IntegerArray(a.iter().map(|v| v.as_i64()).collect::<Option<_>>()?),
-                Yaml::Real(_) => Self::DoubleArray(a.iter().map(|v| v.as_f64().or_else(|| v.as_i64().map(|i| i as f64))).collect::<Option<_>>()?),
-                Yaml::String(_) => Self::StringArray(a.iter().map(|v| v.as_str().map(str::to_string)).collect::<Option<_>>()?),
+                Yaml::Real(_) => Self::DoubleArray(
+                    a.iter().map(|v| v.as_f64().or_else(|| v.as_i64().map(|i| i as f64))).collect::<Option<_>>()?,
+                ),
+                Yaml::String(_) => {
+                    Self::StringArray(a.iter().map(|v| v.as_str().map(str::to_string)).collect::<Option<_>>()?)
+                }
                 _ => return None,
             },
             _ => return None,
@@ -120,7 +124,11 @@ pub fn split_ros_args<I: IntoIterator<Item = String>>(args: I) -> Result<(Vec<St
                 "--" => break,
                 "-r" | "--remap" => {
                     let v = value(&flag)?;
-                    let (from, to) = v.split_once(":=").ok_or_else(|| ArgsError::Malformed { what: "remapping", text: v.clone(), expected: "from:=to" })?;
+                    let (from, to) = v.split_once(":=").ok_or_else(|| ArgsError::Malformed {
+                        what: "remapping",
+                        text: v.clone(),
+                        expected: "from:=to",
+                    })?;
                     match from {
                         "__node" | "__name" => ros.node_name = Some(to.to_string()),
                         "__ns" => ros.namespace = Some(to.to_string()),
@@ -129,8 +137,16 @@ pub fn split_ros_args<I: IntoIterator<Item = String>>(args: I) -> Result<(Vec<St
                 }
                 "-p" | "--param" => {
                     let v = value(&flag)?;
-                    let (name, text) = v.split_once(":=").ok_or_else(|| ArgsError::Malformed { what: "parameter", text: v.clone(), expected: "name:=value" })?;
-                    let parsed = ParamValue::parse(text).ok_or_else(|| ArgsError::Malformed { what: "parameter value", text: text.to_string(), expected: "a YAML scalar or [list]" })?;
+                    let (name, text) = v.split_once(":=").ok_or_else(|| ArgsError::Malformed {
+                        what: "parameter",
+                        text: v.clone(),
+                        expected: "name:=value",
+                    })?;
+                    let parsed = ParamValue::parse(text).ok_or_else(|| ArgsError::Malformed {
+                        what: "parameter value",
+                        text: text.to_string(),
+                        expected: "a YAML scalar or [list]",
+                    })?;
                     ros.params.push((name.to_string(), parsed));
                 }
                 "--params-file" => ros.params_files.push(PathBuf::from(value(&flag)?)),
@@ -143,7 +159,10 @@ pub fn split_ros_args<I: IntoIterator<Item = String>>(args: I) -> Result<(Vec<St
                     value(&flag)?;
                 }
                 "--disable-rosout-logs" => ros.disable_rosout = true,
-                "--disable-stdout-logs" | "--enable-rosout-logs" | "--enable-stdout-logs" | "--disable-external-lib-logs" => {}
+                "--disable-stdout-logs"
+                | "--enable-rosout-logs"
+                | "--enable-stdout-logs"
+                | "--disable-external-lib-logs" => {}
                 other => return Err(ArgsError::Unknown(other.to_string())),
             }
         }
@@ -164,7 +183,10 @@ pub fn load_params_file(path: &Path, node_fqn: &str) -> Result<Vec<(String, Para
         let Some(top) = doc.as_hash() else { return Err(err("top level is not a mapping".into())) };
         for (key, section) in top {
             let key = key.as_str().unwrap_or("");
-            let applies = key == "/**" || key == node_name || key == node_fqn || key.trim_start_matches('/') == node_fqn.trim_start_matches('/')
+            let applies = key == "/**"
+                || key == node_name
+                || key == node_fqn
+                || key.trim_start_matches('/') == node_fqn.trim_start_matches('/')
                 || (key.ends_with("/**") && node_fqn.starts_with(key.trim_end_matches("**")));
             if !applies {
                 continue;
@@ -187,7 +209,10 @@ fn flatten(prefix: &str, map: &yaml_rust2::yaml::Hash, out: &mut Vec<(String, Pa
         };
         match v {
             Yaml::Hash(inner) => flatten(&format!("{name}."), inner, out)?,
-            _ => out.push((name.clone(), ParamValue::from_yaml(v).ok_or_else(|| format!("parameter {name}: unsupported value {v:?}"))?)),
+            _ => out.push((
+                name.clone(),
+                ParamValue::from_yaml(v).ok_or_else(|| format!("parameter {name}: unsupported value {v:?}"))?,
+            )),
         }
     }
     Ok(())

@@ -22,12 +22,20 @@ pub struct Backends {
 /// The two backends the parameters ask for. A server backend gets the CPU behind it when
 /// `fallback: cpu` and the CPU weights can be found.
 pub fn build_backends(params: &NodeParams) -> Result<Backends, NodeError> {
-    let server = |url: &str| ServerOptions { url: url.to_string(), timeout: Duration::from_secs_f64(params.server_timeout), jpeg_quality: params.server_jpeg_quality };
+    let server = |url: &str| ServerOptions {
+        url: url.to_string(),
+        timeout: Duration::from_secs_f64(params.server_timeout),
+        jpeg_quality: params.server_jpeg_quality,
+    };
     let cpu_superpoint = || -> Result<CpuFeatures, NodeError> {
-        Ok(CpuFeatures(SuperPoint::load(&crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir)?))
+        Ok(CpuFeatures(SuperPoint::load(
+            &crate::weights::resolve(&crate::superpoint::HUB_MODEL, params.superpoint_weights.as_deref())?.dir,
+        )?))
     };
     let cpu_dust3r = || -> Result<CpuPairs, String> {
-        let dir = crate::weights::resolve(&crate::dust3r::HUB_MODEL, params.dust3r_weights.as_deref()).map_err(|e| e.to_string())?.dir;
+        let dir = crate::weights::resolve(&crate::dust3r::HUB_MODEL, params.dust3r_weights.as_deref())
+            .map_err(|e| e.to_string())?
+            .dir;
         Dust3r::load(&dir).map(CpuPairs).map_err(|e| e.to_string())
     };
     let features: Box<dyn FeatureExtractor> = match params.superpoint_backend {
@@ -52,4 +60,3 @@ pub fn build_backends(params: &NodeParams) -> Result<Backends, NodeError> {
     };
     Ok(Backends { features, dust3r })
 }
-

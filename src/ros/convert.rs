@@ -38,15 +38,26 @@ pub struct ColouredPoints<'a> {
 /// float32), confidence; the finite points of every view whose confidence exceeds
 /// `min_confidence`, taking every `stride`-th pixel along rows and columns (1: all). An
 /// unorganised cloud (height 1), little endian, dense.
-pub fn pointcloud_msg(header: std_msgs::Header, views: &[ColouredPoints<'_>], min_confidence: f32, stride: usize) -> sensor_msgs::PointCloud2 {
+pub fn pointcloud_msg(
+    header: std_msgs::Header,
+    views: &[ColouredPoints<'_>],
+    min_confidence: f32,
+    stride: usize,
+) -> sensor_msgs::PointCloud2 {
     let stride = stride.max(1);
-    let field = |name: &str, offset: u32| sensor_msgs::PointField { name: name.into(), offset, datatype: sensor_msgs::PointField::FLOAT32, count: 1 };
+    let field = |name: &str, offset: u32| sensor_msgs::PointField {
+        name: name.into(),
+        offset,
+        datatype: sensor_msgs::PointField::FLOAT32,
+        count: 1,
+    };
     let mut data = Vec::new();
     for view in views {
         let p = view.points;
         for (i, (xyz, &conf)) in p.points.chunks_exact(3).zip(&p.confidence).enumerate() {
             let (row, col) = (i / p.width.max(1), i % p.width.max(1));
-            if row % stride != 0 || col % stride != 0 || !(conf > min_confidence) || !xyz.iter().all(|v| v.is_finite()) {
+            if row % stride != 0 || col % stride != 0 || !(conf > min_confidence) || !xyz.iter().all(|v| v.is_finite())
+            {
                 continue;
             }
             let c = view.rgb.get(i * 3..i * 3 + 3).unwrap_or(&[0, 0, 0]);

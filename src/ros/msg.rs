@@ -38,7 +38,8 @@ pub enum CdrError {
 /// (plain CDR, little endian), then the XCDR1 body.
 pub fn to_cdr<T: serde::Serialize>(msg: &T) -> Result<Vec<u8>, CdrError> {
     let mut out = vec![0x00, 0x01, 0x00, 0x00];
-    cdr_encoding::to_writer::<T, byteorder::LittleEndian, _>(&mut out, msg).map_err(|e| CdrError::Encoding(e.to_string()))?;
+    cdr_encoding::to_writer::<T, byteorder::LittleEndian, _>(&mut out, msg)
+        .map_err(|e| CdrError::Encoding(e.to_string()))?;
     Ok(out)
 }
 

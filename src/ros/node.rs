@@ -17,15 +17,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
-use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription};
+use ros2_client::{
+    qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription,
+};
 
 use super::args::RosArgs;
+use super::backends::{build_backends, Backends};
 use super::convert::{debug_image_msg, keypoints_msg};
-use super::msg::{builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, RosMessage};
+use super::msg::{
+    builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs,
+    std_msgs, tf2_msgs, RosMessage,
+};
+use super::pair::{check_camera_info, reconstruct};
 use super::param_services::ParamServices;
 use super::params::{ParamError, ParamStore};
-use super::backends::{build_backends, Backends};
-use super::pair::{check_camera_info, reconstruct};
 use super::rosout;
 use crate::image::Frame;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
@@ -61,7 +66,8 @@ pub fn resolve_topic(ros: &RosArgs, namespace: &str, name: &str) -> String {
     let ns = namespace.trim_end_matches('/');
     let full = |n: &str| if n.starts_with('/') { n.to_string() } else { format!("{ns}/{n}") };
     let resolved = full(name);
-    let target = ros.remaps.iter().rev().find(|(from, _)| *from == name || full(from) == resolved).map(|(_, to)| full(to));
+    let target =
+        ros.remaps.iter().rev().find(|(from, _)| *from == name || full(from) == resolved).map(|(_, to)| full(to));
     target.unwrap_or(resolved)
 }
 
@@ -122,15 +128,25 @@ fn rosout_qos() -> QosProfile {
 
 /// The outputs' QoS, what RViz subscribes with: reliable, keep last 10.
 pub fn reliable_qos() -> QosProfile {
-    QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 })
+    QosProfile::publisher_default()
+        .reliability_reliable(qos::WhenFull::DEFAULT)
+        .history(qos::History::KeepLast { depth: 10 })
 }
 
-fn subscribe<T: RosMessage + ros2_client::Message + 'static>(node: &mut Node, topic: &str, q: QosProfile) -> Result<Subscription<T>, NodeError> {
+fn subscribe<T: RosMessage + ros2_client::Message + 'static>(
+    node: &mut Node,
+    topic: &str,
+    q: QosProfile,
+) -> Result<Subscription<T>, NodeError> {
     let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds)?;
     node.create_subscription(&t, Some(q)).map_err(dds)
 }
 
-fn advertise<T: RosMessage + ros2_client::Message>(node: &mut Node, topic: &str, q: QosProfile) -> Result<Publisher<T>, NodeError> {
+fn advertise<T: RosMessage + ros2_client::Message>(
+    node: &mut Node,
+    topic: &str,
+    q: QosProfile,
+) -> Result<Publisher<T>, NodeError> {
     let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds)?;
     node.create_publisher(&t, Some(q)).map_err(dds)
 }
@@ -172,7 +188,10 @@ impl Stats {
 
     /// Inputs or computations that failed (not publish errors or pairs without a pose).
     fn errors(&self) -> u64 {
-        [&self.bad_frames, &self.bad_camera_info, &self.superpoint_errors, &self.dust3r_errors].iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        [&self.bad_frames, &self.bad_camera_info, &self.superpoint_errors, &self.dust3r_errors]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 }
 
@@ -210,7 +229,11 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let current = || store.lock().map(|s| s.params().clone()).unwrap_or_else(|_| params.clone());
     let Backends { features, dust3r } = build_backends(&params)?;
     let dust3r = dust3r.map_err(|e| tracing::warn!("DUSt3R disabled: {e}")).ok();
-    tracing::info!("SuperPoint on {}; DUSt3R on {}", features.describe(), dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe()));
+    tracing::info!(
+        "SuperPoint on {}; DUSt3R on {}",
+        features.describe(),
+        dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe())
+    );
 
     let domain = std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0u16);
     let mut builder = DomainParticipantBuilder::new(domain);
@@ -224,11 +247,13 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let mut node = context.new_node(node_name, options).map_err(dds)?;
     let topic = |n: &str| resolve_topic(ros, &namespace, n);
 
-    let raw: Option<Subscription<sensor_msgs::Image>> = (!params.compressed_input).then(|| subscribe(&mut node, &topic(IMAGE), sensor_qos())).transpose()?;
+    let raw: Option<Subscription<sensor_msgs::Image>> =
+        (!params.compressed_input).then(|| subscribe(&mut node, &topic(IMAGE), sensor_qos())).transpose()?;
     let compressed: Option<Subscription<sensor_msgs::CompressedImage>> =
         params.compressed_input.then(|| subscribe(&mut node, &topic(IMAGE_COMPRESSED), sensor_qos())).transpose()?;
     let info_sub: Subscription<sensor_msgs::CameraInfo> = subscribe(&mut node, &topic(CAMERA_INFO), sensor_qos())?;
-    let clock_sub: Option<Subscription<rosgraph_msgs::Clock>> = params.use_sim_time.then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default())).transpose()?;
+    let clock_sub: Option<Subscription<rosgraph_msgs::Clock>> =
+        params.use_sim_time.then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default())).transpose()?;
     let pub_kp: Publisher<sp_dust3r_msgs::Keypoints> = advertise(&mut node, &topic(KEYPOINTS), reliable_qos())?;
     let pub_debug: Publisher<sensor_msgs::Image> = advertise(&mut node, &topic(KEYPOINTS_IMAGE), reliable_qos())?;
     let pub_cloud: Publisher<sensor_msgs::PointCloud2> = advertise(&mut node, &topic(POINTCLOUD), reliable_qos())?;
@@ -237,12 +262,17 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let pub_tf: Publisher<tf2_msgs::TFMessage> = advertise(&mut node, TF, reliable_qos())?;
     let pub_diag: Publisher<diagnostic_msgs::DiagnosticArray> = advertise(&mut node, DIAGNOSTICS, reliable_qos())?;
     let pub_rosout: Publisher<rcl_interfaces::Log> = advertise(&mut node, ROSOUT, rosout_qos())?;
-    let services = ParamServices::new(&mut node, &fqn, Arc::clone(&store)).map_err(|e| NodeError::Dds(e.to_string()))?;
+    let services =
+        ParamServices::new(&mut node, &fqn, Arc::clone(&store)).map_err(|e| NodeError::Dds(e.to_string()))?;
     // The spinner keeps ros2-client's view of the ROS graph current.
     let spinner = node.spinner().map_err(dds)?;
     let spin_thread = std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
     let logger = rosout::logger_name(&fqn);
-    tracing::info!("node {fqn} up (input {}, DUSt3R {})", if params.compressed_input { topic(IMAGE_COMPRESSED) } else { topic(IMAGE) }, if dust3r.is_some() { "on" } else { "off" });
+    tracing::info!(
+        "node {fqn} up (input {}, DUSt3R {})",
+        if params.compressed_input { topic(IMAGE_COMPRESSED) } else { topic(IMAGE) },
+        if dust3r.is_some() { "on" } else { "off" }
+    );
 
     let stats = Stats::default();
     let frames: LatestSlot<Input> = LatestSlot::new();
@@ -263,7 +293,15 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                     Ok(kp) => {
                         stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                         bump(&stats.frames_done);
-                        if pub_kp.publish(keypoints_msg(input.header.clone(), input.frame.width(), input.frame.height(), &kp)).is_err() {
+                        if pub_kp
+                            .publish(keypoints_msg(
+                                input.header.clone(),
+                                input.frame.width(),
+                                input.frame.height(),
+                                &kp,
+                            ))
+                            .is_err()
+                        {
                             bump(&stats.publish_errors);
                         }
                         if debug_wanted.load(Ordering::Relaxed) {
@@ -273,7 +311,9 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                             }
                         }
                         if dust3r.is_some() {
-                            if let KeyframeDecision::New { previous, .. } = keyframes.decide(input.header.stamp.seconds(), &kp, &input) {
+                            if let KeyframeDecision::New { previous, .. } =
+                                keyframes.decide(input.header.stamp.seconds(), &kp, &input)
+                            {
                                 let info = camera_info.lock().ok().and_then(|c| c.clone());
                                 if pairs.put(PairJob { first: previous, second: input, camera_info: info }) {
                                     bump(&stats.pair_drops);
@@ -341,7 +381,13 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         let mut last_graph_check = Instant::now();
         let mut frames_at_last_diag = 0u64;
         let debug_topic = topic(KEYPOINTS_IMAGE);
-        let now = || if params.use_sim_time { sim_time.lock().ok().and_then(|t| t.clone()).unwrap_or_default() } else { wall_time() };
+        let now = || {
+            if params.use_sim_time {
+                sim_time.lock().ok().and_then(|t| t.clone()).unwrap_or_default()
+            } else {
+                wall_time()
+            }
+        };
         while !stop.load(Ordering::Relaxed) {
             let mut got = false;
             // Every frame is counted; a bad one is reported and skipped, never fatal.
@@ -352,13 +398,24 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                     Ok(frame) => offer(&frames, &stats, Input { header, frame: Arc::new(frame) }),
                     Err(e) => {
                         bump(&stats.bad_frames);
-                        tracing::warn!("dropping a frame stamped {}.{:09}: {e}", header.stamp.sec, header.stamp.nanosec);
+                        tracing::warn!(
+                            "dropping a frame stamped {}.{:09}: {e}",
+                            header.stamp.sec,
+                            header.stamp.nanosec
+                        );
                     }
                 }
             };
             if let Some(sub) = &raw {
                 while let Ok(Some((msg, _))) = sub.take() {
-                    let frame = Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, msg.is_bigendian != 0, msg.data);
+                    let frame = Frame::from_raw(
+                        &msg.encoding,
+                        msg.width,
+                        msg.height,
+                        msg.step as usize,
+                        msg.is_bigendian != 0,
+                        msg.data,
+                    );
                     accept(msg.header, frame);
                 }
             }
@@ -377,7 +434,11 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
                     }
                     Err(e) => {
                         bump(&stats.bad_camera_info);
-                        tracing::warn!("ignoring camera_info stamped {}.{:09}: {e}", info.header.stamp.sec, info.header.stamp.nanosec);
+                        tracing::warn!(
+                            "ignoring camera_info stamped {}.{:09}: {e}",
+                            info.header.stamp.sec,
+                            info.header.stamp.nanosec
+                        );
                     }
                 }
             }
@@ -457,17 +518,30 @@ fn wall_time() -> builtin_interfaces::Time {
 
 fn describe_camera_info(c: &Option<sensor_msgs::CameraInfo>) -> String {
     match c {
-        Some(i) => format!("{}x{} fx {:.1} fy {:.1} cx {:.1} cy {:.1}", i.width, i.height, i.k[0], i.k[4], i.k[2], i.k[5]),
+        Some(i) => {
+            format!("{}x{} fx {:.1} fy {:.1} cx {:.1} cy {:.1}", i.width, i.height, i.k[0], i.k[4], i.k[2], i.k[5])
+        }
         None => "none".into(),
     }
 }
 
-fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, backends: [String; 2], dust3r_on: bool, camera_info: String) -> diagnostic_msgs::DiagnosticArray {
+fn diagnostics(
+    fqn: &str,
+    stamp: builtin_interfaces::Time,
+    s: &Stats,
+    backends: [String; 2],
+    dust3r_on: bool,
+    camera_info: String,
+) -> diagnostic_msgs::DiagnosticArray {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed).to_string();
     let kv = |k: &str, v: String| diagnostic_msgs::KeyValue { key: k.into(), value: v };
     let errors = s.errors();
     let paused = s.superpoint_paused.load(Ordering::Relaxed) + s.dust3r_paused.load(Ordering::Relaxed);
-    let level = if errors > 0 || paused > 0 || !dust3r_on { diagnostic_msgs::DiagnosticStatus::WARN } else { diagnostic_msgs::DiagnosticStatus::OK };
+    let level = if errors > 0 || paused > 0 || !dust3r_on {
+        diagnostic_msgs::DiagnosticStatus::WARN
+    } else {
+        diagnostic_msgs::DiagnosticStatus::OK
+    };
     diagnostic_msgs::DiagnosticArray {
         header: std_msgs::Header { stamp, frame_id: String::new() },
         status: vec![diagnostic_msgs::DiagnosticStatus {
@@ -499,7 +573,12 @@ fn diagnostics(fqn: &str, stamp: builtin_interfaces::Time, s: &Stats, backends: 
                 kv("dust3r_backend", backends[1].clone()),
             ]
             .into_iter()
-            .chain(s.by_kind.lock().map(|m| m.iter().map(|(k, v)| kv(k, v.to_string())).collect::<Vec<_>>()).unwrap_or_default())
+            .chain(
+                s.by_kind
+                    .lock()
+                    .map(|m| m.iter().map(|(k, v)| kv(k, v.to_string())).collect::<Vec<_>>())
+                    .unwrap_or_default(),
+            )
             .collect(),
         }],
     }

@@ -26,7 +26,9 @@ pub fn reconstruct(
     params: &NodeParams,
 ) -> Result<Reconstruction, BackendError> {
     // Known intrinsics from CameraInfo when it describes these frames.
-    let fits = |i: &&sensor_msgs::CameraInfo| [first.1, second.1].iter().all(|f| i.width == f.width() && i.height == f.height());
+    let fits = |i: &&sensor_msgs::CameraInfo| {
+        [first.1, second.1].iter().all(|f| i.width == f.width() && i.height == f.height())
+    };
     let camera_info_mismatch = camera_info.is_some_and(|i| !fits(&i));
     let known = camera_info.filter(fits).map(|i| CameraK { fx: i.k[0], fy: i.k[4], cx: i.k[2], cy: i.k[5] });
     let request = PairRequest {
@@ -39,7 +41,10 @@ pub fn reconstruct(
     let out = model.reconstruct(&request)?;
     let cloud = pointcloud_msg(
         first.0.clone(),
-        &[ColouredPoints { points: &out.view1, rgb: &out.rgb1 }, ColouredPoints { points: &out.view2_in_1, rgb: &out.rgb2 }],
+        &[
+            ColouredPoints { points: &out.view1, rgb: &out.rgb1 },
+            ColouredPoints { points: &out.view2_in_1, rgb: &out.rgb2 },
+        ],
         params.confidence_threshold as f32,
         params.cloud_stride,
     );
@@ -69,4 +74,3 @@ pub fn check_camera_info(i: &sensor_msgs::CameraInfo) -> Result<(), String> {
     }
     Ok(())
 }
-

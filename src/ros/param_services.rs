@@ -45,7 +45,9 @@ pub struct ParamServices {
 
 /// rmw's services profile: reliable, volatile, keep last 10.
 fn services_qos() -> QosProfile {
-    QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 10 })
+    QosProfile::publisher_default()
+        .reliability_reliable(qos::WhenFull::DEFAULT)
+        .history(qos::History::KeepLast { depth: 10 })
 }
 
 impl ParamServices {
@@ -60,13 +62,32 @@ impl ParamServices {
         ) -> Result<Server<Q, R>, ParamServiceError> {
             let err = |reason: String| ParamServiceError::Create { name: format!("{fqn}/{name}"), reason };
             let service = Name::new(fqn, name).map_err(|e| err(format!("{e:?}")))?;
-            node.create_server(mapping, &service, &ServiceTypeName::new("rcl_interfaces", ty), services_qos(), services_qos()).map_err(|e| err(format!("{e:?}")))
+            node.create_server(
+                mapping,
+                &service,
+                &ServiceTypeName::new("rcl_interfaces", ty),
+                services_qos(),
+                services_qos(),
+            )
+            .map_err(|e| err(format!("{e:?}")))
         }
-        let events_name = Name::new("/", "parameter_events").map_err(|e| ParamServiceError::Create { name: "/parameter_events".into(), reason: format!("{e:?}") })?;
+        let events_name = Name::new("/", "parameter_events")
+            .map_err(|e| ParamServiceError::Create { name: "/parameter_events".into(), reason: format!("{e:?}") })?;
         // rmw_qos_profile_parameter_events: reliable, volatile, keep last 1000.
-        let events_qos = QosProfile::publisher_default().reliability_reliable(qos::WhenFull::DEFAULT).history(qos::History::KeepLast { depth: 1000 });
-        let create = |e: ros2_client::CreateError| ParamServiceError::Create { name: "/parameter_events".into(), reason: format!("{e:?}") };
-        let topic = node.create_topic(&events_name, ros2_client::MessageTypeName::new("rcl_interfaces", "ParameterEvent"), &events_qos).map_err(create)?;
+        let events_qos = QosProfile::publisher_default()
+            .reliability_reliable(qos::WhenFull::DEFAULT)
+            .history(qos::History::KeepLast { depth: 1000 });
+        let create = |e: ros2_client::CreateError| ParamServiceError::Create {
+            name: "/parameter_events".into(),
+            reason: format!("{e:?}"),
+        };
+        let topic = node
+            .create_topic(
+                &events_name,
+                ros2_client::MessageTypeName::new("rcl_interfaces", "ParameterEvent"),
+                &events_qos,
+            )
+            .map_err(create)?;
         let events = node.create_publisher(&topic, Some(events_qos)).map_err(create)?;
         Ok(Self {
             list: server(node, mapping, node_fqn, "list_parameters", "ListParameters")?,
@@ -113,28 +134,51 @@ impl ParamServices {
         });
         serve!(self.get, |req| {
             let store = snapshot();
-            let value = |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(_, v)| to_raw(v)).unwrap_or_else(not_set);
+            let value =
+                |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(_, v)| to_raw(v)).unwrap_or_else(not_set);
             rcl::GetParametersResponse { values: req.names.iter().map(value).collect() }
         });
         serve!(self.get_types, |req| {
             let store = snapshot();
-            let ty = |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(_, v)| to_raw(v).ptype).unwrap_or(raw::ParameterType::NOT_SET);
+            let ty = |k: &String| {
+                store
+                    .as_ref()
+                    .and_then(|s| s.get(k))
+                    .map(|(_, v)| to_raw(v).ptype)
+                    .unwrap_or(raw::ParameterType::NOT_SET)
+            };
             rcl::GetParameterTypesResponse { values: req.names.iter().map(ty).collect() }
         });
         serve!(self.describe, |req| {
             let store = snapshot();
-            let descriptor = |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(spec, _)| describe(spec)).unwrap_or_else(|| unknown(k));
+            let descriptor = |k: &String| {
+                store.as_ref().and_then(|s| s.get(k)).map(|(spec, _)| describe(spec)).unwrap_or_else(|| unknown(k))
+            };
             rcl::DescribeParametersResponse { values: req.names.iter().map(descriptor).collect() }
         });
-        serve!(self.set, |req| rcl::SetParametersResponse { results: req.parameter.iter().map(|p| self.apply(std::slice::from_ref(p), stamp)).collect() });
-        serve!(self.set_atomically, |req| rcl::SetParametersAtomicallyResponse { result: self.apply(&req.parameter, stamp) });
+        serve!(self.set, |req| rcl::SetParametersResponse {
+            results: req.parameter.iter().map(|p| self.apply(std::slice::from_ref(p), stamp)).collect()
+        });
+        serve!(self.set_atomically, |req| rcl::SetParametersAtomicallyResponse {
+            result: self.apply(&req.parameter, stamp)
+        });
         n
     }
 
     /// Sets `params` all or none, publishes the change and logs it.
-    fn apply(&self, params: &[raw::Parameter], stamp: ros2_client::builtin_interfaces::Time) -> raw::SetParametersResult {
-        let changes: Result<Vec<(String, ParamValue)>, String> =
-            params.iter().map(|p| from_raw(&p.value).map(|v| (p.name.clone(), v)).ok_or_else(|| format!("parameter {}: unsupported value type {}", p.name, p.value.ptype))).collect();
+    fn apply(
+        &self,
+        params: &[raw::Parameter],
+        stamp: ros2_client::builtin_interfaces::Time,
+    ) -> raw::SetParametersResult {
+        let changes: Result<Vec<(String, ParamValue)>, String> = params
+            .iter()
+            .map(|p| {
+                from_raw(&p.value)
+                    .map(|v| (p.name.clone(), v))
+                    .ok_or_else(|| format!("parameter {}: unsupported value type {}", p.name, p.value.ptype))
+            })
+            .collect();
         let result = changes.and_then(|c| match self.store.lock() {
             Ok(mut store) => store.set(&c).map_err(|e| e.to_string()),
             Err(_) => Err("parameter store unavailable".into()),
@@ -144,8 +188,17 @@ impl ParamServices {
                 for (name, value) in &applied {
                     tracing::info!("parameter {name} set to {value:?}");
                 }
-                let changed = applied.iter().map(|(name, value)| raw::Parameter { name: name.clone(), value: to_raw(value) }).collect();
-                let event = raw::ParameterEvent { stamp, node: self.node_fqn.clone(), new_parameters: vec![], changed_parameters: changed, deleted_parameters: vec![] };
+                let changed = applied
+                    .iter()
+                    .map(|(name, value)| raw::Parameter { name: name.clone(), value: to_raw(value) })
+                    .collect();
+                let event = raw::ParameterEvent {
+                    stamp,
+                    node: self.node_fqn.clone(),
+                    new_parameters: vec![],
+                    changed_parameters: changed,
+                    deleted_parameters: vec![],
+                };
                 if let Err(e) = self.events.publish(event) {
                     tracing::warn!("cannot publish /parameter_events: {e:?}");
                 }
@@ -174,8 +227,12 @@ fn list(store: Option<&ParamStore>, prefixes: &[String]) -> rcl::ListParametersR
 
 fn describe(spec: &ParamSpec) -> raw::ParameterDescriptor {
     let (integer_range, floating_point_range, constraints) = match &spec.constraint {
-        Constraint::Integer { min, max } => (vec![raw::IntegerRange { from_value: *min, to_value: *max, step: 0 }], vec![], String::new()),
-        Constraint::Double { min, max } => (vec![], vec![raw::FloatingPointRange { from_value: *min, to_value: *max, step: 0.0 }], String::new()),
+        Constraint::Integer { min, max } => {
+            (vec![raw::IntegerRange { from_value: *min, to_value: *max, step: 0 }], vec![], String::new())
+        }
+        Constraint::Double { min, max } => {
+            (vec![], vec![raw::FloatingPointRange { from_value: *min, to_value: *max, step: 0.0 }], String::new())
+        }
         Constraint::OneOf(allowed) => (vec![], vec![], format!("one of: {}", allowed.join(", "))),
         Constraint::None => (vec![], vec![], String::new()),
     };

@@ -108,11 +108,20 @@ pub struct NodeParams {
 impl NodeParams {
     /// SuperPoint's post-processing as these parameters set it (the border is fixed at 4 px).
     pub fn post_params(&self) -> crate::superpoint::PostParams {
-        crate::superpoint::PostParams { threshold: self.keypoint_threshold as f32, nms_radius: self.nms_radius, border: 4, max_keypoints: self.max_keypoints }
+        crate::superpoint::PostParams {
+            threshold: self.keypoint_threshold as f32,
+            nms_radius: self.nms_radius,
+            border: 4,
+            max_keypoints: self.max_keypoints,
+        }
     }
 
     pub fn keyframe_policy(&self) -> crate::pipeline::keyframes::KeyframePolicy {
-        crate::pipeline::keyframes::KeyframePolicy { match_ratio: self.keyframe_match_ratio, min_interval: self.keyframe_min_interval, max_interval: self.keyframe_max_interval }
+        crate::pipeline::keyframes::KeyframePolicy {
+            match_ratio: self.keyframe_match_ratio,
+            min_interval: self.keyframe_min_interval,
+            max_interval: self.keyframe_max_interval,
+        }
     }
 
     /// Defaults, then every parameter file in order, then `-p` overrides. Returns warnings for
@@ -166,7 +175,10 @@ impl NodeParams {
         if params.keyframe_max_interval < params.keyframe_min_interval {
             return Err(ParamError::Invalid {
                 name: "keyframe_max_interval".into(),
-                detail: format!("{} is below keyframe_min_interval {}", params.keyframe_max_interval, params.keyframe_min_interval),
+                detail: format!(
+                    "{} is below keyframe_min_interval {}",
+                    params.keyframe_max_interval, params.keyframe_min_interval
+                ),
             });
         }
         Ok(params)
@@ -225,10 +237,16 @@ impl ParamStore {
         let mut values = self.values.clone();
         let mut applied = Vec::new();
         for (name, value) in changes {
-            let i = self.specs.iter().position(|s| s.name == name).ok_or_else(|| ParamError::Invalid { name: name.clone(), detail: "not declared by this node".into() })?;
+            let i = self.specs.iter().position(|s| s.name == name).ok_or_else(|| ParamError::Invalid {
+                name: name.clone(),
+                detail: "not declared by this node".into(),
+            })?;
             let spec = &self.specs[i];
             if spec.read_only {
-                return Err(ParamError::Invalid { name: name.clone(), detail: "read-only while the node runs; set it at start-up (-p or a params file)".into() });
+                return Err(ParamError::Invalid {
+                    name: name.clone(),
+                    detail: "read-only while the node runs; set it at start-up (-p or a params file)".into(),
+                });
             }
             values[i] = check(spec, value.clone())?;
             applied.push((name.clone(), values[i].clone()));
@@ -247,13 +265,24 @@ fn check(spec: &ParamSpec, value: ParamValue) -> Result<ParamValue, ParamError> 
         (_, v) => v,
     };
     if std::mem::discriminant(&spec.default) != std::mem::discriminant(&value) {
-        return Err(ParamError::Type { name: spec.name.into(), expected: spec.default.type_name(), got: value.type_name(), value });
+        return Err(ParamError::Type {
+            name: spec.name.into(),
+            expected: spec.default.type_name(),
+            got: value.type_name(),
+            value,
+        });
     }
     let out_of = |v: String, range: String| Err(ParamError::Range { name: spec.name.into(), value: v, range });
     match (&spec.constraint, &value) {
-        (Constraint::Integer { min, max }, ParamValue::Integer(i)) if i < min || i > max => out_of(i.to_string(), format!("[{min}, {max}]")),
-        (Constraint::Double { min, max }, ParamValue::Double(d)) if !(d >= min && d <= max) => out_of(d.to_string(), format!("[{min}, {max}]")),
-        (Constraint::OneOf(allowed), ParamValue::String(s)) if !allowed.contains(&s.as_str()) => out_of(format!("{s:?}"), format!("{{{}}}", allowed.join(", "))),
+        (Constraint::Integer { min, max }, ParamValue::Integer(i)) if i < min || i > max => {
+            out_of(i.to_string(), format!("[{min}, {max}]"))
+        }
+        (Constraint::Double { min, max }, ParamValue::Double(d)) if !(d >= min && d <= max) => {
+            out_of(d.to_string(), format!("[{min}, {max}]"))
+        }
+        (Constraint::OneOf(allowed), ParamValue::String(s)) if !allowed.contains(&s.as_str()) => {
+            out_of(format!("{s:?}"), format!("{{{}}}", allowed.join(", ")))
+        }
         _ => Ok(value),
     }
 }

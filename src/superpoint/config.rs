@@ -36,8 +36,8 @@ impl Default for SuperPointConfig {
 
 impl SuperPointConfig {
     pub fn from_file(path: &Path) -> Result<Self, WeightsError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| WeightsError::Io { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| WeightsError::Io { path: path.to_path_buf(), source })?;
         let cfg: Self = serde_json::from_str(&text)
             .map_err(|e| WeightsError::Config { path: path.to_path_buf(), reason: e.to_string() })?;
         let bad = |reason: String| WeightsError::Config { path: path.to_path_buf(), reason };

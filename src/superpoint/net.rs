@@ -75,10 +75,34 @@ impl SuperPointNet {
         let hidden = config.decoder_hidden_size;
         let (d, cells) = (config.descriptor_decoder_dim, config.keypoint_decoder_dim);
         let names = |hf: &'static str, orig: &'static str, draft: &'static str| (hf, orig, draft);
-        let (wsa, bsa) = load_conv(file, names("keypoint_decoder.conv_score_a", "convPa", "keypoint_decoder.convSa"), hidden, c_in, 3)?;
-        let (wsb, bsb) = load_conv(file, names("keypoint_decoder.conv_score_b", "convPb", "keypoint_decoder.convSb"), cells, hidden, 1)?;
-        let (wda, bda) = load_conv(file, names("descriptor_decoder.conv_descriptor_a", "convDa", "descriptor_decoder.convDa"), hidden, c_in, 3)?;
-        let (wdb, bdb) = load_conv(file, names("descriptor_decoder.conv_descriptor_b", "convDb", "descriptor_decoder.convDb"), d, hidden, 1)?;
+        let (wsa, bsa) = load_conv(
+            file,
+            names("keypoint_decoder.conv_score_a", "convPa", "keypoint_decoder.convSa"),
+            hidden,
+            c_in,
+            3,
+        )?;
+        let (wsb, bsb) = load_conv(
+            file,
+            names("keypoint_decoder.conv_score_b", "convPb", "keypoint_decoder.convSb"),
+            cells,
+            hidden,
+            1,
+        )?;
+        let (wda, bda) = load_conv(
+            file,
+            names("descriptor_decoder.conv_descriptor_a", "convDa", "descriptor_decoder.convDa"),
+            hidden,
+            c_in,
+            3,
+        )?;
+        let (wdb, bdb) = load_conv(
+            file,
+            names("descriptor_decoder.conv_descriptor_b", "convDb", "descriptor_decoder.convDb"),
+            d,
+            hidden,
+            1,
+        )?;
         let score_a = Conv3x3::from_torch(hidden, c_in, &wsa, &bsa)?;
         let descriptor_a = Conv3x3::from_torch(hidden, c_in, &wda, &bda)?;
         Ok(Self {

@@ -36,7 +36,9 @@ impl PostParams {
     /// From the CLI/ROS parameter conventions: `max_keypoints < 0` means all.
     pub fn new(threshold: f32, nms_radius: i64, border: i64, max_keypoints: i64) -> Result<Self, SuperPointError> {
         if !threshold.is_finite() || threshold < 0.0 {
-            return Err(SuperPointError::Parameter(format!("keypoint threshold must be finite and >= 0, got {threshold}")));
+            return Err(SuperPointError::Parameter(format!(
+                "keypoint threshold must be finite and >= 0, got {threshold}"
+            )));
         }
         if !(0..=64).contains(&nms_radius) {
             return Err(SuperPointError::Parameter(format!("nms radius must be in 0..=64, got {nms_radius}")));
@@ -158,9 +160,8 @@ pub fn nms(heat: &[f32], h: usize, w: usize, radius: usize, threshold: f32) -> R
         }
         painted = kept.len();
         // Candidates: unsuppressed pixels above the threshold (few, once the maxima are painted).
-        let list = candidates.get_or_insert_with(|| {
-            (0..heat.len()).filter(|&i| !suppressed[i] && heat[i] > threshold).collect()
-        });
+        let list = candidates
+            .get_or_insert_with(|| (0..heat.len()).filter(|&i| !suppressed[i] && heat[i] > threshold).collect());
         list.retain(|&i| !suppressed[i]);
         // Recovered: candidates that are the maximum of the unsuppressed part of their window
         // (suppressed pixels count as 0 in HF; here they are skipped, being below any candidate).
@@ -168,9 +169,8 @@ pub fn nms(heat: &[f32], h: usize, w: usize, radius: usize, threshold: f32) -> R
             .iter()
             .copied()
             .filter(|&i| {
-                window(i).all(|span| {
-                    suppressed[span.clone()].iter().zip(&heat[span]).all(|(&sup, &v)| sup || v <= heat[i])
-                })
+                window(i)
+                    .all(|span| suppressed[span.clone()].iter().zip(&heat[span]).all(|(&sup, &v)| sup || v <= heat[i]))
             })
             .collect();
         kept.extend(recovered);

@@ -42,9 +42,7 @@ pub fn preprocess(luma: &LumaImage) -> Result<Preprocessed, SuperPointError> {
         .map_err(|e| SuperPointError::Resize(e.to_string()))?;
     let mut dst = fr::images::Image::new(w, h, fr::PixelType::F32);
     let options = fr::ResizeOptions::new().resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear));
-    fr::Resizer::new()
-        .resize(&src, &mut dst, &options)
-        .map_err(|e| SuperPointError::Resize(e.to_string()))?;
+    fr::Resizer::new().resize(&src, &mut dst, &options).map_err(|e| SuperPointError::Resize(e.to_string()))?;
     let plane = dst.buffer().chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
     Ok(Preprocessed { plane, width: w, height: h, scale_x, scale_y })
 }

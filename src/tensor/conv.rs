@@ -27,20 +27,11 @@ pub struct Conv1x1 {
 
 impl Conv3x3 {
     /// From PyTorch's layout: weight `(c_out, c_in, 3, 3)` row-major, bias `(c_out,)`.
-    pub fn from_torch(
-        c_out: usize,
-        c_in: usize,
-        weight: &[f32],
-        bias: &[f32],
-    ) -> Result<Self, TensorError> {
+    pub fn from_torch(c_out: usize, c_in: usize, weight: &[f32], bias: &[f32]) -> Result<Self, TensorError> {
         if weight.len() != c_out * c_in * 9 || bias.len() != c_out {
             return Err(TensorError::Shape {
                 op: "Conv3x3::from_torch",
-                what: format!(
-                    "weight has {} values and bias {} for {c_out}x{c_in}x3x3",
-                    weight.len(),
-                    bias.len()
-                ),
+                what: format!("weight has {} values and bias {} for {c_out}x{c_in}x3x3", weight.len(), bias.len()),
             });
         }
         let rows = std::array::from_fn(|dy| {
@@ -91,20 +82,11 @@ impl Conv3x3 {
 
 impl Conv1x1 {
     /// From PyTorch's layout: weight `(c_out, c_in, 1, 1)` row-major, bias `(c_out,)`.
-    pub fn from_torch(
-        c_out: usize,
-        c_in: usize,
-        weight: &[f32],
-        bias: &[f32],
-    ) -> Result<Self, TensorError> {
+    pub fn from_torch(c_out: usize, c_in: usize, weight: &[f32], bias: &[f32]) -> Result<Self, TensorError> {
         if weight.len() != c_out * c_in || bias.len() != c_out {
             return Err(TensorError::Shape {
                 op: "Conv1x1::from_torch",
-                what: format!(
-                    "weight has {} values and bias {} for {c_out}x{c_in}x1x1",
-                    weight.len(),
-                    bias.len()
-                ),
+                what: format!("weight has {} values and bias {} for {c_out}x{c_in}x1x1", weight.len(), bias.len()),
             });
         }
         let mut m = vec![0.0; c_in * c_out];
@@ -196,7 +178,8 @@ impl ShiftedGemm<'_> {
         }
         for &(offset, weight) in &self.taps {
             let a = (o0 - self.back + offset) * self.row_stride + self.first_channel;
-            let lhs = self.src.get(a..).ok_or(TensorError::TooSmall { op: "conv", what: "input", len: self.src.len() })?;
+            let lhs =
+                self.src.get(a..).ok_or(TensorError::TooSmall { op: "conv", what: "input", len: self.src.len() })?;
             matmul(block, c_out, lhs, self.row_stride, weight, c_out, (m, c_out, self.k), true)?;
         }
         if self.relu {
@@ -218,9 +201,7 @@ impl ShiftedGemm<'_> {
         let count = h * pw - 2;
         let rows = block_rows(count, self.k, c_out);
         let dst = &mut out.raw_mut()[first * c_out..(first + count) * c_out];
-        dst.par_chunks_mut(rows * c_out)
-            .enumerate()
-            .try_for_each(|(i, block)| self.run(first + i * rows, block))?;
+        dst.par_chunks_mut(rows * c_out).enumerate().try_for_each(|(i, block)| self.run(first + i * rows, block))?;
         out.clear_side_borders();
         Ok(out)
     }
@@ -345,31 +326,28 @@ where
     let (pw, out_pw) = (w + 2, ow + 2);
     let pooled_per_band = BAND_ROWS / 2;
     let interior = &mut out.raw_mut()[out_pw * c..(oh + 1) * out_pw * c];
-    interior
-        .par_chunks_mut(pooled_per_band * out_pw * c)
-        .enumerate()
-        .try_for_each_init(
-            || (vec![0.0; BAND_ROWS * pw * c], None),
-            |(scratch, aux), (i, dst)| {
-                let pooled_rows = dst.len() / (out_pw * c);
-                let y0 = 2 * i * pooled_per_band;
-                conv_band(y0, 2 * pooled_rows, scratch, aux)?;
-                for pr in 0..pooled_rows {
-                    for px in 0..ow {
-                        let at = |dy: usize, dx: usize| {
-                            let j = ((2 * pr + dy) * pw + 2 * px + dx) * c;
-                            &scratch[j..j + c]
-                        };
-                        let (a, b, p, q) = (at(0, 0), at(0, 1), at(1, 0), at(1, 1));
-                        let o = &mut dst[(pr * out_pw + px + 1) * c..][..c];
-                        for ch in 0..c {
-                            o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
-                        }
+    interior.par_chunks_mut(pooled_per_band * out_pw * c).enumerate().try_for_each_init(
+        || (vec![0.0; BAND_ROWS * pw * c], None),
+        |(scratch, aux), (i, dst)| {
+            let pooled_rows = dst.len() / (out_pw * c);
+            let y0 = 2 * i * pooled_per_band;
+            conv_band(y0, 2 * pooled_rows, scratch, aux)?;
+            for pr in 0..pooled_rows {
+                for px in 0..ow {
+                    let at = |dy: usize, dx: usize| {
+                        let j = ((2 * pr + dy) * pw + 2 * px + dx) * c;
+                        &scratch[j..j + c]
+                    };
+                    let (a, b, p, q) = (at(0, 0), at(0, 1), at(1, 0), at(1, 1));
+                    let o = &mut dst[(pr * out_pw + px + 1) * c..][..c];
+                    for ch in 0..c {
+                        o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
                     }
                 }
-                Ok(())
-            },
-        )?;
+            }
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 
@@ -384,7 +362,16 @@ fn direct_row(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bias: &
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn direct_row_body(src: &[f32], pw: usize, c_in: usize, rows: &[Vec<f32>; 3], bias: &[f32], y: usize, relu: bool, dst: &mut [f32]) {
+fn direct_row_body(
+    src: &[f32],
+    pw: usize,
+    c_in: usize,
+    rows: &[Vec<f32>; 3],
+    bias: &[f32],
+    y: usize,
+    relu: bool,
+    dst: &mut [f32],
+) {
     const LANES: usize = 64;
     let c_out = bias.len();
     let k = 3 * c_in;
@@ -481,7 +468,9 @@ impl ConvTransposeBlock {
                     for a in 0..k {
                         let start = (a * out_pw + k * j + 1) * co;
                         let dst = &mut rows[start..start + k * co];
-                        for ((d, &s), &b) in dst.iter_mut().zip(&block[a * k * co..(a + 1) * k * co]).zip(bias.iter().cycle()) {
+                        for ((d, &s), &b) in
+                            dst.iter_mut().zip(&block[a * k * co..(a + 1) * k * co]).zip(bias.iter().cycle())
+                        {
                             *d = s + b;
                         }
                     }

@@ -24,12 +24,7 @@ impl FeatureMap {
     }
 
     /// A map from dense row-major HWC data.
-    pub fn from_dense(
-        height: usize,
-        width: usize,
-        channels: usize,
-        dense: &[f32],
-    ) -> Result<Self, TensorError> {
+    pub fn from_dense(height: usize, width: usize, channels: usize, dense: &[f32]) -> Result<Self, TensorError> {
         if dense.len() != height * width * channels {
             return Err(TensorError::Shape {
                 op: "FeatureMap::from_dense",

@@ -10,15 +10,15 @@ mod conv;
 mod map;
 mod matmul;
 mod ops;
-mod transformer;
 pub mod simd;
+mod transformer;
 
 pub use conv::{Conv1x1, Conv3x3, ConvTransposeBlock};
 pub use map::FeatureMap;
 pub use matmul::{gemm, matmul, MatRef, Threads};
-pub use transformer::{attention, erf_approx, gelu, layer_norm, Heads, Linear, Rope2d};
 pub use ops::{l2_normalize_rows, max_filter_2d, row_norms, softmax_rows};
 pub use simd::exp_approx;
+pub use transformer::{attention, erf_approx, gelu, layer_norm, Heads, Linear, Rope2d};
 
 /// Errors of the compute core: shape mismatches between operands.
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -12,11 +12,8 @@ impl FeatureMap {
         let out_pw = ow + 2;
         let src = self.raw();
         // One output row (interior part) per task; borders stay zero.
-        out.raw_mut()
-            .par_chunks_mut(out_pw * c)
-            .enumerate()
-            .filter(|(y, _)| (1..=oh).contains(y))
-            .for_each(|(y, row)| {
+        out.raw_mut().par_chunks_mut(out_pw * c).enumerate().filter(|(y, _)| (1..=oh).contains(y)).for_each(
+            |(y, row)| {
                 let oy = y - 1;
                 for ox in 0..ow {
                     let dst = &mut row[(ox + 1) * c..(ox + 2) * c];
@@ -29,7 +26,8 @@ impl FeatureMap {
                         dst[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
                     }
                 }
-            });
+            },
+        );
         out
     }
 }
@@ -89,12 +87,7 @@ pub fn l2_normalize_rows(data: &mut [f32], channels: usize, eps: f32) {
 ///
 /// Separable: a horizontal then a vertical pass, each `2r` shifted element-wise maxima in plain
 /// loops the compiler vectorises (the vertical one over whole rows).
-pub fn max_filter_2d(
-    plane: &[f32],
-    height: usize,
-    width: usize,
-    radius: usize,
-) -> Result<Vec<f32>, TensorError> {
+pub fn max_filter_2d(plane: &[f32], height: usize, width: usize, radius: usize) -> Result<Vec<f32>, TensorError> {
     if plane.len() != height * width {
         return Err(TensorError::Shape {
             op: "max_filter_2d",
@@ -229,19 +222,16 @@ impl FeatureMap {
         };
         let xs: Vec<_> = (0..ow).map(|x| taps(x, rw, w)).collect();
         let out_pw = ow + 2;
-        out.raw_mut()[out_pw * c..(oh + 1) * out_pw * c]
-            .par_chunks_mut(out_pw * c)
-            .enumerate()
-            .for_each(|(y, row)| {
-                let (y0, y1, ly0, ly1) = taps(y, rh, h);
-                for (x, &(x0, x1, lx0, lx1)) in xs.iter().enumerate() {
-                    let dst = &mut row[(x + 1) * c..(x + 2) * c];
-                    let (a, b, p, q) = (self.pixel(y0, x0), self.pixel(y0, x1), self.pixel(y1, x0), self.pixel(y1, x1));
-                    for ch in 0..c {
-                        dst[ch] = ly0 * (lx0 * a[ch] + lx1 * b[ch]) + ly1 * (lx0 * p[ch] + lx1 * q[ch]);
-                    }
+        out.raw_mut()[out_pw * c..(oh + 1) * out_pw * c].par_chunks_mut(out_pw * c).enumerate().for_each(|(y, row)| {
+            let (y0, y1, ly0, ly1) = taps(y, rh, h);
+            for (x, &(x0, x1, lx0, lx1)) in xs.iter().enumerate() {
+                let dst = &mut row[(x + 1) * c..(x + 2) * c];
+                let (a, b, p, q) = (self.pixel(y0, x0), self.pixel(y0, x1), self.pixel(y1, x0), self.pixel(y1, x1));
+                for ch in 0..c {
+                    dst[ch] = ly0 * (lx0 * a[ch] + lx1 * b[ch]) + ly1 * (lx0 * p[ch] + lx1 * q[ch]);
                 }
-            });
+            }
+        });
         out
     }
 }

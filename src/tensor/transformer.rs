@@ -23,7 +23,11 @@ impl Linear {
         if weight.as_slice().len() != in_dim * out_dim || bias.as_slice().len() != out_dim {
             return Err(TensorError::Shape {
                 op: "Linear::new",
-                what: format!("weight {} / bias {} values for {in_dim} -> {out_dim}", weight.as_slice().len(), bias.as_slice().len()),
+                what: format!(
+                    "weight {} / bias {} values for {in_dim} -> {out_dim}",
+                    weight.as_slice().len(),
+                    bias.as_slice().len()
+                ),
             });
         }
         Ok(Self { in_dim, out_dim, weight, bias })
@@ -44,7 +48,14 @@ impl Linear {
     }
 
     /// `out (+)= x W^T + b`: with `accumulate` the result is added to `out` (a residual).
-    pub fn forward_into(&self, x: &[f32], n: usize, x_rs: usize, out: &mut [f32], accumulate: bool) -> Result<(), TensorError> {
+    pub fn forward_into(
+        &self,
+        x: &[f32],
+        n: usize,
+        x_rs: usize,
+        out: &mut [f32],
+        accumulate: bool,
+    ) -> Result<(), TensorError> {
         let bias = self.bias.as_slice();
         if out.len() < n * self.out_dim {
             return Err(TensorError::TooSmall { op: "linear", what: "output", len: out.len() });
@@ -71,7 +82,10 @@ impl Linear {
 /// Layer normalisation over each row of `width` values, with affine `gamma`, `beta`.
 pub fn layer_norm(x: &[f32], width: usize, gamma: &[f32], beta: &[f32], eps: f32) -> Result<Vec<f32>, TensorError> {
     if gamma.len() != width || beta.len() != width || width == 0 || x.len() % width != 0 {
-        return Err(TensorError::Shape { op: "layer_norm", what: format!("{} values, width {width}, affine {}", x.len(), gamma.len()) });
+        return Err(TensorError::Shape {
+            op: "layer_norm",
+            what: format!("{} values, width {width}, affine {}", x.len(), gamma.len()),
+        });
     }
     let mut out = vec![0.0; x.len()];
     out.par_chunks_mut(width * 16)
@@ -153,7 +167,10 @@ pub struct Rope2d {
 impl Rope2d {
     pub fn new(base: f64, head_dim: usize, max_position: usize) -> Result<Self, TensorError> {
         if head_dim % 4 != 0 || head_dim == 0 {
-            return Err(TensorError::Shape { op: "Rope2d", what: format!("head dim {head_dim} is not a multiple of 4") });
+            return Err(TensorError::Shape {
+                op: "Rope2d",
+                what: format!("head dim {head_dim} is not a multiple of 4"),
+            });
         }
         let half = head_dim / 2;
         let quarter = half / 2;
@@ -173,12 +190,22 @@ impl Rope2d {
 
     /// Rotates heads of `x` (rows `row_stride` apart, head `h` at columns
     /// `offset + h*head_dim ..`) in place; `positions[n] = (row, column)` of token n.
-    pub fn apply(&self, x: &mut [f32], row_stride: usize, offset: usize, heads: usize, positions: &[(usize, usize)]) -> Result<(), TensorError> {
+    pub fn apply(
+        &self,
+        x: &mut [f32],
+        row_stride: usize,
+        offset: usize,
+        heads: usize,
+        positions: &[(usize, usize)],
+    ) -> Result<(), TensorError> {
         let head_dim = 2 * self.half;
         let quarter = self.half / 2;
         let max = self.cos.len() / quarter.max(1);
         if positions.iter().any(|&(r, c)| r >= max || c >= max) {
-            return Err(TensorError::Shape { op: "Rope2d::apply", what: format!("position beyond the table of {max}") });
+            return Err(TensorError::Shape {
+                op: "Rope2d::apply",
+                what: format!("position beyond the table of {max}"),
+            });
         }
         if offset + heads * head_dim > row_stride || x.len() < positions.len() * row_stride {
             return Err(TensorError::TooSmall { op: "Rope2d::apply", what: "token matrix", len: x.len() });
@@ -188,7 +215,8 @@ impl Rope2d {
                 let head = &mut row[offset + h * head_dim..offset + (h + 1) * head_dim];
                 let (first, second) = head.split_at_mut(self.half);
                 for (part, p) in [(first, pr), (second, pc)] {
-                    let (cos, sin) = (&self.cos[p * quarter..(p + 1) * quarter], &self.sin[p * quarter..(p + 1) * quarter]);
+                    let (cos, sin) =
+                        (&self.cos[p * quarter..(p + 1) * quarter], &self.sin[p * quarter..(p + 1) * quarter]);
                     let (a, b) = part.split_at_mut(quarter);
                     for i in 0..quarter {
                         let (u, v) = (a[i], b[i]);
@@ -214,7 +242,11 @@ pub struct Heads<'a> {
 
 impl<'a> Heads<'a> {
     fn head(&self, h: usize, head_dim: usize) -> Result<&'a [f32], TensorError> {
-        self.data.get(self.offset + h * head_dim..).ok_or(TensorError::TooSmall { op: "attention", what: "head", len: self.data.len() })
+        self.data.get(self.offset + h * head_dim..).ok_or(TensorError::TooSmall {
+            op: "attention",
+            what: "head",
+            len: self.data.len(),
+        })
     }
 }
 
@@ -222,7 +254,14 @@ impl<'a> Heads<'a> {
 const ATTENTION_BLOCK: usize = 256;
 
 /// `softmax(q k^T * scale) v` per head; returns `q.tokens x (heads * head_dim)`, heads in order.
-pub fn attention(q: Heads<'_>, k: Heads<'_>, v: Heads<'_>, heads: usize, head_dim: usize, scale: f32) -> Result<Vec<f32>, TensorError> {
+pub fn attention(
+    q: Heads<'_>,
+    k: Heads<'_>,
+    v: Heads<'_>,
+    heads: usize,
+    head_dim: usize,
+    scale: f32,
+) -> Result<Vec<f32>, TensorError> {
     if k.tokens != v.tokens {
         return Err(TensorError::Shape { op: "attention", what: format!("{} keys, {} values", k.tokens, v.tokens) });
     }
@@ -237,9 +276,25 @@ pub fn attention(q: Heads<'_>, k: Heads<'_>, v: Heads<'_>, heads: usize, head_di
                 let rows = ATTENTION_BLOCK.min(nq - r0);
                 let s = &mut scores[..rows * nk];
                 let q_blk = qh.get(r0 * q.row_stride..).unwrap_or(&[]);
-                gemm(s, nk, MatRef::rows(q_blk, rows, head_dim, q.row_stride), MatRef::transposed(kh, head_dim, nk, k.row_stride), scale, false, Threads::Single)?;
+                gemm(
+                    s,
+                    nk,
+                    MatRef::rows(q_blk, rows, head_dim, q.row_stride),
+                    MatRef::transposed(kh, head_dim, nk, k.row_stride),
+                    scale,
+                    false,
+                    Threads::Single,
+                )?;
                 softmax_block(s, nk);
-                gemm(&mut out[r0 * head_dim..], head_dim, MatRef::rows(s, rows, nk, nk), MatRef::rows(vh, nk, head_dim, v.row_stride), 1.0, false, Threads::Single)?;
+                gemm(
+                    &mut out[r0 * head_dim..],
+                    head_dim,
+                    MatRef::rows(s, rows, nk, nk),
+                    MatRef::rows(vh, nk, head_dim, v.row_stride),
+                    1.0,
+                    false,
+                    Threads::Single,
+                )?;
             }
             Ok::<_, TensorError>(())
         },

@@ -68,10 +68,8 @@ pub fn resolve(model: &HubModel, explicit: Option<&Path>) -> Result<ResolvedWeig
         return check_folder(model, Path::new(&path), model.env_var.to_string(), WeightSource::Environment);
     }
     let cache = hub_cache_dir();
-    let snapshot = cache
-        .join(format!("models--{}", model.repo.replace('/', "--")))
-        .join("snapshots")
-        .join(model.revision);
+    let snapshot =
+        cache.join(format!("models--{}", model.repo.replace('/', "--"))).join("snapshots").join(model.revision);
     if model.files.iter().all(|f| snapshot.join(f).is_file()) {
         return Ok(ResolvedWeights { dir: snapshot, source: WeightSource::HfCache });
     }

@@ -1,8 +1,8 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::ops::Range;
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 use safetensors::tensor::{Dtype, Metadata};
@@ -27,11 +27,9 @@ impl WeightFile {
         // SAFETY: the map is read-only; a file truncated underneath us by another process is the
         // one hazard, the same one every mmap-based loader (PyTorch, safetensors) accepts.
         let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
-        let (header_len, metadata) = SafeTensors::read_metadata(&mmap).map_err(|e| {
-            WeightsError::Corrupt {
-                path: path.to_path_buf(),
-                reason: format!("{e}; the file has {} bytes", mmap.len()),
-            }
+        let (header_len, metadata) = SafeTensors::read_metadata(&mmap).map_err(|e| WeightsError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("{e}; the file has {} bytes", mmap.len()),
         })?;
         Ok(Self { path: path.to_path_buf(), mmap, data_start: 8 + header_len, metadata })
     }
@@ -52,9 +50,7 @@ impl WeightFile {
         let bytes = &self.mmap[range];
         Ok(match bytemuck::try_cast_slice::<u8, f32>(bytes) {
             Ok(values) if cfg!(target_endian = "little") => Cow::Borrowed(values),
-            _ => Cow::Owned(
-                bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            ),
+            _ => Cow::Owned(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
         })
     }
 
@@ -77,11 +73,8 @@ impl WeightFile {
     /// Byte range of a validated float32 tensor in the map.
     fn f32_range(&self, names: &[&str], shape: &[usize]) -> Result<Range<usize>, WeightsError> {
         let Some(name) = self.find_name(names) else {
-            let alternatives = if names.len() > 1 {
-                format!(" (also looked for {})", names[1..].join(", "))
-            } else {
-                String::new()
-            };
+            let alternatives =
+                if names.len() > 1 { format!(" (also looked for {})", names[1..].join(", ")) } else { String::new() };
             return Err(WeightsError::MissingTensor {
                 path: self.path.clone(),
                 name: names.first().copied().unwrap_or_default().to_string(),

@@ -34,7 +34,9 @@ pub fn write_checkpoint(dir: &Path, keys_json: &Path, config_json: &str, alias_n
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
         .iter()
-        .map(|(k, s, d)| (k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).expect("view")))
+        .map(|(k, s, d)| {
+            (k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).expect("view"))
+        })
         .collect();
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).expect("write safetensors");
     std::fs::write(dir.join("config.json"), config_json).expect("write config");

@@ -93,7 +93,11 @@ pub fn peer_python() -> PathBuf {
         return p.into();
     }
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    if venv.exists() { venv } else { "python3".into() }
+    if venv.exists() {
+        venv
+    } else {
+        "python3".into()
+    }
 }
 
 /// One message for [`rosbags_read`]: ROS type, its own .msg text, whether it is ours, CDR bytes.
@@ -133,8 +137,16 @@ pub fn rosbags_read(entries: &[&CdrEntry]) -> serde_json::Value {
     std::fs::write(&m, serde_json::to_string(&manifest).expect("json")).expect("write manifest");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_cdr.py");
     let py = peer_python();
-    let out = std::process::Command::new(&py).arg(&script).arg(&m).output().unwrap_or_else(|e| panic!("{}: {e}", py.display()));
-    assert!(out.status.success(), "rosbags peer failed (tools/test.sh installs it):\n{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(&py)
+        .arg(&script)
+        .arg(&m)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", py.display()));
+    assert!(
+        out.status.success(),
+        "rosbags peer failed (tools/test.sh installs it):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("peer JSON")
 }
 
@@ -143,7 +155,8 @@ pub fn rosbags_read(entries: &[&CdrEntry]) -> serde_json::Value {
 pub fn fixture_plane_npy(dir: &std::path::Path) -> PathBuf {
     let plane = dir.join("plane.npy");
     let image = image::open(fixture_dir("superpoint").join("image.png")).expect("sample image").to_luma8();
-    let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw()).expect("plane shape");
+    let arr = ndarray::Array2::from_shape_vec((image.height() as usize, image.width() as usize), image.into_raw())
+        .expect("plane shape");
     ndarray_npy::write_npy(&plane, &arr).expect("write npy");
     plane
 }
@@ -165,11 +178,17 @@ pub struct NetnsRun {
 /// writes the node's log to `log`. Fails the test, with the log, if the script fails or the peer
 /// printed no report.
 pub fn run_in_netns(script: &str, log: &std::path::Path) -> NetnsRun {
-    let out = std::process::Command::new("unshare").args(["-n", "sh", "-c", script]).output().expect("unshare (root) is needed for DDS tests");
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "sh", "-c", script])
+        .output()
+        .expect("unshare (root) is needed for DDS tests");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let log = std::fs::read_to_string(log).unwrap_or_default();
     assert!(out.status.success(), "{stdout}\n{}\nnode log:\n{log}", String::from_utf8_lossy(&out.stderr));
-    let line = stdout.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no peer report: {stdout}\nnode log:\n{log}"));
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no peer report: {stdout}\nnode log:\n{log}"));
     let report = serde_json::from_str(line).expect("peer JSON");
     NetnsRun { stdout, report, log }
 }
