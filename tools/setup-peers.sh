@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates ./.venv with the peers the benchmarks compare against (PyPI: numpy, onnx, onnxruntime,
-# opencv-python-headless;
+# opencv-python-headless, safetensors;
 # with --torch also torch, a multi-GB download, for `bench dust3r`).
 #
 #     tools/setup-peers.sh && cargo run --release -- bench superpoint --weights DIR
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip
-.venv/bin/pip install --quiet numpy onnx onnxruntime opencv-python-headless
+.venv/bin/pip install --quiet numpy onnx onnxruntime opencv-python-headless safetensors
 if [ "${1:-}" = "--torch" ]; then
     .venv/bin/pip install --quiet torch
 fi

@@ -3,8 +3,8 @@ a rosbag2 bag and publishes its sensor_msgs/Image and CameraInfo messages at the
 on the same topics, with rosgraph_msgs/Clock on /clock from the bag's time (100 Hz, as --clock
 does by default). Collects the node's keypoints and /diagnostics; prints one JSON line.
 
-Run only inside a private network namespace; CYCLONEDDS_URI keeps Cyclone on loopback (set in
-cyclone_camera, whose message types this reuses).
+Run only inside a private network namespace; CYCLONEDDS_URI keeps Cyclone on loopback (set by
+ros_idl, imported first, whose message types this uses).
 """
 import argparse
 import json
@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 from cyclonedds.core import Policy, Qos
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter
@@ -23,8 +22,7 @@ from cyclonedds.util import duration
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
-from cyclone_camera import DiagnosticArray, Header, Image, Keypoints, Time
-from cyclone_ros_graph import CameraInfo, Clock, RegionOfInterest
+from ros_idl import CameraInfo, Clock, DiagnosticArray, Header, Image, Keypoints, RegionOfInterest, Time
 
 
 def main():

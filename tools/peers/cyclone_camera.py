@@ -4,162 +4,21 @@ rt/<ns>/image, with interleaved bad frames, and collects sp_dust3r_msgs/Keypoint
 rt/<ns>/keypoints. Prints one JSON line with what arrived.
 
 Run only inside a private network namespace (the test uses `unshare -n`); CYCLONEDDS_URI is set
-to loopback only as a second guard.
+to loopback only as a second guard (by ros_idl, imported first).
 """
 import argparse
 import json
 import os
 import time
-from dataclasses import dataclass
 
-os.environ.setdefault(
-    "CYCLONEDDS_URI",
-    "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>"
-    "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers><Peer address=\"127.0.0.1\"/></Peers>"
-    "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>",
-)
-
+from ros_idl import CompressedImage, DiagnosticArray, Header, Image, Keypoints, PairPose, PointCloud2, Time
 import numpy as np  # noqa: E402
-import cyclonedds.idl.annotations as annotate  # noqa: E402
 from cyclonedds.core import Policy, Qos  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
-from cyclonedds.idl import IdlStruct  # noqa: E402
-from cyclonedds.idl.types import float32, float64, int32, sequence, uint8, uint32  # noqa: E402
 from cyclonedds.pub import DataWriter  # noqa: E402
 from cyclonedds.sub import DataReader  # noqa: E402
 from cyclonedds.topic import Topic  # noqa: E402
 from cyclonedds.util import duration  # noqa: E402
-
-
-@dataclass
-@annotate.final
-class Time(IdlStruct, typename="builtin_interfaces::msg::dds_::Time_"):
-    sec: int32
-    nanosec: uint32
-
-
-@dataclass
-@annotate.final
-class Header(IdlStruct, typename="std_msgs::msg::dds_::Header_"):
-    stamp: Time
-    frame_id: str
-
-
-@dataclass
-@annotate.final
-class Image(IdlStruct, typename="sensor_msgs::msg::dds_::Image_"):
-    header: Header
-    height: uint32
-    width: uint32
-    encoding: str
-    is_bigendian: uint8
-    step: uint32
-    data: sequence[uint8]
-
-
-@dataclass
-@annotate.final
-class Keypoints(IdlStruct, typename="sp_dust3r_msgs::msg::dds_::Keypoints_"):
-    header: Header
-    height: uint32
-    width: uint32
-    x: sequence[float32]
-    y: sequence[float32]
-    scores: sequence[float32]
-    descriptor_dim: uint32
-    descriptors: sequence[float32]
-
-
-@dataclass
-@annotate.final
-class PointField(IdlStruct, typename="sensor_msgs::msg::dds_::PointField_"):
-    name: str
-    offset: uint32
-    datatype: uint8
-    count: uint32
-
-
-@dataclass
-@annotate.final
-class PointCloud2(IdlStruct, typename="sensor_msgs::msg::dds_::PointCloud2_"):
-    header: Header
-    height: uint32
-    width: uint32
-    fields: sequence[PointField]
-    is_bigendian: bool
-    point_step: uint32
-    row_step: uint32
-    data: sequence[uint8]
-    is_dense: bool
-
-
-@dataclass
-@annotate.final
-class Point(IdlStruct, typename="geometry_msgs::msg::dds_::Point_"):
-    x: float64
-    y: float64
-    z: float64
-
-
-@dataclass
-@annotate.final
-class Quaternion(IdlStruct, typename="geometry_msgs::msg::dds_::Quaternion_"):
-    x: float64
-    y: float64
-    z: float64
-    w: float64
-
-
-@dataclass
-@annotate.final
-class Pose(IdlStruct, typename="geometry_msgs::msg::dds_::Pose_"):
-    position: Point
-    orientation: Quaternion
-
-
-@dataclass
-@annotate.final
-class PairPose(IdlStruct, typename="sp_dust3r_msgs::msg::dds_::PairPose_"):
-    header: Header
-    reference_stamp: Time
-    pose: Pose
-    focal_reference: float64
-    focal_query: float64
-    used_known_intrinsics: bool
-    num_inliers: uint32
-    mean_confidence: float32
-
-
-@dataclass
-@annotate.final
-class CompressedImage(IdlStruct, typename="sensor_msgs::msg::dds_::CompressedImage_"):
-    header: Header
-    format: str
-    data: sequence[uint8]
-
-
-@dataclass
-@annotate.final
-class KeyValue(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
-    key: str
-    value: str
-
-
-@dataclass
-@annotate.final
-class DiagnosticStatus(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticStatus_"):
-    level: uint8
-    name: str
-    message: str
-    hardware_id: str
-    values: sequence[KeyValue]
-
-
-@dataclass
-@annotate.final
-class DiagnosticArray(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticArray_"):
-    header: Header
-    status: sequence[DiagnosticStatus]
 
 
 def pair_summary(p):

@@ -11,10 +11,10 @@ import os
 import sys
 import time
 
-# cyclone_camera, imported first, sets the loopback-only CYCLONEDDS_URI unless one is given.
+# ros_idl, imported first, sets the loopback-only CYCLONEDDS_URI unless one is given.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cyclone_camera import PointCloud2  # noqa: E402
+from ros_idl import PointCloud2  # noqa: E402
 from cyclonedds.core import Policy, Qos  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
 from cyclonedds.sub import DataReader  # noqa: E402

@@ -5,125 +5,28 @@ sends frames, subscribes to the debug image only half-way through, and collects 
 debug image, clouds, PairPose, PoseStamped, /tf, /diagnostics and /rosout. Prints one JSON line.
 
 Run only inside a private network namespace (the test uses `unshare -n`); CYCLONEDDS_URI is set
-to loopback only as a second guard (in cyclone_camera, whose message types this reuses).
+to loopback only as a second guard (by ros_idl, imported first).
 """
 import argparse
 import json
 import os
 import threading
 import time
-import types
-from dataclasses import dataclass
 
+from ros_idl import (
+    CameraInfo, Clock, DescribeReq, DescribeResp, DiagnosticArray, GetReq, GetResp, Header, Image, Keypoints, ListReq,
+    ListResp, Log, PairPose, ParameterValue, Parameter, PointCloud2, PoseStamped, RegionOfInterest, SetReq, SetResp,
+    TFMessage, Time,
+)
 import numpy as np
-import cyclonedds.idl.annotations as annotate
 from cyclonedds.core import Policy, Qos
 from cyclonedds.domain import DomainParticipant
-from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.types import array, float64, int64, sequence, uint8, uint32, uint64
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-from cyclone_camera import DiagnosticArray, Header, Image, Keypoints, PairPose, PointCloud2, Pose, Quaternion, Time, pair_summary
-
-
-@dataclass
-@annotate.final
-class Clock(IdlStruct, typename="rosgraph_msgs::msg::dds_::Clock_"):
-    clock: Time
-
-
-@dataclass
-@annotate.final
-class RegionOfInterest(IdlStruct, typename="sensor_msgs::msg::dds_::RegionOfInterest_"):
-    x_offset: uint32
-    y_offset: uint32
-    height: uint32
-    width: uint32
-    do_rectify: bool
-
-
-@dataclass
-@annotate.final
-class CameraInfo(IdlStruct, typename="sensor_msgs::msg::dds_::CameraInfo_"):
-    header: Header
-    height: uint32
-    width: uint32
-    distortion_model: str
-    d: sequence[float64]
-    k: array[float64, 9]
-    r: array[float64, 9]
-    p: array[float64, 12]
-    binning_x: uint32
-    binning_y: uint32
-    roi: RegionOfInterest
-
-
-@dataclass
-@annotate.final
-class PoseStamped(IdlStruct, typename="geometry_msgs::msg::dds_::PoseStamped_"):
-    header: Header
-    pose: Pose
-
-
-@dataclass
-@annotate.final
-class Vector3(IdlStruct, typename="geometry_msgs::msg::dds_::Vector3_"):
-    x: float64
-    y: float64
-    z: float64
-
-
-@dataclass
-@annotate.final
-class Transform(IdlStruct, typename="geometry_msgs::msg::dds_::Transform_"):
-    translation: Vector3
-    rotation: Quaternion
-
-
-@dataclass
-@annotate.final
-class TransformStamped(IdlStruct, typename="geometry_msgs::msg::dds_::TransformStamped_"):
-    header: Header
-    child_frame_id: str
-    transform: Transform
-
-
-@dataclass
-@annotate.final
-class TFMessage(IdlStruct, typename="tf2_msgs::msg::dds_::TFMessage_"):
-    transforms: sequence[TransformStamped]
-
-
-@dataclass
-@annotate.final
-class Log(IdlStruct, typename="rcl_interfaces::msg::dds_::Log_"):
-    stamp: Time
-    level: uint8
-    name: str
-    msg: str
-    file: str
-    function: str
-    line: uint32
-
-
-# rcl_interfaces parameter types and services, framed as rmw_cyclonedds frames requests and
-# replies: a (client guid, sequence number) header before the fields.
-@dataclass
-@annotate.final
-class ParameterValue(IdlStruct, typename="rcl_interfaces::msg::dds_::ParameterValue_"):
-    type: uint8
-    bool_value: bool
-    integer_value: int64
-    double_value: float64
-    string_value: str
-    byte_array_value: sequence[uint8]
-    bool_array_value: sequence[bool]
-    integer_array_value: sequence[int64]
-    double_array_value: sequence[float64]
-    string_array_value: sequence[str]
+from cyclone_camera import pair_summary
 
 
 def pvalue(type, **kw):
@@ -135,74 +38,6 @@ def pvalue(type, **kw):
 
 def value_json(v):
     return {1: lambda: v.bool_value, 2: lambda: v.integer_value, 3: lambda: v.double_value, 4: lambda: v.string_value}.get(v.type, lambda: None)()
-
-
-@dataclass
-@annotate.final
-class Parameter(IdlStruct, typename="rcl_interfaces::msg::dds_::Parameter_"):
-    name: str
-    value: ParameterValue
-
-
-@dataclass
-@annotate.final
-class SetParametersResult(IdlStruct, typename="rcl_interfaces::msg::dds_::SetParametersResult_"):
-    successful: bool
-    reason: str
-
-
-@dataclass
-@annotate.final
-class FloatingPointRange(IdlStruct, typename="rcl_interfaces::msg::dds_::FloatingPointRange_"):
-    from_value: float64
-    to_value: float64
-    step: float64
-
-
-@dataclass
-@annotate.final
-class IntegerRange(IdlStruct, typename="rcl_interfaces::msg::dds_::IntegerRange_"):
-    from_value: int64
-    to_value: int64
-    step: uint64
-
-
-@dataclass
-@annotate.final
-class ParameterDescriptor(IdlStruct, typename="rcl_interfaces::msg::dds_::ParameterDescriptor_"):
-    name: str
-    type: uint8
-    description: str
-    additional_constraints: str
-    read_only: bool
-    dynamic_typing: bool
-    floating_point_range: sequence[FloatingPointRange, 1]
-    integer_range: sequence[IntegerRange, 1]
-
-
-def service(name, req_fields, resp_fields):
-    """Request/reply structs of rcl_interfaces/srv/<name> with the rmw_cyclonedds header."""
-    def make(suffix, fields):
-        ann = {"client_guid": uint64, "seq": int64, **fields}
-        cls = types.new_class(f"{name}_{suffix}", (IdlStruct,), {"typename": f"rcl_interfaces::srv::dds_::{name}_{suffix}_"},
-                              lambda ns: ns.update({"__annotations__": ann}))
-        return dataclass(annotate.final(cls))
-    return make("Request", req_fields), make("Response", resp_fields)
-
-
-DescribeReq, DescribeResp = service("DescribeParameters", {"names": sequence[str]}, {"descriptors": sequence[ParameterDescriptor]})
-GetReq, GetResp = service("GetParameters", {"names": sequence[str]}, {"values": sequence[ParameterValue]})
-SetReq, SetResp = service("SetParameters", {"parameters": sequence[Parameter]}, {"results": sequence[SetParametersResult]})
-
-
-@dataclass
-@annotate.final
-class ListParametersResult(IdlStruct, typename="rcl_interfaces::msg::dds_::ListParametersResult_"):
-    names: sequence[str]
-    prefixes: sequence[str]
-
-
-ListReq, ListResp = service("ListParameters", {"prefixes": sequence[str], "depth": uint64}, {"result": ListParametersResult})
 
 
 class Client:

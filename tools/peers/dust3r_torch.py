@@ -11,27 +11,17 @@ import argparse
 import json
 import os
 import statistics
-import struct
 import time
 
 import numpy as np
+import safetensors.torch
 import torch
 import torch.nn.functional as F
 
 
 def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        arr = np.frombuffer(data[8 + n + a : 8 + n + b], dtype="<f4").reshape(info["shape"])
-        out[name] = torch.from_numpy(arr.copy())
-    return out
+    """The checkpoint's tensors as torch tensors (PyPI safetensors reads the file)."""
+    return safetensors.torch.load_file(path)
 
 
 class Dust3r:

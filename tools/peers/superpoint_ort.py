@@ -10,28 +10,21 @@ import argparse
 import json
 import os
 import statistics
-import struct
 import time
 
 import numpy as np
 import onnx
+import safetensors.numpy
 from onnx import TensorProto, helper, numpy_helper
 import onnxruntime as ort
 
 
 def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F32", name
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + a : 8 + n + b], dtype="<f4").reshape(info["shape"])
-    return out
+    """The checkpoint's float32 tensors as numpy arrays (PyPI safetensors reads the file)."""
+    tensors = safetensors.numpy.load_file(path)
+    for name, value in tensors.items():
+        assert value.dtype == np.float32, name
+    return tensors
 
 
 def build_graph(w, height, width):
