@@ -184,6 +184,7 @@ fn main() {
     }
     let mut code = String::new();
     for (pkg, msgs) in &by_package {
+        writeln!(code, "/// The messages of the ROS package `{pkg}`.").unwrap();
         writeln!(code, "pub mod {pkg} {{").unwrap();
         for m in msgs {
             let key = format!("{}/{}", m.package, m.name);
@@ -191,11 +192,10 @@ fn main() {
             writeln!(code, "    #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]").unwrap();
             writeln!(code, "    pub struct {} {{", m.name).unwrap();
             for f in &m.fields {
-                if f.ty == "uint8" || f.ty == "byte" {
-                    if f.array == Some(None) {
-                        writeln!(code, "        #[serde(with = \"serde_bytes\")]").unwrap();
-                    }
+                if (f.ty == "uint8" || f.ty == "byte") && f.array == Some(None) {
+                    writeln!(code, "        #[serde(with = \"serde_bytes\")]").unwrap();
                 }
+                writeln!(code, "        /// `{}` of the .msg file.", f.name).unwrap();
                 writeln!(code, "        pub {}: {},", rust_ident(&f.name), field_type(f)).unwrap();
             }
             writeln!(code, "    }}").unwrap();
@@ -213,6 +213,7 @@ fn main() {
                 writeln!(code, "    impl {} {{", m.name).unwrap();
                 for c in &m.constants {
                     let t = primitive(&c.ty).expect("constant type");
+                    writeln!(code, "        /// The .msg file's constant `{}`.", c.name).unwrap();
                     if t == "String" {
                         writeln!(code, "        pub const {}: &'static str = {:?};", c.name, c.value.trim_matches('"'))
                             .unwrap();

@@ -108,7 +108,7 @@ fn main() -> anyhow::Result<()> {
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|a| a["size"] == mb.to_string())
+            .filter(|a| a["size"].as_str() == Some(mb.to_string().as_str()))
             .filter_map(|a| a["latency_s"].as_f64())
             .collect();
         lat.sort_by(f64::total_cmp);

@@ -10,6 +10,7 @@ pub mod eval;
 pub mod geometry;
 pub mod image;
 pub mod pipeline;
+pub mod rng;
 pub mod ros;
 pub mod sample;
 pub mod superpoint;

@@ -15,8 +15,11 @@ pub struct Room;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CameraOptical;
 
+/// Frame width, pixels.
 pub const WIDTH: u32 = 640;
+/// Frame height, pixels.
 pub const HEIGHT: u32 = 480;
+/// Focal length, pixels.
 pub const FOCAL: f64 = 500.0;
 /// Frames per second of input time.
 pub const RATE: f64 = 5.0;

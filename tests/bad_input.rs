@@ -144,7 +144,7 @@ fn bad_config_and_incomplete_folder_are_reported() {
 
 #[test]
 fn raw_frames_are_validated() {
-    let err = |r: Result<Frame, ImageError>| r.err().expect("must fail");
+    let err = |r: Result<Frame, ImageError>| r.expect_err("must fail");
     assert_eq!(
         err(Frame::from_raw("yuv444", 4, 2, 12, false, vec![0; 24])),
         ImageError::UnknownEncoding("yuv444".into())
@@ -236,7 +236,7 @@ fn bad_post_processing_parameters_are_refused() {
 #[test]
 fn network_refuses_sizes_that_are_not_multiples_of_eight() {
     let model = SuperPoint::load(&fixture_dir("superpoint")).unwrap();
-    let err = model.net().forward(&vec![0.0; 30 * 40], 30, 40).err().expect("must fail");
+    let err = model.net().forward(&vec![0.0; 30 * 40], 30, 40).expect_err("must fail");
     assert!(matches!(err, SuperPointError::InputSize { width: 40, height: 30 }), "{err:?}");
 }
 

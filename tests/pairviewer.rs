@@ -9,6 +9,7 @@ use nalgebra::{Rotation3, Vector3};
 use ndarray_npy::NpzReader;
 use sp_dust3r::dust3r::{PairPrediction, Pointmap};
 use sp_dust3r::geometry::{relative_pose, Intrinsics, NoPose, PoseMode, PoseOptions};
+use sp_dust3r::rng::SplitMix64;
 
 struct Fixture {
     forward: PairPrediction,
@@ -91,19 +92,14 @@ fn server_mode_matches_the_tt_server_variant_with_and_without_known_intrinsics()
     assert_mat_close("t (known K)", t21.translation.as_slice(), &f64s(&mut fx.npz, "server_knownK_t"), 1e-5);
 }
 
-/// Deterministic normal variates (splitmix64 + Box-Muller).
-struct Gauss(u64);
+/// Deterministic uniform and normal variates: the project's generator.
+struct Gauss(SplitMix64);
 impl Gauss {
     fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        self.0.next_f64()
     }
     fn normal(&mut self) -> f64 {
-        let (u1, u2) = (self.uniform().max(1e-300), self.uniform());
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        self.0.normal()
     }
 }
 
@@ -159,7 +155,7 @@ impl Scene {
     }
 
     fn predictions(&self, noise: f64, outliers: f64, seed: u64) -> (PairPrediction, PairPrediction) {
-        let mut rng = Gauss(seed);
+        let mut rng = Gauss(SplitMix64::new(seed));
         let (p1, p2) = (self.own_points(0), self.own_points(1));
         let p2_in_1: Vec<_> = p2.iter().map(|p| self.r21.inverse() * (p - self.t21)).collect();
         let p1_in_2: Vec<_> = p1.iter().map(|p| self.r21 * p + self.t21).collect();
@@ -365,7 +361,7 @@ fn ransac_succeeds_for_every_seed() {
     let truth: Transform<Cam2, Cam1> =
         Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));
     let k = Intrinsics { fx: f, fy: f, cx: 256.0, cy: 256.0 };
-    let mut rng = Gauss(99);
+    let mut rng = Gauss(SplitMix64::new(99));
     let (mut world, mut pixels) = (Vec::new(), Vec::new());
     for i in 0..w * w {
         let (u, v) = ((i % w) as f64, (i / w) as f64);

@@ -40,11 +40,11 @@ fn resize_matches_the_antialiased_bilinear_definition() {
         let wx = pil_bilinear_weights(640, w as usize);
         let wy = pil_bilinear_weights(480, h as usize);
         let mut worst = 0.0f64;
-        for y in 0..480usize {
-            for x in 0..640usize {
+        for (y, wy) in wy.iter().enumerate() {
+            for (x, wx) in wx.iter().enumerate() {
                 let mut want = 0.0;
-                for &(sy, ky) in &wy[y] {
-                    for &(sx, kx) in &wx[x] {
+                for &(sy, ky) in wy {
+                    for &(sx, kx) in wx {
                         want += ky * kx * img.data[sy * w as usize + sx] as f64;
                     }
                 }

@@ -1,8 +1,9 @@
 //! The command line `ros2 launch` gives the node, its parameter files, and the declared
 //! parameters' types and ranges.
 
+use sp_dust3r::backend::build::BackendKind;
 use sp_dust3r::ros::args::{load_params_file, split_ros_args, ArgsError, ParamValue, RosArgs};
-use sp_dust3r::ros::params::{declared, Backend, NodeParams, ParamError};
+use sp_dust3r::ros::params::{declared, NodeParams, ParamError};
 
 fn args(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -107,7 +108,7 @@ fn parameter_files_apply_wildcard_name_and_namespaced_sections_in_order() {
     assert_eq!(p.max_keypoints, None);
     assert!(p.use_sim_time && p.compressed_input);
     assert_eq!(p.keypoint_threshold, 0.0);
-    assert_eq!(p.superpoint_backend, Backend::Cpu);
+    assert_eq!(p.superpoint_backend, BackendKind::Cpu);
     assert_eq!(warnings, vec!["parameter nested.a is not declared by this node; ignored".to_string()]);
 
     std::fs::write(&path, "/**:\n  ros__parameters: [1, 2\n").unwrap();

@@ -86,8 +86,8 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     ];
     for (p, (map, rgb, i)) in points.iter().zip(want) {
         let xyz = [p["x"].as_f64().unwrap(), p["y"].as_f64().unwrap(), p["z"].as_f64().unwrap()];
-        for k in 0..3 {
-            assert!((xyz[k] - map.points[i * 3 + k] as f64).abs() < 1e-6, "{p}");
+        for (k, v) in xyz.iter().enumerate() {
+            assert!((v - map.points[i * 3 + k] as f64).abs() < 1e-6, "{p}");
         }
         assert_eq!(p["confidence"].as_f64().unwrap(), map.confidence[i] as f64);
         let c: Vec<u64> = p["rgb"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();

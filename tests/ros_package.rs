@@ -6,8 +6,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use sp_dust3r::ros::node::TOPICS;
 use sp_dust3r::ros::params::declared;
+use sp_dust3r::ros::topics::{Direction, TOPICS};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -91,7 +91,8 @@ fn rviz_config_shows_topics_the_node_uses() {
     let displays = docs[0]["Visualization Manager"]["Displays"].as_vec().unwrap();
     let node_topics: Vec<String> = TOPICS
         .iter()
-        .map(|(t, _, _)| if t.starts_with('/') { t.to_string() } else { format!("/camera/{t}") })
+        .map(|t| t.name)
+        .map(|t| if t.starts_with('/') { t.to_string() } else { format!("/camera/{t}") })
         .collect();
     let mut shown = 0;
     for d in displays {
@@ -102,7 +103,9 @@ fn rviz_config_shows_topics_the_node_uses() {
                 "RViz shows {topic}, which the node does not use (namespace /camera)"
             );
             // What RViz subscribes reliably must be published reliably (all our outputs are).
-            let published = TOPICS.iter().any(|(t, _, p)| *p && Path::new(topic).ends_with(t.trim_start_matches('/')));
+            let published = TOPICS.iter().any(|t| {
+                t.direction == Direction::Output && Path::new(topic).ends_with(t.name.trim_start_matches('/'))
+            });
             if d["Topic"]["Reliability Policy"].as_str() == Some("Reliable") {
                 assert!(published, "{topic} subscribed reliable but not one of our outputs");
             }

@@ -31,6 +31,7 @@ impl Drop for Server {
 }
 
 fn start(dir: &Path, model: &str, extra: &[&str]) -> Server {
+    // The child is wrapped in a Server at once, whose Drop kills and reaps it, on every path.
     let port_file = dir.join(format!("port-{model}-{}", extra.join("_").replace(['/', ':', ','], "-")));
     let _ = std::fs::remove_file(&port_file);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
@@ -43,10 +44,12 @@ fn start(dir: &Path, model: &str, extra: &[&str]) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .expect("server double (tools/test.sh installs its Python)");
+    let mut server = Server { child, port: 0 };
     let t = Instant::now();
     loop {
         if let Some(port) = std::fs::read_to_string(&port_file).ok().and_then(|s| s.trim().parse().ok()) {
-            return Server { child, port };
+            server.port = port;
+            return server;
         }
         assert!(t.elapsed() < Duration::from_secs(20), "server double did not start");
         std::thread::sleep(Duration::from_millis(50));

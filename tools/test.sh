@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): makes sure ./.venv has the Python peers the tests compare
-# against (PyPI rosbags: ROS 2 message definitions and CDR; cyclonedds: an independent DDS stack
-# for the node tests, which run inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP
-# readers), then runs every test.
+# The test command (README, .ci/run, and what `colcon test` should agree with): the gates first
+# (rustfmt, then clippy on every target with warnings as errors, so Cargo.toml's [lints] hold),
+# then makes sure ./.venv has the Python peers the tests compare against (PyPI rosbags: ROS 2
+# message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
+# inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
 if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip

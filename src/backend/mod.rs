@@ -2,33 +2,88 @@
 //! HTTP servers. The drivers (node, CLI) hold a [`FeatureExtractor`] and a
 //! [`PairReconstructor`] and do not care which; results are the same domain types either way.
 
+pub mod build;
 pub mod cpu;
 pub mod npz;
 pub mod tt_server;
 
-use crate::dust3r::Pointmap;
-use crate::geometry::PairPose;
+use crate::dust3r::{Dust3rError, InputMapping, Pointmap};
+use crate::geometry::{Intrinsics, NoPose, PairPose};
 use crate::image::Frame;
-use crate::superpoint::{Keypoints, PostParams};
+use crate::superpoint::{Keypoints, PostParams, SuperPointError};
 
+/// Why a backend gave no answer for a frame or a pair.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
-    #[error("{0}")]
-    Cpu(String),
+    /// SuperPoint on the CPU failed (boxed: the model's errors are large and rare).
+    #[error(transparent)]
+    SuperPoint(Box<SuperPointError>),
+    /// DUSt3R on the CPU failed.
+    #[error(transparent)]
+    Dust3r(Box<Dust3rError>),
+    /// The server cannot be reached (refused, reset, timed out).
     #[error("server {url} unreachable: {reason}")]
-    Unreachable { url: String, reason: String },
+    Unreachable {
+        /// The server's base URL.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The server answers but is still loading its model (HTTP 503).
     #[error("server {url} is still starting")]
-    Starting { url: String },
+    Starting {
+        /// The server's base URL.
+        url: String,
+    },
+    /// The server refused this input (HTTP 400).
     #[error("server {url} rejected the request (HTTP 400): {message}")]
-    Rejected { url: String, message: String },
+    Rejected {
+        /// The server's base URL.
+        url: String,
+        /// The server's own words.
+        message: String,
+    },
+    /// The server failed on this input (HTTP 500).
     #[error("server {url} failed (HTTP 500): {message}")]
-    ServerFailure { url: String, message: String },
+    ServerFailure {
+        /// The server's base URL.
+        url: String,
+        /// The server's own words.
+        message: String,
+    },
+    /// Another HTTP status.
     #[error("server {url} answered HTTP {status}: {message}")]
-    Status { url: String, status: u16, message: String },
+    Status {
+        /// The server's base URL.
+        url: String,
+        /// The status code.
+        status: u16,
+        /// The server's own words.
+        message: String,
+    },
+    /// The answer is not what the contract says.
     #[error("malformed answer from {url}: {reason}")]
-    Malformed { url: String, reason: String },
+    Malformed {
+        /// The server's base URL.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The frame could not be encoded for the request.
     #[error("cannot encode the frame for the server: {0}")]
-    Encode(String),
+    Encode(#[source] image::ImageError),
+}
+
+impl From<SuperPointError> for BackendError {
+    fn from(e: SuperPointError) -> Self {
+        Self::SuperPoint(Box::new(e))
+    }
+}
+
+impl From<Dust3rError> for BackendError {
+    fn from(e: Dust3rError) -> Self {
+        Self::Dust3r(Box::new(e))
+    }
 }
 
 impl BackendError {
@@ -41,7 +96,7 @@ impl BackendError {
     /// Short name for /diagnostics counters.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::Cpu(_) => "cpu",
+            Self::SuperPoint(_) | Self::Dust3r(_) => "cpu",
             Self::Unreachable { .. } => "server_unreachable",
             Self::Starting { .. } => "server_starting",
             Self::Rejected { .. } => "server_rejected",
@@ -55,6 +110,7 @@ impl BackendError {
 
 /// SuperPoint: keypoints (input pixels, scores descending) and unit descriptors of a frame.
 pub trait FeatureExtractor: Send + Sync {
+    /// Keypoints and descriptors of `frame` (scores descending, in the frame's pixels).
     fn detect(&self, frame: &Frame, params: &PostParams) -> Result<Keypoints, BackendError>;
     /// What runs it, for /diagnostics and logs.
     fn describe(&self) -> String;
@@ -63,15 +119,30 @@ pub trait FeatureExtractor: Send + Sync {
 /// A pinhole camera in a frame's own pixels (CameraInfo's K).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CameraK {
+    /// Focal length along x, pixels.
     pub fx: f64,
+    /// Focal length along y, pixels.
     pub fy: f64,
+    /// Principal point x, pixels.
     pub cx: f64,
+    /// Principal point y, pixels.
     pub cy: f64,
+}
+
+impl CameraK {
+    /// The same camera in the network grid of a view prepared through `m` (scaled, padded or
+    /// cropped): what PairViewer's known-intrinsics path works in.
+    pub fn in_network(&self, m: &InputMapping) -> Intrinsics {
+        let (cx, cy) = m.to_network(self.cx, self.cy);
+        Intrinsics { fx: self.fx * m.scale_x, fy: self.fy * m.scale_y, cx, cy }
+    }
 }
 
 /// A keyframe pair to reconstruct: view 1 is the reference camera.
 pub struct PairRequest<'a> {
+    /// View 1, the reference camera.
     pub first: &'a Frame,
+    /// View 2.
     pub second: &'a Frame,
     /// Both views' intrinsics when known (same camera, same size).
     pub known: Option<CameraK>,
@@ -84,22 +155,32 @@ pub struct PairRequest<'a> {
 /// DUSt3R's answer for a pair: both pointmaps in camera 1's frame with the network images'
 /// colours (interleaved RGB, same grid), and the relative pose or why there is none.
 pub struct PairOutput {
+    /// View 1's points in camera 1's frame.
     pub view1: Pointmap,
+    /// View 2's points in camera 1's frame.
     pub view2_in_1: Pointmap,
+    /// View 1's colours on the network grid (interleaved RGB).
     pub rgb1: Vec<u8>,
+    /// View 2's colours on the network grid.
     pub rgb2: Vec<u8>,
-    pub pose: Result<PairPose, String>,
+    /// Camera 2's pose in camera 1's frame, or why there is none.
+    pub pose: Result<PairPose, NoPose>,
 }
 
+/// DUSt3R: a keyframe pair's pointmaps and relative pose.
 pub trait PairReconstructor: Send + Sync {
+    /// The pair's pointmaps and pose.
     fn reconstruct(&self, request: &PairRequest<'_>) -> Result<PairOutput, BackendError>;
+    /// What runs it, for /diagnostics and logs.
     fn describe(&self) -> String;
 }
 
 /// A server backend with the CPU behind it: while the server cannot answer, the CPU does (when
 /// configured), so outputs continue at CPU speed instead of pausing.
 pub struct WithFallback<P, F> {
+    /// The server backend, asked first.
     pub primary: P,
+    /// The CPU backend, used while the server cannot answer.
     pub fallback: Option<F>,
 }
 

@@ -7,20 +7,67 @@ use std::io::Read;
 /// One array: its shape and values (row-major, as f32).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
+    /// Dimensions, outermost first.
     pub shape: Vec<usize>,
+    /// Values, row-major.
     pub data: Vec<f32>,
 }
 
+/// Why an array could not be read from a server's NPZ payload.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum NpzError {
+    /// The payload is not base64.
     #[error("not valid base64: {0}")]
     Base64(String),
+    /// The payload is not a zip archive.
     #[error("not a zip (NPZ) archive: {0}")]
     Zip(String),
+    /// The archive lacks the array.
     #[error("NPZ has no array `{0}`")]
     Missing(String),
-    #[error("array `{name}`: {reason}")]
-    Npy { name: String, reason: String },
+    /// An array's .npy bytes are not usable.
+    #[error("array `{name}`: {source}")]
+    Npy {
+        /// The array.
+        name: String,
+        /// What is wrong with it.
+        source: NpyError,
+    },
+}
+
+/// Why bytes are not a .npy array this reader takes.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum NpyError {
+    /// No .npy magic.
+    #[error("not a .npy array")]
+    NotNpy,
+    /// A format version other than 1, 2 or 3.
+    #[error("unsupported .npy version {0}")]
+    Version(u8),
+    /// The header dictionary is cut short or lacks a key.
+    #[error("{0}")]
+    Header(&'static str),
+    /// Column-major data.
+    #[error("Fortran-ordered arrays are not supported")]
+    FortranOrder,
+    /// The shape tuple does not parse.
+    #[error("bad shape ({0})")]
+    Shape(String),
+    /// Not little-endian float16/32/64.
+    #[error("dtype {0} (float16/32/64 little endian expected)")]
+    Dtype(String),
+    /// The data is not as long as the shape and dtype say.
+    #[error("{got} data bytes for shape {shape:?} of {descr}, {expected} expected")]
+    Length {
+        /// Data bytes present.
+        got: usize,
+        /// The declared shape.
+        shape: Vec<usize>,
+        /// The declared dtype.
+        descr: String,
+        /// Data bytes the shape and dtype need.
+        expected: usize,
+    },
 }
 
 /// The archive behind a base64 string, for [`read_array`].
@@ -36,48 +83,53 @@ pub fn read_array(npz: &[u8], name: &str) -> Result<Array, NpzError> {
     let mut file = zip.by_name(&entry).map_err(|_| NpzError::Missing(name.to_string()))?;
     let mut bytes = Vec::with_capacity(file.size() as usize);
     file.read_to_end(&mut bytes).map_err(|e| NpzError::Zip(e.to_string()))?;
-    parse_npy(&bytes).map_err(|reason| NpzError::Npy { name: name.to_string(), reason })
+    parse_npy(&bytes).map_err(|source| NpzError::Npy { name: name.to_string(), source })
 }
 
 /// A .npy file: magic, version, header dict (`descr`, `fortran_order`, `shape`), data.
-pub fn parse_npy(bytes: &[u8]) -> Result<Array, String> {
+pub fn parse_npy(bytes: &[u8]) -> Result<Array, NpyError> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err("not a .npy array".into());
+        return Err(NpyError::NotNpy);
     }
     let (header_len, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
         2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
-        v => return Err(format!("unsupported .npy version {v}")),
+        v => return Err(NpyError::Version(v)),
     };
-    let header = bytes.get(start..start + header_len).ok_or("truncated .npy header")?;
-    let header = std::str::from_utf8(header).map_err(|_| "header is not text")?;
+    let header = bytes.get(start..start + header_len).ok_or(NpyError::Header("truncated .npy header"))?;
+    let header = std::str::from_utf8(header).map_err(|_| NpyError::Header("header is not text"))?;
     let field = |key: &str| -> Option<&str> {
         let at = header.find(&format!("'{key}'"))? + key.len() + 2;
         Some(header[at..].trim_start().strip_prefix(':')?.trim_start())
     };
-    let descr =
-        field("descr").and_then(|v| v.strip_prefix('\'')).and_then(|v| v.split('\'').next()).ok_or("no descr")?;
+    let descr = field("descr")
+        .and_then(|v| v.strip_prefix('\''))
+        .and_then(|v| v.split('\'').next())
+        .ok_or(NpyError::Header("no descr"))?;
     if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
-        return Err("Fortran-ordered arrays are not supported".into());
+        return Err(NpyError::FortranOrder);
     }
-    let shape_text =
-        field("shape").and_then(|v| v.strip_prefix('(')).and_then(|v| v.split(')').next()).ok_or("no shape")?;
+    let shape_text = field("shape")
+        .and_then(|v| v.strip_prefix('('))
+        .and_then(|v| v.split(')').next())
+        .ok_or(NpyError::Header("no shape"))?;
     let shape: Vec<usize> = shape_text
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| format!("bad shape ({shape_text})")))
+        .map(|s| s.parse::<usize>().map_err(|_| NpyError::Shape(shape_text.to_string())))
         .collect::<Result<_, _>>()?;
-    let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("shape overflows")?;
+    let count =
+        shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or(NpyError::Shape(shape_text.to_string()))?;
     let body = &bytes[start + header_len..];
     let width = match descr {
         "<f2" => 2,
         "<f4" => 4,
         "<f8" => 8,
-        other => return Err(format!("dtype {other} (float16/32/64 little endian expected)")),
+        other => return Err(NpyError::Dtype(other.to_string())),
     };
     if body.len() != count * width {
-        return Err(format!("{} data bytes for shape {shape:?} of {descr}, {} expected", body.len(), count * width));
+        return Err(NpyError::Length { got: body.len(), shape, descr: descr.to_string(), expected: count * width });
     }
     let data = match width {
         2 => body.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
@@ -115,8 +167,8 @@ mod tests {
         assert_eq!((a.shape, a.data), (vec![3], vec![1.0, -2.5, 0.099975586]));
         let f: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
         assert_eq!(parse_npy(&npy("<f4", "(2, 3)", &f)).unwrap().shape, vec![2, 3]);
-        assert!(parse_npy(&npy("<f4", "(2, 4)", &f)).unwrap_err().contains("24 data bytes"));
-        assert!(parse_npy(&npy("<i8", "(3,)", &f[..24])).unwrap_err().contains("dtype <i8"));
+        assert!(parse_npy(&npy("<f4", "(2, 4)", &f)).unwrap_err().to_string().contains("24 data bytes"));
+        assert!(parse_npy(&npy("<i8", "(3,)", &f[..24])).unwrap_err().to_string().contains("dtype <i8"));
         assert!(parse_npy(b"garbage").is_err());
         assert!(matches!(decode_base64("@@@"), Err(NpzError::Base64(_))));
         assert!(matches!(read_array(b"PK not really", "x"), Err(NpzError::Zip(_))));

@@ -17,9 +17,14 @@ use serde_json::{json, Value};
 use super::npz::{decode_base64, read_array, Array};
 use super::{BackendError, FeatureExtractor, PairOutput, PairReconstructor, PairRequest};
 use crate::dust3r::Pointmap;
-use crate::geometry::{PairPose, PoseMode, TCam2Cam1};
+use crate::geometry::{NoPose, PairPose, PoseMode, TCam2Cam1};
 use crate::image::{Frame, PixelFormat};
 use crate::superpoint::{Keypoints, PostParams};
+
+/// Where `tt-model serve changh95/superpoint-p150` listens by default.
+pub const DEFAULT_SUPERPOINT_URL: &str = "http://127.0.0.1:20000";
+/// Where `tt-model serve changh95/mast3r-blackhole` listens by default.
+pub const DEFAULT_DUST3R_URL: &str = "http://127.0.0.1:20001";
 
 /// How to reach a server.
 #[derive(Clone, Debug)]
@@ -58,6 +63,20 @@ pub struct Link {
     state: Mutex<LinkState>,
 }
 
+/// Why an HTTP exchange got no answer.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    /// Connecting, sending or the timeout.
+    #[error(transparent)]
+    Transport(Box<ureq::Transport>),
+    /// The answer broke off.
+    #[error("reading the answer: {0}")]
+    Read(#[source] std::io::Error),
+    /// The answer is larger than [`MAX_BODY`].
+    #[error("answer larger than {MAX_BODY} bytes")]
+    TooLarge,
+}
+
 /// The answer of one HTTP exchange, before classification.
 enum Reply {
     Ok(Vec<u8>),
@@ -65,6 +84,7 @@ enum Reply {
 }
 
 impl Link {
+    /// A link to the server `opts` names, serving `model` (as /health and /info name it).
     pub fn new(opts: ServerOptions, model: &'static str) -> Self {
         let agent = ureq::AgentBuilder::new().timeout(opts.timeout).build();
         let state = LinkState {
@@ -83,29 +103,30 @@ impl Link {
         }
     }
 
+    /// The server's base URL.
     pub fn url(&self) -> &str {
         &self.opts.url
     }
 
-    fn exchange(&self, method: &str, path: &str, body: Option<&str>) -> Result<Reply, String> {
+    fn exchange(&self, method: &str, path: &str, body: Option<&str>) -> Result<Reply, ExchangeError> {
         let url = format!("{}{path}", self.opts.url);
         let req = self.agent.request(method, &url);
         let result = match body {
             Some(b) => req.set("Content-Type", "application/json").send_string(b),
             None => req.call(),
         };
-        let read = |r: ureq::Response| -> Result<Vec<u8>, String> {
+        let read = |r: ureq::Response| -> Result<Vec<u8>, ExchangeError> {
             let mut buf = Vec::new();
-            r.into_reader().take(MAX_BODY + 1).read_to_end(&mut buf).map_err(|e| format!("reading the answer: {e}"))?;
+            r.into_reader().take(MAX_BODY + 1).read_to_end(&mut buf).map_err(ExchangeError::Read)?;
             if buf.len() as u64 > MAX_BODY {
-                return Err(format!("answer larger than {MAX_BODY} bytes"));
+                return Err(ExchangeError::TooLarge);
             }
             Ok(buf)
         };
         match result {
             Ok(r) => read(r).map(Reply::Ok),
             Err(ureq::Error::Status(code, r)) => Ok(Reply::Status(code, r.into_string().unwrap_or_default())),
-            Err(ureq::Error::Transport(t)) => Err(t.to_string()),
+            Err(ureq::Error::Transport(t)) => Err(ExchangeError::Transport(Box::new(t))),
         }
     }
 
@@ -153,7 +174,7 @@ impl Link {
             }
         }
         let health = match self.exchange("GET", "/health", None) {
-            Err(reason) => return Err(self.unavailable(&mut st, false, reason)),
+            Err(e) => return Err(self.unavailable(&mut st, false, e.to_string())),
             Ok(Reply::Status(code, body)) => {
                 return Err(self.unavailable(
                     &mut st,
@@ -279,7 +300,8 @@ impl Link {
             Ok(Reply::Status(400, b)) => Err(BackendError::Rejected { url, message: message(&b) }),
             Ok(Reply::Status(500, b)) => Err(BackendError::ServerFailure { url, message: message(&b) }),
             Ok(Reply::Status(status, b)) => Err(BackendError::Status { url, status, message: message(&b) }),
-            Err(reason) => {
+            Err(e) => {
+                let reason = e.to_string();
                 let mut st = self
                     .state
                     .lock()
@@ -309,6 +331,7 @@ impl Link {
         }
     }
 
+    /// The server and its state, for /diagnostics and logs.
     pub fn describe(&self) -> String {
         let state = self.state.lock().map(|s| s.reason.clone()).unwrap_or_default();
         format!("tt-server {} ({}: {state})", self.opts.url, self.model)
@@ -333,7 +356,7 @@ pub fn encode_frame(frame: &Frame, jpeg_quality: u8, grey: bool) -> Result<Strin
     use image::ImageEncoder;
     let (w, h) = (frame.width(), frame.height());
     let mut out = Vec::new();
-    let enc = |e: image::ImageError| BackendError::Encode(e.to_string());
+    let enc = BackendError::Encode;
     let png = |out: &mut Vec<u8>, data: &[u8], ty: image::ExtendedColorType| {
         image::codecs::png::PngEncoder::new_with_quality(
             out,
@@ -356,16 +379,22 @@ pub fn encode_frame(frame: &Frame, jpeg_quality: u8, grey: bool) -> Result<Strin
     Ok(base64::engine::general_purpose::STANDARD.encode(out))
 }
 
+/// The superpoint-p150 server's model name.
 pub const SUPERPOINT_MODEL: &str = "superpoint-p150";
+/// The mast3r-blackhole server's model name.
 pub const DUST3R_MODEL: &str = "mast3r-blackhole";
 
 /// Where a server request's time went on this side: encoding the frames, the HTTP exchange
 /// (which contains the server's own `timing_ms.total`), checking and decoding the answer.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HostTiming {
+    /// Encoding the frames, ms.
     pub encode_ms: f64,
+    /// The HTTP exchange, ms (contains the server's own total).
     pub request_ms: f64,
+    /// Checking and decoding the answer, ms.
     pub parse_ms: f64,
+    /// The server's own `timing_ms.total`, when it reports one.
     pub server_total_ms: Option<f64>,
 }
 
@@ -391,11 +420,13 @@ pub struct TtSuperPoint {
 }
 
 impl TtSuperPoint {
+    /// SuperPoint on the server `opts` names.
     pub fn new(opts: ServerOptions) -> Self {
         let jpeg_quality = opts.jpeg_quality;
         Self { link: Link::new(opts, SUPERPOINT_MODEL), jpeg_quality }
     }
 
+    /// The server link (readiness, state).
     pub fn link(&self) -> &Link {
         &self.link
     }
@@ -518,11 +549,13 @@ pub struct TtDust3r {
 }
 
 impl TtDust3r {
+    /// DUSt3R on the server `opts` names.
     pub fn new(opts: ServerOptions) -> Self {
         let jpeg_quality = opts.jpeg_quality;
         Self { link: Link::new(opts, DUST3R_MODEL), jpeg_quality, return_pose: true }
     }
 
+    /// The server link (readiness, state).
     pub fn link(&self) -> &Link {
         &self.link
     }
@@ -553,10 +586,15 @@ impl TtDust3r {
 /// A view's `preprocess` block: network pixel (u, v) = ((x + offx) * scale, (y + offy) * scale).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServerMapping {
+    /// Original image width.
     pub orig_w: u32,
+    /// Original image height.
     pub orig_h: u32,
+    /// Horizontal offset added before scaling, original pixels.
     pub offx: f64,
+    /// Vertical offset added before scaling, original pixels.
     pub offy: f64,
+    /// Original-to-network scale.
     pub scale: f64,
 }
 
@@ -637,7 +675,7 @@ pub fn parse_dust3r(url: &str, v: &Value, first: &Frame, second: &Frame) -> Resu
     let m1 = parse_mapping(url, view(0, "view1"), first, "view1")?;
     let m2 = parse_mapping(url, view(1, "view2"), second, "view2")?;
     let pose = match v.get("pose") {
-        None | Some(Value::Null) => Err("the server returned no pose (not asked, or its PnP failed)".to_string()),
+        None | Some(Value::Null) => Err(NoPose::NotReturned),
         Some(p) => Ok(parse_pose(url, p)?),
     };
     Ok(PairOutput {

@@ -9,23 +9,50 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
+/// Why a bag could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum BagError {
+    /// The file or folder could not be read.
     #[error("cannot read {path}: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
     #[error(
         "{path} is a sqlite3 (.db3) bag; replay reads MCAP, rosbag2's default storage. Convert it with \
          `ros2 bag convert -i {path} -o out.yaml`, where out.yaml holds `output_bags: [{{uri: converted, storage_id: mcap}}]`"
     )]
-    Sqlite { path: String },
+    /// A sqlite3 bag, which this reader does not take.
+    Sqlite {
+        /// The file or folder.
+        path: String,
+    },
     #[error(
         "{path}: no .mcap file (a rosbag2 MCAP file, or a bag folder with metadata.yaml and .mcap files, expected)"
     )]
-    NoMcap { path: String },
+    /// No .mcap file where a bag was expected.
+    NoMcap {
+        /// The file or folder.
+        path: String,
+    },
+    /// The MCAP data is damaged or cut short.
     #[error("{path}: corrupt or truncated MCAP: {reason}")]
-    Corrupt { path: String, reason: String },
+    Corrupt {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The output could not be written.
     #[error("writing {path}: {reason}")]
-    Write { path: String, reason: String },
+    Write {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// The .mcap files of a bag: the file itself, or a rosbag2 folder's files in name order
@@ -54,15 +81,19 @@ pub fn mcap_files(path: &Path) -> Result<Vec<PathBuf>, BagError> {
 
 /// One message of an input bag.
 pub struct BagMessage {
+    /// Its topic.
     pub topic: String,
     /// `pkg/msg/Name`.
     pub ros_type: String,
+    /// When it was recorded, ns.
     pub log_time: u64,
+    /// When it was published, ns.
     pub publish_time: u64,
     /// CDR with its encapsulation header.
     pub data: Vec<u8>,
     /// The channel's schema and metadata, for copying the topic to the output.
     pub schema: Option<(String, Vec<u8>)>,
+    /// The channel's metadata (rosbag2's QoS profiles).
     pub channel_metadata: BTreeMap<String, String>,
 }
 
@@ -73,6 +104,7 @@ pub struct McapFile {
 }
 
 impl McapFile {
+    /// Opens an MCAP file (memory-mapped).
     pub fn open(path: &Path) -> Result<Self, BagError> {
         let io = |e: std::io::Error| BagError::Io { path: path.display().to_string(), reason: e.to_string() };
         let file = File::open(path).map_err(io)?;
@@ -181,6 +213,7 @@ pub struct BagWriter {
 }
 
 impl BagWriter {
+    /// Creates the output at `path`: an .mcap file, or a rosbag2 folder for any other path.
     pub fn create(path: &Path) -> Result<Self, BagError> {
         let err = |reason: String| BagError::Write { path: path.display().to_string(), reason };
         let (file_path, folder) = if path.extension().is_some_and(|e| e == "mcap") {
@@ -252,6 +285,7 @@ impl BagWriter {
         self.add_topic(topic, T::ROS_TYPE, "ros2msg", T::DEFINITION.as_bytes(), None)
     }
 
+    /// Writes one CDR message on a declared topic.
     pub fn write(&mut self, topic: &str, log_time: u64, publish_time: u64, cdr: &[u8]) -> Result<(), BagError> {
         let channel_id = *self.channels.get(topic).ok_or_else(|| self.err(format!("topic {topic} was not added")))?;
         self.sequence += 1;

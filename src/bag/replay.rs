@@ -2,38 +2,52 @@
 //! keyframe logic and conversions as the live node; outputs written to a bag with the input
 //! stamps. Deterministic (no drops, no wall clock).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::{BagError, BagWriter, McapFile};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
-use crate::ros::convert::keypoints_msg;
-use crate::ros::msg::{from_cdr, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, to_cdr, RosMessage};
-use crate::ros::pair::{check_camera_info, reconstruct};
+use crate::ros::msg::{from_cdr, sensor_msgs, std_msgs, CdrError, RosMessage};
+use crate::ros::outputs::{
+    check_camera_info, frame_outputs, pair_outputs, CameraInfoError, Output, OutputKind, OutputSink,
+};
 use crate::ros::params::NodeParams;
 
 /// Which input topics are the camera.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CameraTopics {
+    /// The image topic.
     pub image: String,
+    /// Whether it carries sensor_msgs/CompressedImage.
     pub compressed: bool,
+    /// The CameraInfo topic, if any.
     pub camera_info: Option<String>,
 }
 
+/// Why the camera topics could not be chosen.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TopicError {
+    /// No image topic in the bag.
     #[error("the bag has no sensor_msgs/Image or CompressedImage topic (topics: {0})")]
     NoImage(String),
+    /// Several image topics and none chosen.
     #[error("the bag has several image topics ({0}); choose one with --image-topic")]
     Ambiguous(String),
+    /// The chosen topic is not an image topic.
     #[error("topic {topic} is {found}, not sensor_msgs/msg/Image or CompressedImage")]
-    NotAnImage { topic: String, found: String },
+    NotAnImage {
+        /// The chosen topic.
+        topic: String,
+        /// Its type, or that it is missing.
+        found: String,
+    },
 }
 
-const IMAGE: &str = "sensor_msgs/msg/Image";
-const COMPRESSED: &str = "sensor_msgs/msg/CompressedImage";
-const CAMERA_INFO: &str = "sensor_msgs/msg/CameraInfo";
+const IMAGE: &str = sensor_msgs::Image::ROS_TYPE;
+const COMPRESSED: &str = sensor_msgs::CompressedImage::ROS_TYPE;
+const CAMERA_INFO: &str = sensor_msgs::CameraInfo::ROS_TYPE;
 
 /// The camera topics: the given image topic, or the bag's only Image/CompressedImage topic; the
 /// given camera_info topic, or the CameraInfo topic beside the image (same namespace), or the
@@ -83,27 +97,69 @@ pub fn choose_topics(
     Ok(CameraTopics { image, compressed: ty == COMPRESSED, camera_info })
 }
 
-/// Where the outputs go: beside the image topic, as the node's would under the camera's
-/// namespace (`/cam/image_raw` -> `/cam/keypoints`).
-pub fn output_topic(image_topic: &str, name: &str) -> String {
-    let base = image_topic.trim_end_matches("/compressed");
-    match base.rsplit_once('/') {
-        Some((ns, _)) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => format!("/{name}"),
+pub use crate::ros::topics::output_topic;
+
+/// The outputs of a replay go to a bag, at the log time of the input that made them.
+struct BagSink<'a> {
+    out: &'a mut BagWriter,
+    image_topic: &'a str,
+    log_time: u64,
+}
+
+impl BagSink<'_> {
+    /// Declares the outputs' topics before the first message (so a bag without poses still
+    /// lists the pose topics).
+    fn declare(&mut self, kinds: &[OutputKind]) -> Result<(), BagError> {
+        for kind in kinds {
+            let (ros_type, definition) = kind.definition();
+            let topic = output_topic(self.image_topic, kind.topic());
+            self.out.add_topic(&topic, ros_type, "ros2msg", definition.as_bytes(), None)?;
+        }
+        Ok(())
     }
+}
+
+impl OutputSink for BagSink<'_> {
+    type Error = BagError;
+
+    fn emit(&mut self, output: Output) -> Result<(), BagError> {
+        let topic = output_topic(self.image_topic, output.kind().topic());
+        let bytes = output.to_cdr().map_err(|e| BagError::Write { path: topic.clone(), reason: e.to_string() })?;
+        self.out.write(&topic, self.log_time, self.log_time, &bytes)
+    }
+}
+
+/// Why a camera message of the bag was skipped.
+#[derive(Debug, thiserror::Error)]
+enum SkipError {
+    #[error(transparent)]
+    Cdr(#[from] CdrError),
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    #[error(transparent)]
+    CameraInfo(#[from] CameraInfoError),
 }
 
 /// What the replay did; per-stage times in milliseconds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplaySummary {
+    /// Camera messages read.
     pub messages: u64,
+    /// Frames read.
     pub frames: u64,
+    /// Frames that could not be decoded.
     pub bad_frames: u64,
+    /// Frames or pairs a model failed on, and unusable CameraInfo messages.
     pub errors: u64,
+    /// Keyframes taken.
     pub keyframes: u64,
+    /// Pairs reconstructed.
     pub pairs: u64,
+    /// Pairs with a pose.
     pub poses: u64,
+    /// SuperPoint time per frame, ms.
     pub superpoint_ms: Vec<f64>,
+    /// DUSt3R time per pair, ms.
     pub dust3r_ms: Vec<f64>,
 }
 
@@ -119,28 +175,16 @@ pub fn replay(
     params: &NodeParams,
     mut progress: impl FnMut(&ReplaySummary),
 ) -> Result<(ReplaySummary, Option<BagError>), BagError> {
-    let keypoints_topic = output_topic(&topics.image, "keypoints");
-    let cloud_topic = output_topic(&topics.image, "pointcloud");
-    let pair_topic = output_topic(&topics.image, "pair_pose");
-    let pose_topic = output_topic(&topics.image, "pose");
-    out.add_typed_topic::<sp_dust3r_msgs::Keypoints>(&keypoints_topic)?;
+    let mut sink = BagSink { out, image_topic: &topics.image, log_time: 0 };
+    sink.declare(&[OutputKind::Keypoints])?;
     if pairs.is_some() {
-        out.add_typed_topic::<sensor_msgs::PointCloud2>(&cloud_topic)?;
-        out.add_typed_topic::<sp_dust3r_msgs::PairPose>(&pair_topic)?;
-        out.add_typed_topic::<geometry_msgs::PoseStamped>(&pose_topic)?;
-        if params.publish_tf {
-            out.add_typed_topic::<tf2_msgs::TFMessage>("/tf")?;
-        }
+        sink.declare(&OutputKind::of_pairs(params.publish_tf))?;
     }
     let post = params.post_params();
-    let mut keyframes: KeyframeSelector<(std_msgs::Header, std::sync::Arc<Frame>)> =
+    let mut keyframes: KeyframeSelector<(std_msgs::Header, Arc<Frame>)> =
         KeyframeSelector::new(params.keyframe_policy());
     let mut camera_info: Option<sensor_msgs::CameraInfo> = None;
     let mut s = ReplaySummary::default();
-    let write = |out: &mut BagWriter, topic: &str, t: u64, msg: &dyn erased::Cdr| -> Result<(), BagError> {
-        let bytes = msg.cdr().map_err(|e| BagError::Write { path: String::new(), reason: e })?;
-        out.write(topic, t, t, &bytes)
-    };
     for file in input {
         for m in file.messages()? {
             let m = match m {
@@ -154,14 +198,15 @@ pub fn replay(
             s.messages += 1;
             // The camera topics go through unchanged, with their own schema and QoS.
             if let Some((encoding, schema)) = &m.schema {
-                out.add_topic(&m.topic, &m.ros_type, encoding, schema, Some(&m.channel_metadata))?;
+                sink.out.add_topic(&m.topic, &m.ros_type, encoding, schema, Some(&m.channel_metadata))?;
             }
-            out.write(&m.topic, m.log_time, m.publish_time, &m.data)?;
+            sink.out.write(&m.topic, m.log_time, m.publish_time, &m.data)?;
+            sink.log_time = m.log_time;
             if Some(&m.topic) == topics.camera_info.as_ref() {
-                match from_cdr::<sensor_msgs::CameraInfo>(&m.data)
-                    .map_err(|e| e.to_string())
-                    .and_then(|i| check_camera_info(&i).map(|_| i))
-                {
+                let checked = from_cdr::<sensor_msgs::CameraInfo>(&m.data)
+                    .map_err(SkipError::from)
+                    .and_then(|i| check_camera_info(&i).map(|_| i).map_err(SkipError::from));
+                match checked {
                     Ok(i) => camera_info = Some(i),
                     Err(e) => {
                         s.errors += 1;
@@ -170,19 +215,8 @@ pub fn replay(
                 }
                 continue;
             }
-            let decoded: Result<(std_msgs::Header, Frame), String> = if topics.compressed {
-                from_cdr::<sensor_msgs::CompressedImage>(&m.data)
-                    .map_err(|e| e.to_string())
-                    .and_then(|c| Frame::decode(&c.data).map(|f| (c.header, f)).map_err(|e| e.to_string()))
-            } else {
-                from_cdr::<sensor_msgs::Image>(&m.data).map_err(|e| e.to_string()).and_then(|i| {
-                    Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data)
-                        .map(|f| (i.header, f))
-                        .map_err(|e| e.to_string())
-                })
-            };
             s.frames += 1;
-            let (header, frame) = match decoded {
+            let (header, frame) = match decode_frame(&m.data, topics.compressed) {
                 Ok(x) => x,
                 Err(e) => {
                     s.bad_frames += 1;
@@ -202,49 +236,31 @@ pub fn replay(
                 }
             };
             s.superpoint_ms.push(t.elapsed().as_secs_f64() * 1e3);
-            write(
-                out,
-                &keypoints_topic,
-                m.log_time,
-                &keypoints_msg(header.clone(), frame.width(), frame.height(), &kp),
-            )?;
+            for output in frame_outputs(&header, &frame, &kp, false) {
+                sink.emit(output)?;
+            }
             if let Some(model) = pairs {
                 let stamp = header.stamp.seconds();
-                let frame = std::sync::Arc::new(frame);
+                let frame = Arc::new(frame);
                 match keyframes.decide(stamp, &kp, &(header.clone(), frame.clone())) {
                     KeyframeDecision::Skip { .. } => {}
                     KeyframeDecision::First => s.keyframes += 1,
                     KeyframeDecision::New { previous, .. } => {
                         s.keyframes += 1;
                         let t = Instant::now();
-                        match reconstruct(
-                            model,
-                            (&previous.0, &previous.1),
-                            (&header, &frame),
-                            camera_info.as_ref(),
-                            params,
-                        ) {
+                        let first = (&previous.0, previous.1.as_ref());
+                        match pair_outputs(model, first, (&header, &frame), camera_info.as_ref(), params) {
                             Ok(r) => {
                                 s.dust3r_ms.push(t.elapsed().as_secs_f64() * 1e3);
                                 s.pairs += 1;
-                                write(out, &cloud_topic, m.log_time, &r.cloud)?;
-                                match r.pose {
-                                    Ok((pair, pose, tf)) => {
-                                        s.poses += 1;
-                                        write(out, &pair_topic, m.log_time, &pair)?;
-                                        write(out, &pose_topic, m.log_time, &pose)?;
-                                        if params.publish_tf {
-                                            write(
-                                                out,
-                                                "/tf",
-                                                m.log_time,
-                                                &tf2_msgs::TFMessage { transforms: vec![tf] },
-                                            )?;
-                                        }
-                                    }
-                                    Err(reason) => {
+                                match &r.no_pose {
+                                    None => s.poses += 1,
+                                    Some(reason) => {
                                         tracing::info!("no pose for the pair ending at frame {}: {reason}", s.frames)
                                     }
+                                }
+                                for output in r.outputs {
+                                    sink.emit(output)?;
                                 }
                             }
                             Err(e) => {
@@ -261,14 +277,14 @@ pub fn replay(
     Ok((s, None))
 }
 
-/// CDR of any generated message, behind one object-safe trait (the replay writes several types).
-mod erased {
-    pub trait Cdr {
-        fn cdr(&self) -> Result<Vec<u8>, String>;
-    }
-    impl<T: serde::Serialize + super::RosMessage> Cdr for T {
-        fn cdr(&self) -> Result<Vec<u8>, String> {
-            super::to_cdr(self).map_err(|e| e.to_string())
-        }
+/// A camera message's header and frame.
+fn decode_frame(data: &[u8], compressed: bool) -> Result<(std_msgs::Header, Frame), SkipError> {
+    if compressed {
+        let c = from_cdr::<sensor_msgs::CompressedImage>(data)?;
+        Ok((c.header, Frame::decode(&c.data)?))
+    } else {
+        let i = from_cdr::<sensor_msgs::Image>(data)?;
+        let frame = Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data)?;
+        Ok((i.header, frame))
     }
 }

@@ -53,7 +53,7 @@ pub struct Dust3rArgs {
     /// Also time the swapped pass (view 2, view 1) on the same encoder outputs.
     #[arg(long)]
     swapped: bool,
-    /// Python with numpy and torch for the PyTorch CPU peer (default: $SP_DUST3R_PYTHON,
+    /// Python with numpy, torch and safetensors for the PyTorch CPU peer (default: $SP_DUST3R_PYTHON,
     /// ./.venv/bin/python, then python3); the peer is skipped, with a note, where torch is absent.
     #[arg(long)]
     python: Option<PathBuf>,
@@ -74,7 +74,7 @@ pub struct SuperPointArgs {
     repeat: usize,
     #[arg(long, default_value_t = 2)]
     warmup: usize,
-    /// Python with numpy, onnx and onnxruntime (default: $SP_DUST3R_PYTHON, ./.venv/bin/python,
+    /// Python with numpy, onnx, onnxruntime and safetensors (default: $SP_DUST3R_PYTHON, ./.venv/bin/python,
     /// then python3). `tools/setup-peers.sh` makes ./.venv.
     #[arg(long)]
     python: Option<PathBuf>,
@@ -157,7 +157,9 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
             dir.path().as_os_str(),
         ],
     )
-    .context("the ONNX Runtime peer needs numpy, onnx, onnxruntime: run tools/setup-peers.sh or pass --python")?;
+    .context(
+        "the ONNX Runtime peer needs numpy, onnx, onnxruntime, safetensors: run tools/setup-peers.sh or pass --python",
+    )?;
     let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
 
     // The peer must have computed the same function, or the comparison means nothing.
@@ -191,7 +193,7 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => {
             let t = Instant::now();
-            synthetic::write_checkpoint(tmp.path(), DUST3R_FULL_CONFIG).map_err(anyhow::Error::msg)?;
+            synthetic::write_checkpoint(tmp.path(), DUST3R_FULL_CONFIG)?;
             println!("generated deterministic full-size weights in {:.1} s", t.elapsed().as_secs_f64());
             tmp.path().to_path_buf()
         }
@@ -289,7 +291,7 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         Err(e) => {
             let why = format!("{e:#}");
             println!(
-                "PyTorch peer skipped (needs numpy and torch in {}): {}",
+                "PyTorch peer skipped (needs numpy, torch and safetensors in {}): {}",
                 python.display(),
                 why.lines().last().unwrap_or("")
             );
@@ -325,14 +327,8 @@ fn synthetic_pair(
     let (w, h) = (512usize, 512usize);
     let t21: Transform<Cam2, Cam1> =
         Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));
-    let mut state = 12345u64;
-    let mut uniform = move || {
-        state = state.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = sp_dust3r::rng::SplitMix64::new(12345);
+    let mut uniform = move || rng.next_f64();
     let own = |f: f64, phase: f64| -> Vec<Vector3<f64>> {
         (0..w * h)
             .map(|i| {

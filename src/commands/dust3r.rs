@@ -5,10 +5,11 @@ use anyhow::{bail, Context};
 use ndarray::{Array2, Array3};
 use serde_json::json;
 
-use sp_dust3r::backend::tt_server::TtDust3r;
+use sp_dust3r::backend::build::BackendKind;
+use sp_dust3r::backend::tt_server::{TtDust3r, DEFAULT_DUST3R_URL};
 use sp_dust3r::backend::{CameraK, PairRequest};
 use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, PrepMode, HUB_MODEL};
-use sp_dust3r::geometry::{relative_pose, Intrinsics, PairPose, PoseOptions};
+use sp_dust3r::geometry::{relative_pose, PairPose, PoseOptions};
 use sp_dust3r::image::Frame;
 use sp_dust3r::weights;
 
@@ -60,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.pose && args.intrinsics.is_some() {
         bail!("--intrinsics only matters with --pose");
     }
-    if args.server.backend == super::BackendArg::TtServer {
+    if args.server.backend == BackendKind::TtServer {
         return run_server(&args);
     }
     let total = Instant::now();
@@ -109,11 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
         let t = Instant::now();
         // One camera: its intrinsics, mapped into view 2's 512 grid through the preprocessing.
-        let known = args.intrinsics.map(|[fx, fy, cx, cy]| {
-            let m = v2.mapping;
-            let (cx, cy) = m.to_network(cx, cy);
-            Intrinsics { fx: fx * m.scale_x, fy: fy * m.scale_y, cx, cy }
-        });
+        let known = args.intrinsics.map(|[fx, fy, cx, cy]| CameraK { fx, fy, cx, cy }.in_network(&v2.mapping));
         let opts = PoseOptions {
             mode: args.mode.into(),
             known_intrinsics: known,
@@ -146,7 +143,7 @@ fn run_server(args: &Args) -> anyhow::Result<()> {
     if !matches!(args.preprocess, Prep::Pad) {
         bail!("the mast3r-blackhole server pads to a square; --preprocess crop/upstream are CPU-only");
     }
-    let url = args.server.server_url.clone().unwrap_or_else(|| "http://127.0.0.1:20001".into());
+    let url = args.server.server_url.clone().unwrap_or_else(|| DEFAULT_DUST3R_URL.into());
     let mut backend = TtDust3r::new(args.server.options(&url));
     backend.return_pose = args.pose;
     backend.link().wait_ready(std::time::Duration::from_secs_f64(args.server.wait))?;
@@ -164,10 +161,7 @@ fn run_server(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", args.out.display()))?;
     let mut line = json!({"backend": backend.link().describe(), "timing_ms": super::host_timing_json(&[timing])});
     if let Some(p) = &pose {
-        line["pose"] = match p {
-            Ok(p) => super::pose::pose_json(&Ok(p.clone())),
-            Err(reason) => json!({"pose": null, "reason": reason}),
-        };
+        line["pose"] = super::pose::pose_json(p);
     }
     println!("{line}");
     Ok(())

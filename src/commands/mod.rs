@@ -19,18 +19,12 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendArg {
-    Cpu,
-    TtServer,
-}
-
 /// Running a subcommand on a tt-model server instead of the CPU.
 #[derive(clap::Args)]
 pub struct ServerArgs {
     /// Where the model runs: in process, or on a tt-model server (`tt-model serve ...`).
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub backend: BackendArg,
+    #[arg(long, value_enum, default_value_t = sp_dust3r::backend::build::BackendKind::Cpu)]
+    pub backend: sp_dust3r::backend::build::BackendKind,
     /// The server's base URL (default: http://127.0.0.1:20000 for SuperPoint, :20001 for DUSt3R).
     #[arg(long)]
     pub server_url: Option<String>,

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use serde_json::json;
 
+use sp_dust3r::backend::build::{build_backends, BackendKind, Backends};
 use sp_dust3r::bag::replay::{choose_topics, replay, ReplaySummary};
 use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
 use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
 use sp_dust3r::eval::evaluate;
 use sp_dust3r::ros::args::{ParamValue, RosArgs};
-use sp_dust3r::ros::backends::{build_backends, Backends};
 use sp_dust3r::ros::params::NodeParams;
 
 #[derive(clap::Args)]
@@ -33,7 +33,7 @@ pub struct Args {
     dust3r_weights: Option<PathBuf>,
     /// Where both models run (the params file can set them one by one).
     #[arg(long, value_enum)]
-    backend: Option<super::BackendArg>,
+    backend: Option<BackendKind>,
     /// The image topic (default: the bag's only sensor_msgs/Image or CompressedImage topic).
     #[arg(long)]
     image_topic: Option<String>,
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ros.params.push(("dust3r_weights".into(), path(w)));
     }
     if let Some(b) = args.backend {
-        let v = ParamValue::String(if b == super::BackendArg::TtServer { "tt-server" } else { "cpu" }.into());
+        let v = ParamValue::String(b.name().into());
         ros.params.push(("superpoint_backend".into(), v.clone()));
         ros.params.push(("dust3r_backend".into(), v));
     }
@@ -104,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let cameras = choose_topics(&topics, args.image_topic.as_deref(), args.camera_info_topic.as_deref())?;
     tracing::info!("replaying {} (camera_info: {})", cameras.image, cameras.camera_info.as_deref().unwrap_or("none"));
-    let Backends { features, dust3r } = build_backends(&params)?;
+    let Backends { features, dust3r } = build_backends(&params.backend_config())?;
     let dust3r = match dust3r {
         Ok(d) => Some(d),
         Err(e) if ground_truth.is_some() => {

@@ -5,7 +5,8 @@ use anyhow::Context;
 use ndarray::{Array1, Array2};
 use serde_json::json;
 
-use sp_dust3r::backend::tt_server::TtSuperPoint;
+use sp_dust3r::backend::build::BackendKind;
+use sp_dust3r::backend::tt_server::{TtSuperPoint, DEFAULT_SUPERPOINT_URL};
 use sp_dust3r::image::Frame;
 use sp_dust3r::superpoint::{Keypoints, PostParams, SuperPoint, HUB_MODEL};
 use sp_dust3r::weights;
@@ -20,13 +21,13 @@ pub struct Args {
     #[arg(long)]
     image: PathBuf,
     /// Keep the N best keypoints; -1 keeps all.
-    #[arg(long, default_value_t = 1024, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = sp_dust3r::superpoint::DEFAULT_MAX_KEYPOINTS as i64, allow_hyphen_values = true)]
     max_keypoints: i64,
     /// Keep keypoints whose score is strictly above T.
-    #[arg(long, default_value_t = 0.005)]
+    #[arg(long, default_value_t = sp_dust3r::superpoint::DEFAULT_THRESHOLD as f32)]
     threshold: f32,
     /// Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = sp_dust3r::superpoint::DEFAULT_NMS_RADIUS as i64)]
     nms_radius: i64,
     /// Run the whole job K times and report median stage times.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -39,8 +40,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let params = PostParams::new(args.threshold, args.nms_radius, 4, args.max_keypoints)?;
-    if args.server.backend == super::BackendArg::TtServer {
+    let params =
+        PostParams::new(args.threshold, args.nms_radius, sp_dust3r::superpoint::BORDER as i64, args.max_keypoints)?;
+    if args.server.backend == BackendKind::TtServer {
         return run_server(&args, &params);
     }
     let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
@@ -76,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The same job on a superpoint-p150 server: the same NPZ, and where the time went on this side.
 fn run_server(args: &Args, params: &PostParams) -> anyhow::Result<()> {
-    let url = args.server.server_url.clone().unwrap_or_else(|| "http://127.0.0.1:20000".into());
+    let url = args.server.server_url.clone().unwrap_or_else(|| DEFAULT_SUPERPOINT_URL.into());
     let backend = TtSuperPoint::new(args.server.options(&url));
     backend.link().wait_ready(std::time::Duration::from_secs_f64(args.server.wait))?;
     let frame = Frame::open(&args.image)?;

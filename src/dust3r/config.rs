@@ -9,25 +9,37 @@ use crate::weights::WeightsError;
 /// dimension is a multiple of 4 (RoPE2D splits it in halves of pairs).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct Dust3rConfig {
+    /// Patch side in pixels.
     #[serde(default = "default_patch")]
     pub patch_size: usize,
+    /// Encoder width.
     pub enc_embed_dim: usize,
+    /// Encoder blocks.
     pub enc_depth: usize,
+    /// Encoder attention heads.
     pub enc_num_heads: usize,
+    /// Decoder width.
     pub dec_embed_dim: usize,
+    /// Decoder blocks (per branch).
     pub dec_depth: usize,
+    /// Decoder attention heads.
     pub dec_num_heads: usize,
+    /// MLP width over model width.
     #[serde(default = "default_mlp_ratio")]
     pub mlp_ratio: f64,
+    /// Position embedding, `RoPE<base>`.
     #[serde(default = "default_pos_embed")]
     pub pos_embed: String,
+    /// Head type (`dpt`).
     #[serde(default = "default_head")]
     pub head_type: String,
+    /// Output mode (`pts3d`).
     #[serde(default = "default_output")]
     pub output_mode: String,
     /// `["exp", min, max]`; the bounds are ±Infinity in the released file.
     #[serde(default)]
     pub depth_mode: Option<(String, Option<f64>, Option<f64>)>,
+    /// `["exp", min, max]` for the confidence.
     #[serde(default)]
     pub conf_mode: Option<(String, Option<f64>, Option<f64>)>,
 }
@@ -49,41 +61,49 @@ fn default_output() -> String {
 }
 
 impl Dust3rConfig {
+    /// Reads and checks a config.json.
     pub fn from_file(path: &Path) -> Result<Self, WeightsError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| WeightsError::Io { path: path.to_path_buf(), source })?;
-        Self::from_json(&text).map_err(|reason| WeightsError::Config { path: path.to_path_buf(), reason })
+        Self::from_json(&text).map_err(|e| WeightsError::Config { path: path.to_path_buf(), reason: e.to_string() })
     }
 
     /// Parses the config, accepting the non-standard `Infinity`, `-Infinity` and `NaN` tokens
     /// Python's json module writes (they become absent bounds).
-    pub fn from_json(text: &str) -> Result<Self, String> {
-        let cfg: Self = serde_json::from_str(&python_json_to_standard(text)).map_err(|e| e.to_string())?;
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let cfg: Self = serde_json::from_str(&python_json_to_standard(text))?;
         cfg.validate()?;
         Ok(cfg)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// Refuses what this implementation cannot run.
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.unsupported().map_or(Ok(()), |why| Err(ConfigError::Unsupported(why)))
+    }
+
+    /// What this implementation cannot run, in words, if anything.
+    fn unsupported(&self) -> Option<String> {
         let check_heads = |what: &str, dim: usize, heads: usize| {
-            if heads == 0 || dim % heads != 0 || (dim / heads) % 4 != 0 {
-                Err(format!("{what}: width {dim} with {heads} heads needs a head dimension that is a multiple of 4"))
-            } else {
-                Ok(())
-            }
+            (heads == 0 || dim % heads != 0 || (dim / heads) % 4 != 0).then(|| {
+                format!("{what}: width {dim} with {heads} heads needs a head dimension that is a multiple of 4")
+            })
         };
-        check_heads("encoder", self.enc_embed_dim, self.enc_num_heads)?;
-        check_heads("decoder", self.dec_embed_dim, self.dec_num_heads)?;
+        if let Some(why) = check_heads("encoder", self.enc_embed_dim, self.enc_num_heads)
+            .or_else(|| check_heads("decoder", self.dec_embed_dim, self.dec_num_heads))
+        {
+            return Some(why);
+        }
         if self.patch_size == 0 || self.enc_depth == 0 || self.dec_depth < 4 {
-            return Err(format!(
+            return Some(format!(
                 "patch size {}, encoder depth {}, decoder depth {} (needs >= 4 for the DPT hooks)",
                 self.patch_size, self.enc_depth, self.dec_depth
             ));
         }
         if self.rope_base().is_none() {
-            return Err(format!("pos_embed {:?} is not RoPE<base>", self.pos_embed));
+            return Some(format!("pos_embed {:?} is not RoPE<base>", self.pos_embed));
         }
         if self.head_type != "dpt" || self.output_mode != "pts3d" {
-            return Err(format!(
+            return Some(format!(
                 "head {:?} / output {:?}: only the DPT pts3d head is supported",
                 self.head_type, self.output_mode
             ));
@@ -91,11 +111,11 @@ impl Dust3rConfig {
         for (what, mode) in [("depth_mode", &self.depth_mode), ("conf_mode", &self.conf_mode)] {
             if let Some((kind, _, _)) = mode {
                 if kind != "exp" {
-                    return Err(format!("{what} {kind:?}: only \"exp\" is supported"));
+                    return Some(format!("{what} {kind:?}: only \"exp\" is supported"));
                 }
             }
         }
-        Ok(())
+        None
     }
 
     /// RoPE frequency base from `RoPE<base>`.
@@ -103,6 +123,7 @@ impl Dust3rConfig {
         self.pos_embed.strip_prefix("RoPE").and_then(|b| b.parse().ok())
     }
 
+    /// The MLP's hidden width for a block of `width`.
     pub fn mlp_dim(&self, width: usize) -> usize {
         (width as f64 * self.mlp_ratio).round() as usize
     }
@@ -150,4 +171,15 @@ fn python_json_to_standard(text: &str) -> String {
         rest = &rest[c.len_utf8()..];
     }
     out
+}
+
+/// Why a config.json is not one this implementation runs.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not JSON of the config's shape.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A geometry or head this implementation does not support.
+    #[error("{0}")]
+    Unsupported(String),
 }

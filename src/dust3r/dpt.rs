@@ -2,7 +2,7 @@
 //! 1/4, 1/8, 1/16 and 1/32 of the image, projected to 256 channels, fused coarse to fine with
 //! residual conv units, and a conv head producing 4 channels (x, y, z, confidence) per pixel.
 
-use super::model::{BranchHooks, Encoded, Loader};
+use super::layers::{BranchHooks, Encoded, Loader};
 use super::Dust3rError;
 use crate::tensor::{Conv1x1, Conv3x3, ConvTransposeBlock, FeatureMap};
 

@@ -4,13 +4,15 @@
 
 mod config;
 mod dpt;
+mod layers;
 mod model;
 mod post;
 pub mod preprocess;
 pub mod synthetic;
 
-pub use config::Dust3rConfig;
-pub use model::{BranchHooks, Dust3r, Encoded, PairPrediction};
+pub use config::{ConfigError, Dust3rConfig};
+pub use layers::{BranchHooks, Encoded};
+pub use model::{Dust3r, PairPrediction};
 pub use post::Pointmap;
 pub use preprocess::{prepare, InputMapping, PrepMode, PreparedView};
 
@@ -25,16 +27,31 @@ pub const HUB_MODEL: HubModel = HubModel {
     files: &["model.safetensors", "config.json"],
 };
 
+/// Why DUSt3R could not load or run.
 #[derive(Debug, thiserror::Error)]
 pub enum Dust3rError {
+    /// The weights could not be loaded.
     #[error(transparent)]
     Weights(#[from] crate::weights::WeightsError),
+    /// A tensor operation was given inconsistent shapes (a bug).
     #[error("internal shape error: {0}")]
     Tensor(#[from] crate::tensor::TensorError),
+    /// The input image does not fit the patch grid.
     #[error("image must be 3 x H x W with H and W positive multiples of the patch size {patch}, got {channels} x {height} x {width}")]
-    InputSize { channels: usize, height: usize, width: usize, patch: usize },
+    InputSize {
+        /// Channels given.
+        channels: usize,
+        /// Height given.
+        height: usize,
+        /// Width given.
+        width: usize,
+        /// The patch size.
+        patch: usize,
+    },
+    /// The frame could not be resized to the network input.
     #[error(transparent)]
     Resize(#[from] preprocess::ResizeError),
+    /// The two views' token grids differ.
     #[error("the two views have different token grids ({0:?} vs {1:?})")]
     GridMismatch((usize, usize), (usize, usize)),
 }

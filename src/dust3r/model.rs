@@ -2,53 +2,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::dpt::DptHead;
+use super::layers::{BranchHooks, Encoded, Loader, Norm};
 use super::post::Pointmap;
 use super::{Dust3rConfig, Dust3rError};
-use crate::tensor::{attention, gelu, layer_norm, Heads, Linear, Rope2d};
-use crate::weights::{Param, WeightFile, WeightsError};
-
-/// LayerNorm epsilon everywhere in the model.
-const LN_EPS: f32 = 1e-6;
-
-/// Loading helpers shared with the DPT head.
-pub(super) struct Loader {
-    pub file: Arc<WeightFile>,
-}
-
-impl Loader {
-    pub fn param(&self, name: &str, shape: &[usize]) -> Result<Param, WeightsError> {
-        self.file.f32_param(&[name], shape)
-    }
-
-    pub fn tensor(&self, names: &[&str], shape: &[usize]) -> Result<Vec<f32>, WeightsError> {
-        Ok(self.file.f32_tensor(names, shape)?.into_owned())
-    }
-
-    pub fn linear(&self, prefix: &str, in_dim: usize, out_dim: usize) -> Result<Linear, Dust3rError> {
-        let w = self.param(&format!("{prefix}.weight"), &[out_dim, in_dim])?;
-        let b = self.param(&format!("{prefix}.bias"), &[out_dim])?;
-        Ok(Linear::new(in_dim, out_dim, w, b)?)
-    }
-
-    pub fn norm(&self, prefix: &str, dim: usize) -> Result<Norm, Dust3rError> {
-        Ok(Norm {
-            gamma: self.param(&format!("{prefix}.weight"), &[dim])?,
-            beta: self.param(&format!("{prefix}.bias"), &[dim])?,
-        })
-    }
-}
-
-pub(super) struct Norm {
-    gamma: Param,
-    beta: Param,
-}
-
-impl Norm {
-    fn apply(&self, x: &[f32]) -> Result<Vec<f32>, Dust3rError> {
-        let g = self.gamma.as_slice();
-        Ok(layer_norm(x, g.len(), g, self.beta.as_slice(), LN_EPS)?)
-    }
-}
+use crate::tensor::{attention, gelu, Heads, Linear, Rope2d};
+use crate::weights::WeightFile;
 
 /// Geometry shared by the attention layers of one stack.
 #[derive(Clone, Copy)]
@@ -203,29 +161,6 @@ impl DecoderBlock {
     }
 }
 
-/// One view after the encoder: `enc_norm` output tokens on a `rows x cols` grid.
-#[derive(Clone, Debug)]
-pub struct Encoded {
-    pub tokens: Vec<f32>,
-    pub rows: usize,
-    pub cols: usize,
-    pub width: usize,
-}
-
-impl Encoded {
-    /// Token positions (row, column), row-major.
-    pub fn positions(&self) -> Vec<(usize, usize)> {
-        (0..self.rows).flat_map(|r| (0..self.cols).map(move |c| (r, c))).collect()
-    }
-}
-
-/// The decoder outputs a DPT head reads from one branch: list entries at the middle hooks and
-/// the `dec_norm`-ed last one (`dec_width` wide each).
-#[derive(Clone, Debug)]
-pub struct BranchHooks {
-    pub hooks: [Vec<f32>; 3],
-}
-
 /// Both views' pointmaps in camera 1's frame.
 #[derive(Clone, Debug)]
 pub struct PairPrediction {
@@ -234,6 +169,9 @@ pub struct PairPrediction {
     /// View 2 expressed in camera 1's frame.
     pub view2_in_1: Pointmap,
 }
+
+/// Every decoder block's output per branch (`[branch][block]`) and `dec_norm` of the last.
+pub type DecoderOutputs = ([Vec<Vec<f32>>; 2], [Vec<f32>; 2]);
 
 /// The DUSt3R network.
 pub struct Dust3r {
@@ -260,6 +198,7 @@ impl Dust3r {
         Self::from_weights(file, config)
     }
 
+    /// The network from an opened weight file and its config.
     pub fn from_weights(file: Arc<WeightFile>, config: Dust3rConfig) -> Result<Self, Dust3rError> {
         let l = Loader { file };
         let (e, d, p) = (config.enc_embed_dim, config.dec_embed_dim, config.patch_size);
@@ -296,6 +235,7 @@ impl Dust3r {
         })
     }
 
+    /// The config it was built with.
     pub fn config(&self) -> &Dust3rConfig {
         &self.config
     }
@@ -371,11 +311,7 @@ impl Dust3r {
 
     /// Every decoder block's raw output for both branches (`[branch][block]`, before `dec_norm`),
     /// plus `dec_norm` of the last: for checking which entries the heads are wired to.
-    pub fn decoder_outputs(
-        &self,
-        first: &Encoded,
-        second: &Encoded,
-    ) -> Result<([Vec<Vec<f32>>; 2], [Vec<f32>; 2]), Dust3rError> {
+    pub fn decoder_outputs(&self, first: &Encoded, second: &Encoded) -> Result<DecoderOutputs, Dust3rError> {
         let mut all: [Vec<Vec<f32>>; 2] = [Vec::new(), Vec::new()];
         self.run_decoder(first, second, |_, f1, f2| {
             all[0].push(f1.to_vec());

@@ -3,7 +3,9 @@ use crate::tensor::FeatureMap;
 /// A dense pointmap: one 3-D point and one confidence per pixel, row-major.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pointmap {
+    /// Rows.
     pub height: usize,
+    /// Columns.
     pub width: usize,
     /// `height x width x 3`.
     pub points: Vec<f32>,

@@ -31,12 +31,17 @@ pub enum PrepMode {
 /// `(x * scale_x + offset_x, y * scale_y + offset_y)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct InputMapping {
+    /// Width of the original frame.
     pub original_width: u32,
+    /// Height of the original frame.
     pub original_height: u32,
+    /// Network pixels per original pixel, horizontally.
     pub scale_x: f64,
+    /// Network pixels per original pixel, vertically.
     pub scale_y: f64,
     /// In network pixels (negative where the original was cropped).
     pub offset_x: f64,
+    /// Vertical offset in network pixels.
     pub offset_y: f64,
 }
 
@@ -45,9 +50,11 @@ impl InputMapping {
     pub fn scale(&self) -> f64 {
         self.scale_x
     }
+    /// Original pixel (x, y) in network pixels.
     pub fn to_network(&self, x: f64, y: f64) -> (f64, f64) {
         (x * self.scale_x + self.offset_x, y * self.scale_y + self.offset_y)
     }
+    /// Network pixel (u, v) in original pixels.
     pub fn to_original(&self, u: f64, v: f64) -> (f64, f64) {
         ((u - self.offset_x) / self.scale_x, (v - self.offset_y) / self.scale_y)
     }
@@ -56,14 +63,19 @@ impl InputMapping {
 /// A prepared view: planar RGB `3 x height x width`, values `(v / 255 - 0.5) / 0.5`.
 #[derive(Clone, Debug)]
 pub struct PreparedView {
+    /// Planar RGB, `3 x height x width`, normalised to [-1, 1].
     pub image: Vec<f32>,
+    /// Network input width.
     pub width: u32,
+    /// Network input height.
     pub height: u32,
+    /// Where it came from in the original frame.
     pub mapping: InputMapping,
     /// The resized 8-bit RGB input (interleaved), e.g. to colour a point cloud.
     pub rgb: Vec<u8>,
 }
 
+/// The frame could not be resized (the resizer's words).
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("cannot resize the image: {0}")]
 pub struct ResizeError(String);
@@ -119,6 +131,7 @@ fn window(rgb: &[u8], (iw, ih): (u32, u32), (x0, y0): (i64, i64), (w, h): (u32, 
     out
 }
 
+/// A frame as the network's input: resized (and padded or cropped) as `mode` says.
 pub fn prepare(frame: &Frame, mode: PrepMode) -> Result<PreparedView, ResizeError> {
     let (w, h) = (frame.width(), frame.height());
     let rgb = frame.to_rgb8();

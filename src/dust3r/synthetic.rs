@@ -4,20 +4,16 @@
 
 use std::path::Path;
 
-use super::Dust3rConfig;
+use super::{ConfigError, Dust3rConfig};
 
 /// FNV-1a, 64 bit.
 pub fn fnv1a64(text: &str) -> u64 {
     text.bytes().fold(0xcbf29ce484222325, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
 }
 
-/// The i-th (1-based) uniform value in [0, 1) of the stream seeded by `seed` (splitmix64 finaliser).
+/// The i-th (1-based) uniform value in [0, 1) of the stream seeded by `seed`.
 pub fn uniform(seed: u64, i: u64) -> f64 {
-    let mut z = seed.wrapping_add(i.wrapping_mul(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    crate::rng::SplitMix64::nth_f64(seed, i)
 }
 
 /// Values of tensor `key` with `shape`: uniform in ±sqrt(3 / fan_in) for matrices and kernels
@@ -132,7 +128,7 @@ pub fn checkpoint_layout(c: &Dust3rConfig) -> Vec<(String, Vec<usize>)> {
 }
 
 /// Writes a deterministic checkpoint (`model.safetensors` + `config.json`) for `config_json`.
-pub fn write_checkpoint(dir: &Path, config_json: &str) -> Result<(), String> {
+pub fn write_checkpoint(dir: &Path, config_json: &str) -> Result<(), CheckpointError> {
     let config = Dust3rConfig::from_json(config_json)?;
     let layout = checkpoint_layout(&config);
     let data: Vec<(String, Vec<usize>, Vec<u8>)> = layout
@@ -145,11 +141,23 @@ pub fn write_checkpoint(dir: &Path, config_json: &str) -> Result<(), String> {
     let views = data
         .iter()
         .map(|(k, s, d)| {
-            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d)
-                .map(|v| (k.clone(), v))
-                .map_err(|e| e.to_string())
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).map(|v| (k.clone(), v))
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("config.json"), config_json).map_err(|e| e.to_string())
+        .collect::<Result<Vec<_>, _>>()?;
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))?;
+    Ok(std::fs::write(dir.join("config.json"), config_json)?)
+}
+
+/// Why a synthetic checkpoint could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The config is not one the model runs.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// safetensors refused a tensor or the file.
+    #[error(transparent)]
+    Safetensors(#[from] safetensors::SafeTensorError),
+    /// config.json could not be written.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }

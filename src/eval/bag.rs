@@ -9,10 +9,10 @@ use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
 use super::{parse_tum, EvalError, PairEstimate, StampedPose};
 use crate::bag::{mcap_files, McapFile};
 use crate::geometry::{TCam1Cam2, Transform};
-use crate::ros::msg::{from_cdr, geometry_msgs, sensor_msgs, sp_dust3r_msgs, tf2_msgs};
+use crate::ros::msg::{from_cdr, geometry_msgs, sensor_msgs, sp_dust3r_msgs, tf2_msgs, RosMessage};
 
-const POSE_STAMPED: &str = "geometry_msgs/msg/PoseStamped";
-const TF_MESSAGE: &str = "tf2_msgs/msg/TFMessage";
+const POSE_STAMPED: &str = geometry_msgs::PoseStamped::ROS_TYPE;
+const TF_MESSAGE: &str = tf2_msgs::TFMessage::ROS_TYPE;
 
 /// Where the ground truth is.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,7 +21,14 @@ pub enum GroundTruth {
     Tum(PathBuf),
     /// A bag's PoseStamped topic (`None`: the bag's only one), or its TF between two frames
     /// (`topic` is then the TF topic, `/tf` by default).
-    Bag { path: PathBuf, topic: Option<String>, frames: Option<(String, String)> },
+    Bag {
+        /// The bag (file or folder).
+        path: PathBuf,
+        /// The PoseStamped or TF topic; `None`: the bag's only PoseStamped topic.
+        topic: Option<String>,
+        /// With TF: the parent and child frames.
+        frames: Option<(String, String)>,
+    },
 }
 
 impl GroundTruth {
@@ -62,7 +69,7 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
         for m in f.messages()? {
             let m = m?;
             match m.ros_type.as_str() {
-                "sp_dust3r_msgs/msg/PairPose" => {
+                t if t == sp_dust3r_msgs::PairPose::ROS_TYPE => {
                     let p: sp_dust3r_msgs::PairPose = decode(&m.data, &m.topic)?;
                     let (r, t) = pose_of(&p.pose);
                     with_pose.push(PairEstimate {
@@ -71,7 +78,7 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
                         t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
                     });
                 }
-                "sensor_msgs/msg/PointCloud2" => {
+                t if t == sensor_msgs::PointCloud2::ROS_TYPE => {
                     let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
                     clouds.push(c.header.stamp.seconds());
                 }
@@ -109,7 +116,7 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
     }
     let topic = match (topic, frames) {
         (Some(t), _) => t.clone(),
-        (None, Some(_)) => "/tf".to_string(),
+        (None, Some(_)) => crate::ros::topics::TF.to_string(),
         (None, None) => {
             let found: Vec<&String> = topics.iter().filter(|(_, ty)| ty == POSE_STAMPED).map(|(t, _)| t).collect();
             match found[..] {

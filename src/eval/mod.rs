@@ -21,24 +21,49 @@ pub struct Camera;
 /// `T_world_camera` at a time (seconds).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StampedPose {
+    /// Seconds.
     pub t: f64,
+    /// The camera's pose in the world.
     pub pose: Transform<World, Camera>,
 }
 
+/// Why an evaluation could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
+    /// A TUM trajectory line does not parse.
     #[error("TUM trajectory line {line}: {reason}")]
-    Tum { line: usize, reason: String },
+    Tum {
+        /// The line number (1-based).
+        line: usize,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The ground truth has no poses.
     #[error("the ground truth has no poses")]
     Empty,
+    /// A file could not be read.
     #[error("cannot read {path}: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A bag could not be read.
     #[error(transparent)]
     Bag(#[from] crate::bag::BagError),
+    /// A message of a bag does not decode.
     #[error("a message on {topic} does not decode: {reason}")]
-    Message { topic: String, reason: String },
+    Message {
+        /// Its topic.
+        topic: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The bag has no pairs to score.
     #[error("{0} has no pairs (no sp_dust3r_msgs/msg/PairPose or sensor_msgs/msg/PointCloud2 messages)")]
     NoPairs(String),
+    /// The ground-truth topic is missing, ambiguous or of the wrong type.
     #[error("{0}")]
     GroundTruthTopic(String),
 }
@@ -199,17 +224,24 @@ mod tests {
 /// `None` when the pipeline found no pose for the pair (then `t2` may be NaN: unknown).
 #[derive(Clone, Debug)]
 pub struct PairEstimate {
+    /// View 1's time, seconds.
     pub t1: f64,
+    /// View 2's time, seconds (NaN when unknown).
     pub t2: f64,
+    /// Camera 2's pose in camera 1's frame, if the pipeline found one.
     pub t_cam1_cam2: Option<crate::geometry::TCam1Cam2>,
 }
 
 /// A pair's errors against the ground truth (degrees); `None` where not computable.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PairMetric {
+    /// View 1's time, seconds.
     pub reference_time: f64,
+    /// View 2's time, seconds.
     pub query_time: f64,
+    /// Angle of the relative rotation error.
     pub rotation_error_deg: Option<f64>,
+    /// Angle between the estimated and the true translation directions.
     pub translation_error_deg: Option<f64>,
 }
 
@@ -224,14 +256,20 @@ impl PairMetric {
     }
 }
 
+/// What `evaluate` found: per-pair errors and the pose AUC.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Report {
+    /// Every pair, in time order.
     pub pairs: Vec<PairMetric>,
+    /// Pairs scored.
     pub num_pairs: usize,
+    /// Pairs without a pose (counted as failures).
     pub num_without_pose: usize,
     /// Pairs whose times fall outside the ground truth (left out of the metrics).
     pub num_without_ground_truth: usize,
+    /// The AUC thresholds, degrees.
     pub auc_thresholds_deg: Vec<f64>,
+    /// The AUC at each threshold.
     pub auc: Vec<f64>,
 }
 

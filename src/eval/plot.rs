@@ -51,7 +51,9 @@ const GLYPHS: &[(char, [&str; 7])] = &[
 const WHITE: Rgb<u8> = Rgb([255, 255, 255]);
 const BLACK: Rgb<u8> = Rgb([0, 0, 0]);
 const GREY: Rgb<u8> = Rgb([200, 200, 200]);
+/// Colour of the rotation errors.
 pub const ROTATION: Rgb<u8> = Rgb([214, 39, 40]);
+/// Colour of the translation-direction errors.
 pub const TRANSLATION: Rgb<u8> = Rgb([31, 119, 180]);
 const CURVE: Rgb<u8> = Rgb([44, 160, 44]);
 

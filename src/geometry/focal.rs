@@ -94,3 +94,21 @@ pub fn focal_median_vote(points: &[f32], width: usize, height: usize, (cx, cy): 
     let base = width.max(height) as f64 / (2.0 * 30f64.to_radians().tan());
     Some(median.clamp(0.2 * base, 8.0 * base))
 }
+
+#[cfg(test)]
+mod level_tests {
+    use crate::tensor::simd::check_levels;
+
+    #[test]
+    fn weighted_fit_is_identical_at_every_level() {
+        let v =
+            |seed| crate::tensor::simd::test_values(1003, seed, 300.0).iter().map(|&x| x as f64).collect::<Vec<_>>();
+        let (pu, pv, au, av) = (v(1), v(2), v(3), v(4));
+        for f in [None, Some(1.7)] {
+            check_levels("weighted_fit", |level| {
+                let (a, b) = super::weighted_fit::at(level, &pu, &pv, &au, &av, f);
+                (a.to_bits(), b.to_bits())
+            });
+        }
+    }
+}

@@ -22,6 +22,7 @@ pub enum PoseMode {
 }
 
 impl PoseMode {
+    /// The mode's name on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {
             PoseMode::PairViewer => "pairviewer",
@@ -30,8 +31,10 @@ impl PoseMode {
     }
 }
 
+/// How to recover a pair's pose.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoseOptions {
+    /// Which recipe.
     pub mode: PoseMode,
     /// Intrinsics shared by both views, already in the pointmap grid's pixels (see
     /// `InputMapping`); used instead of the estimated focals.
@@ -43,6 +46,7 @@ pub struct PoseOptions {
     /// Pointmap-grid pixels per original image pixel of view 1 and view 2, to report focals in
     /// the original images' pixels.
     pub grid_per_original_px: [f64; 2],
+    /// Seed of RANSAC's generator (runs repeat).
     pub seed: u64,
 }
 
@@ -66,25 +70,42 @@ pub struct PairPose {
     pub t_cam1_cam2: TCam1Cam2,
     /// Focals of view 1 and view 2 in the original images' pixels.
     pub focal1: f64,
+    /// View 2's focal in its original pixels.
     pub focal2: f64,
+    /// PnP inliers.
     pub num_inliers: usize,
+    /// Whether the known intrinsics were used instead of estimated focals.
     pub used_known_intrinsics: bool,
+    /// The recipe used.
     pub mode: PoseMode,
 }
 
 /// Why there is no pose (never an identity in its place).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum NoPose {
+    /// The four pointmaps differ in size or are empty.
     #[error("pointmaps have inconsistent sizes")]
     Shapes,
+    /// A view's focal cannot be estimated (view 1 or 2).
     #[error("the focal of view {0} cannot be estimated (no finite points)")]
     Focal(u8),
+    /// Too few usable points.
     #[error("only {got} usable points (finite, confident enough); {need} needed")]
-    TooFewPoints { got: usize, need: usize },
+    TooFewPoints {
+        /// Usable points.
+        got: usize,
+        /// Points needed.
+        need: usize,
+    },
+    /// PnP failed.
     #[error(transparent)]
     Pnp(#[from] PnpError),
+    /// The options are invalid.
     #[error("invalid option: {0}")]
     Options(String),
+    /// A tt-model server answered the pair without a pose.
+    #[error("the server returned no pose (not asked, or its PnP failed)")]
+    NotReturned,
 }
 
 /// Relative pose from the forward (view 1, view 2) and swapped (view 2, view 1) predictions.

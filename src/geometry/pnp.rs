@@ -5,29 +5,38 @@
 use nalgebra::{Matrix3, Matrix6, Rotation3, Vector2, Vector3, Vector6};
 
 use super::Transform;
+use crate::rng::SplitMix64;
 
 /// Pinhole intrinsics in pixels.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Intrinsics {
+    /// Focal length along x, pixels.
     pub fx: f64,
+    /// Focal length along y, pixels.
     pub fy: f64,
+    /// Principal point x, pixels.
     pub cx: f64,
+    /// Principal point y, pixels.
     pub cy: f64,
 }
 
 impl Intrinsics {
+    /// Pixel of a point in camera coordinates; `None` behind the camera.
     pub fn project(&self, p: &Vector3<f64>) -> Option<Vector2<f64>> {
         (p.z > 0.0).then(|| Vector2::new(self.fx * p.x / p.z + self.cx, self.fy * p.y / p.z + self.cy))
     }
 }
 
+/// RANSAC's settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RansacParams {
+    /// Upper bound on hypotheses.
     pub max_iterations: usize,
     /// Inlier if the reprojection error is at most this many pixels.
     pub threshold_px: f64,
     /// Stop once this probability of having drawn an all-inlier sample is reached.
     pub confidence: f64,
+    /// Seed of the sampling generator.
     pub seed: u64,
 }
 
@@ -37,12 +46,16 @@ impl Default for RansacParams {
     }
 }
 
+/// Why PnP found no pose.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum PnpError {
+    /// Fewer than 4 valid correspondences.
     #[error("PnP needs at least 4 valid correspondences, got {0}")]
     TooFewPoints(usize),
+    /// The 3-D points are degenerate (the reason).
     #[error("degenerate 3-D points: {0}")]
     Degenerate(&'static str),
+    /// No hypothesis gathered 6 inliers.
     #[error("RANSAC found no pose with at least 6 inliers")]
     NoConsensus,
 }
@@ -50,7 +63,9 @@ pub enum PnpError {
 /// A pose `T_cam_world` and how many correspondences agree with it.
 #[derive(Clone, Debug)]
 pub struct PnpSolution<Cam, World> {
+    /// `T_cam_world`.
     pub pose: Transform<Cam, World>,
+    /// Correspondences that agree.
     pub inliers: usize,
 }
 
@@ -60,19 +75,12 @@ const SCORING_POINTS: usize = 4096;
 const REFIT_POINTS: usize = 16384;
 const SAMPLE: usize = 5;
 
-/// splitmix64: a small, seedable, reproducible generator.
-struct Rng(u64);
+/// RANSAC's sampling on the project's generator.
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n)
     }
     /// `k` distinct indices below `n` (k <= n), in draw order.
     fn distinct(&mut self, n: usize, k: usize) -> Vec<usize> {
@@ -113,7 +121,7 @@ pub fn solve_pnp_ransac<Cam, World>(
         return Err(PnpError::TooFewPoints(n));
     }
     check_spread(&world[..n])?;
-    let mut rng = Rng(params.seed);
+    let mut rng = Rng(SplitMix64::new(params.seed));
     let scoring = rng.subset(n, SCORING_POINTS);
     let thr2 = params.threshold_px * params.threshold_px;
     let is_inlier = |pose: &Transform<Cam, World>, i: usize| {

@@ -15,7 +15,9 @@ pub struct Cam2;
 /// the pose of frame `B` in frame `A`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Transform<A, B> {
+    /// `R`.
     pub rotation: Rotation3<f64>,
+    /// `t`.
     pub translation: Vector3<f64>,
     frames: PhantomData<(A, B)>,
 }
@@ -26,6 +28,7 @@ pub type TCam1Cam2 = Transform<Cam1, Cam2>;
 pub type TCam2Cam1 = Transform<Cam2, Cam1>;
 
 impl<A, B> Transform<A, B> {
+    /// `X_a = rotation * X_b + translation`.
     pub fn new(rotation: Rotation3<f64>, translation: Vector3<f64>) -> Self {
         Self { rotation, translation, frames: PhantomData }
     }
@@ -35,6 +38,7 @@ impl<A, B> Transform<A, B> {
         Self::new(Rotation3::from_matrix(r), t)
     }
 
+    /// The identity.
     pub fn identity() -> Self {
         Self::new(Rotation3::identity(), Vector3::zeros())
     }
@@ -45,6 +49,7 @@ impl<A, B> Transform<A, B> {
         Transform::new(r, -(r * self.translation))
     }
 
+    /// A point of frame `B` in frame `A`.
     pub fn apply(&self, x: &Vector3<f64>) -> Vector3<f64> {
         self.rotation * x + self.translation
     }
@@ -54,6 +59,7 @@ impl<A, B> Transform<A, B> {
         Transform::new(self.rotation * other.rotation, self.rotation * other.translation + self.translation)
     }
 
+    /// The 4x4 homogeneous matrix.
     pub fn matrix(&self) -> Matrix4<f64> {
         let mut m = Matrix4::identity();
         m.fixed_view_mut::<3, 3>(0, 0).copy_from(self.rotation.matrix());

@@ -8,32 +8,82 @@ use std::path::Path;
 /// Why a frame could not be used. Each variant names what was wrong with the input.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ImageError {
+    /// An encoding this pipeline does not read.
     #[error("unsupported image encoding `{0}` (supported: mono8, mono16, rgb8, bgr8, rgba8, bgra8, yuv422, yuv422_yuy2, bayer_rggb8, bayer_bggr8, bayer_gbrg8, bayer_grbg8)")]
     UnknownEncoding(String),
+    /// A 4:2:2 encoding with an odd width.
     #[error("{encoding} needs an even width, got {width}")]
-    OddWidth { encoding: &'static str, width: u32 },
+    OddWidth {
+        /// The encoding.
+        encoding: &'static str,
+        /// Width, pixels.
+        width: u32,
+    },
+    /// Width or height is zero.
     #[error("image has zero size ({width}x{height})")]
-    ZeroSize { width: u32, height: u32 },
+    ZeroSize {
+        /// Width, pixels.
+        width: u32,
+        /// Height, pixels.
+        height: u32,
+    },
+    /// Row step shorter than a row.
     #[error("row step {step} is smaller than width x bytes per pixel = {min}")]
-    StepTooSmall { step: usize, min: usize },
+    StepTooSmall {
+        /// The given step, bytes.
+        step: usize,
+        /// The row's length, bytes.
+        min: usize,
+    },
+    /// Fewer data bytes than height x step.
     #[error("image data has {got} bytes, {expected} expected for {height} rows of step {step}")]
-    Truncated { expected: usize, got: usize, height: u32, step: usize },
+    Truncated {
+        /// Bytes needed.
+        expected: usize,
+        /// Bytes given.
+        got: usize,
+        /// Height, pixels.
+        height: u32,
+        /// Row step, bytes.
+        step: usize,
+    },
+    /// A compressed image does not decode.
     #[error("cannot decode image: {0}")]
     Decode(String),
+    /// An image file could not be read.
     #[error("cannot read {path}: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The image is larger than the decoder accepts.
     #[error("image {width}x{height} is too large (limit {limit} pixels)")]
-    TooLarge { width: u32, height: u32, limit: u64 },
+    TooLarge {
+        /// Width, pixels.
+        width: u32,
+        /// Height, pixels.
+        height: u32,
+        /// The pixel limit.
+        limit: u64,
+    },
 }
 
 /// Pixel layouts of `sensor_msgs/Image` that the pipeline understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PixelFormat {
+    /// 8-bit grey.
     Mono8,
+    /// 16-bit grey.
     Mono16,
+    /// 8-bit RGB.
     Rgb8,
+    /// 8-bit BGR.
     Bgr8,
+    /// 8-bit RGBA.
     Rgba8,
+    /// 8-bit BGRA.
     Bgra8,
     /// YUV 4:2:2, bytes U Y0 V Y1 (ROS `yuv422`, UYVY).
     Uyvy,
@@ -46,9 +96,13 @@ pub enum PixelFormat {
 /// Colour filter arrangement of a Bayer sensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BayerPattern {
+    /// Red, green / green, blue.
     Rggb,
+    /// Blue, green / green, red.
     Bggr,
+    /// Green, blue / red, green.
     Gbrg,
+    /// Green, red / blue, green.
     Grbg,
 }
 
@@ -85,6 +139,7 @@ impl PixelFormat {
         })
     }
 
+    /// The `sensor_msgs/Image` encoding name.
     pub fn ros_encoding(self) -> &'static str {
         match self {
             Self::Mono8 => "mono8",
@@ -102,6 +157,7 @@ impl PixelFormat {
         }
     }
 
+    /// Bytes per pixel (4:2:2 and Bayer: 2 and 1).
     pub fn bytes_per_pixel(self) -> usize {
         match self {
             Self::Mono8 | Self::Bayer(_) => 1,
@@ -130,8 +186,11 @@ pub struct Frame {
 /// A luminance plane, row-major, values in [0, 1].
 #[derive(Clone, Debug, PartialEq)]
 pub struct LumaImage {
+    /// Width, pixels.
     pub width: u32,
+    /// Height, pixels.
     pub height: u32,
+    /// Values, row-major.
     pub data: Vec<f32>,
 }
 
@@ -209,12 +268,15 @@ impl Frame {
         Self { width, height, format, step, big_endian: cfg!(target_endian = "big"), data }
     }
 
+    /// Width, pixels.
     pub fn width(&self) -> u32 {
         self.width
     }
+    /// Height, pixels.
     pub fn height(&self) -> u32 {
         self.height
     }
+    /// Its pixel layout.
     pub fn format(&self) -> PixelFormat {
         self.format
     }

@@ -53,12 +53,14 @@ fn argmax(row: &[f32]) -> usize {
     row.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) }).0
 }
 
+/// When a frame becomes a keyframe.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KeyframePolicy {
     /// New keyframe when the match ratio falls below this.
     pub match_ratio: f64,
     /// Seconds of input time.
     pub min_interval: f64,
+    /// Seconds of input time after which a keyframe is taken regardless.
     pub max_interval: f64,
 }
 
@@ -66,11 +68,21 @@ pub struct KeyframePolicy {
 #[derive(Clone, Debug, PartialEq)]
 pub enum KeyframeDecision<F> {
     /// Not a keyframe; `match_ratio` against the last keyframe, when computed.
-    Skip { match_ratio: Option<f64> },
+    Skip {
+        /// Share of mutual matches to the last keyframe, when computed.
+        match_ratio: Option<f64>,
+    },
     /// The first keyframe (or the first after time went backwards): nothing to pair with.
     First,
     /// A new keyframe, to be paired with the previous one (its stamp and payload).
-    New { previous_stamp: f64, previous: F, match_ratio: Option<f64> },
+    New {
+        /// The previous keyframe's stamp, seconds.
+        previous_stamp: f64,
+        /// The previous keyframe's payload.
+        previous: F,
+        /// Share of mutual matches to the previous keyframe, when computed.
+        match_ratio: Option<f64>,
+    },
 }
 
 /// Holds the last keyframe and decides on each new frame.
@@ -80,6 +92,7 @@ pub struct KeyframeSelector<F> {
 }
 
 impl<F: Clone> KeyframeSelector<F> {
+    /// A selector with no keyframe yet.
     pub fn new(policy: KeyframePolicy) -> Self {
         Self { policy, last: None }
     }

@@ -4,6 +4,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+/// The mailbox: `put` from the producer, `next` in the worker.
 pub struct LatestSlot<T> {
     state: Mutex<State<T>>,
     ready: Condvar,
@@ -22,6 +23,7 @@ impl<T> Default for LatestSlot<T> {
 }
 
 impl<T> LatestSlot<T> {
+    /// An empty, open slot.
     pub fn new() -> Self {
         Self { state: Mutex::new(State { item: None, dropped: 0, closed: false }), ready: Condvar::new() }
     }
@@ -85,6 +87,7 @@ impl<T> LatestSlot<T> {
         self.ready.notify_all();
     }
 
+    /// Whether `close` was called.
     pub fn is_closed(&self) -> bool {
         self.lock().closed
     }

@@ -9,13 +9,21 @@ use yaml_rust2::{Yaml, YamlLoader};
 /// A parameter value, with ROS 2's parameter types.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ParamValue {
+    /// `bool`.
     Bool(bool),
+    /// `integer` (int64).
     Integer(i64),
+    /// `double`.
     Double(f64),
+    /// `string`.
     String(String),
+    /// `bool[]`.
     BoolArray(Vec<bool>),
+    /// `integer[]`.
     IntegerArray(Vec<i64>),
+    /// `double[]`.
     DoubleArray(Vec<f64>),
+    /// `string[]`.
     StringArray(Vec<String>),
 }
 
@@ -52,6 +60,7 @@ impl ParamValue {
         }
     }
 
+    /// ROS 2's name of the type, for messages.
     pub fn type_name(&self) -> &'static str {
         match self {
             Self::Bool(_) => "bool",
@@ -66,27 +75,50 @@ impl ParamValue {
     }
 }
 
+/// Why the command line or a parameter file is refused.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ArgsError {
+    /// An option without its value.
     #[error("--ros-args: {flag} needs a value")]
-    MissingValue { flag: String },
+    MissingValue {
+        /// The option.
+        flag: String,
+    },
+    /// A value that does not parse.
     #[error("--ros-args: cannot parse {what} {text:?} (expected {expected})")]
-    Malformed { what: &'static str, text: String, expected: &'static str },
+    Malformed {
+        /// What it is.
+        what: &'static str,
+        /// The text given.
+        text: String,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// An option `--ros-args` does not have.
     #[error("--ros-args: unknown option {0:?}")]
     Unknown(String),
+    /// A parameter file could not be used.
     #[error("parameter file {path}: {reason}")]
-    ParamsFile { path: PathBuf, reason: String },
+    ParamsFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// What `--ros-args` said.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RosArgs {
+    /// `-r __node:=NAME`.
     pub node_name: Option<String>,
+    /// `-r __ns:=NAMESPACE`.
     pub namespace: Option<String>,
     /// Topic remappings `from -> to`, in order.
     pub remaps: Vec<(String, String)>,
     /// `-p` overrides, in order (they win over files).
     pub params: Vec<(String, ParamValue)>,
+    /// `--params-file FILE`s, in order.
     pub params_files: Vec<PathBuf>,
     /// `--log-level [name:=]LEVEL` (debug, info, warn, error, fatal).
     pub log_level: Option<String>,
@@ -195,23 +227,30 @@ pub fn load_params_file(path: &Path, node_fqn: &str) -> Result<Vec<(String, Para
             let Some(params) = params.as_hash() else {
                 return Err(err(format!("section {key:?} has no ros__parameters mapping")));
             };
-            flatten("", params, &mut out).map_err(err)?;
+            flatten(path, "", params, &mut out)?;
         }
     }
     Ok(out)
 }
 
-fn flatten(prefix: &str, map: &yaml_rust2::yaml::Hash, out: &mut Vec<(String, ParamValue)>) -> Result<(), String> {
+/// The parameters of a `ros__parameters` mapping of the file `path`, nested keys joined with dots.
+fn flatten(
+    path: &Path,
+    prefix: &str,
+    map: &yaml_rust2::yaml::Hash,
+    out: &mut Vec<(String, ParamValue)>,
+) -> Result<(), ArgsError> {
+    let err = |reason: String| ArgsError::ParamsFile { path: path.to_path_buf(), reason };
     for (k, v) in map {
         let name = match k.as_str() {
             Some(n) => format!("{prefix}{n}"),
-            None => return Err(format!("parameter name {k:?} is not a string")),
+            None => return Err(err(format!("parameter name {k:?} is not a string"))),
         };
         match v {
-            Yaml::Hash(inner) => flatten(&format!("{name}."), inner, out)?,
+            Yaml::Hash(inner) => flatten(path, &format!("{name}."), inner, out)?,
             _ => out.push((
                 name.clone(),
-                ParamValue::from_yaml(v).ok_or_else(|| format!("parameter {name}: unsupported value {v:?}"))?,
+                ParamValue::from_yaml(v).ok_or_else(|| err(format!("parameter {name}: unsupported value {v:?}")))?,
             )),
         }
     }

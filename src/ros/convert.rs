@@ -30,7 +30,9 @@ pub const POINT_STEP: u32 = 20;
 /// One view's points for a cloud: its pointmap and its colours (interleaved 8-bit RGB of the
 /// same size, the network input).
 pub struct ColouredPoints<'a> {
+    /// The view's points and confidences.
     pub points: &'a Pointmap,
+    /// Its colours, interleaved 8-bit RGB on the same grid.
     pub rgb: &'a [u8],
 }
 

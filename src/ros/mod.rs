@@ -2,11 +2,12 @@
 //! declared parameters (and, with the node, topics and conversions).
 
 pub mod args;
-pub mod backends;
 pub mod convert;
+pub mod diagnostics;
 pub mod msg;
 pub mod node;
-pub mod pair;
+pub mod outputs;
 pub mod param_services;
 pub mod params;
 pub mod rosout;
+pub mod topics;

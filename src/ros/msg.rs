@@ -28,8 +28,10 @@ impl builtin_interfaces::Time {
 /// Errors of the CDR (de)serialisation of a message.
 #[derive(Debug, thiserror::Error)]
 pub enum CdrError {
+    /// The message could not be (de)serialised.
     #[error("CDR: {0}")]
     Encoding(String),
+    /// The bytes lack a known CDR encapsulation header.
     #[error("CDR: missing or unsupported encapsulation header {0:02x?}")]
     Header(Vec<u8>),
 }

@@ -12,46 +12,86 @@
 //! ```
 
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
+use ros2_client::names::NameError;
 use ros2_client::{
-    qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, QosProfile, Subscription,
+    qos, Context, CreateError, MessageTypeName, Name, Node, NodeCreateError, NodeName, NodeOptions, Publisher,
+    QosProfile, Subscription, WriteError,
 };
 
 use super::args::RosArgs;
-use super::backends::{build_backends, Backends};
-use super::convert::{debug_image_msg, keypoints_msg};
+use super::diagnostics::{diagnostics, Counter, Stats, Status};
 use super::msg::{
     builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs,
     std_msgs, tf2_msgs, RosMessage,
 };
-use super::pair::{check_camera_info, reconstruct};
-use super::param_services::ParamServices;
-use super::params::{ParamError, ParamStore};
+use super::outputs::{check_camera_info, frame_outputs, pair_outputs, Output, OutputSink};
+use super::param_services::{ParamServiceError, ParamServices};
+use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
+use super::topics::{self, CAMERA_INFO, CLOCK, DIAGNOSTICS, IMAGE, IMAGE_COMPRESSED, KEYPOINTS_IMAGE, ROSOUT};
+use crate::backend::build::{build_backends, Backends, BuildError};
+use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::pipeline::slot::LatestSlot;
 
+/// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
+    /// A parameter file or override is wrong.
     #[error(transparent)]
     Params(#[from] ParamError),
-    #[error("DDS: {0}")]
-    Dds(String),
-    #[error("invalid name {0:?}")]
-    Name(String),
+    /// DDS refused to create something the node needs.
+    #[error("DDS: cannot create {what}")]
+    Dds {
+        /// What it was.
+        what: String,
+        /// DDS's reason.
+        #[source]
+        source: CreateError,
+    },
+    /// The DDS participant could not be created.
+    #[error("DDS: cannot create the domain participant")]
+    Participant(#[source] ros2_client::dds::rustdds::dds::CreateError),
+    /// The ROS node could not be created.
+    #[error("cannot create the ROS node")]
+    Node(#[from] NodeCreateError),
+    /// A node or topic name is not a valid ROS name.
+    #[error("invalid name {name:?}")]
+    Name {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        #[source]
+        source: NameError,
+    },
+    /// The parameter services could not be created.
     #[error(transparent)]
-    Model(#[from] crate::superpoint::SuperPointError),
+    ParamServices(#[from] ParamServiceError),
+    /// A model's backend could not be built.
     #[error(transparent)]
-    Weights(#[from] crate::weights::WeightsError),
+    Backend(#[from] BuildError),
 }
 
-fn dds<E: std::fmt::Debug>(e: E) -> NodeError {
-    NodeError::Dds(format!("{e:?}"))
+fn dds(what: impl Into<String>) -> impl FnOnce(CreateError) -> NodeError {
+    let what = what.into();
+    move |source| NodeError::Dds { what, source }
+}
+
+/// An output DDS did not take.
+#[derive(Debug, thiserror::Error)]
+#[error("publishing on {topic}")]
+pub struct PublishError {
+    /// The output's topic (relative to the namespace).
+    pub topic: &'static str,
+    /// DDS's reason.
+    #[source]
+    pub source: WriteError<()>,
 }
 
 /// `ROS_LOCALHOST_ONLY=1` or `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`: stay on 127.0.0.1.
@@ -77,7 +117,7 @@ fn ros_name(resolved: &str) -> Result<Name, NodeError> {
         Some((ns, base)) => (format!("/{ns}"), base),
         None => ("/".to_string(), trimmed),
     };
-    Name::new(&ns, base).map_err(|_| NodeError::Name(resolved.to_string()))
+    Name::new(&ns, base).map_err(|source| NodeError::Name { name: resolved.to_string(), source })
 }
 
 fn type_name<T: RosMessage>() -> MessageTypeName {
@@ -85,35 +125,6 @@ fn type_name<T: RosMessage>() -> MessageTypeName {
     let pkg = parts.next().unwrap_or_default();
     MessageTypeName::new(pkg, parts.nth(1).unwrap_or_default())
 }
-
-pub const IMAGE: &str = "image";
-pub const IMAGE_COMPRESSED: &str = "image/compressed";
-pub const CAMERA_INFO: &str = "camera_info";
-pub const CLOCK: &str = "/clock";
-pub const KEYPOINTS: &str = "keypoints";
-pub const KEYPOINTS_IMAGE: &str = "keypoints/image";
-pub const POINTCLOUD: &str = "pointcloud";
-pub const PAIR_POSE: &str = "pair_pose";
-pub const POSE: &str = "pose";
-pub const TF: &str = "/tf";
-pub const DIAGNOSTICS: &str = "/diagnostics";
-pub const ROSOUT: &str = "/rosout";
-
-/// Every topic the node uses, relative ones under its namespace: (name, ROS type, published).
-pub const TOPICS: &[(&str, &str, bool)] = &[
-    (IMAGE, sensor_msgs::Image::ROS_TYPE, false),
-    (IMAGE_COMPRESSED, sensor_msgs::CompressedImage::ROS_TYPE, false),
-    (CAMERA_INFO, sensor_msgs::CameraInfo::ROS_TYPE, false),
-    (CLOCK, rosgraph_msgs::Clock::ROS_TYPE, false),
-    (KEYPOINTS, sp_dust3r_msgs::Keypoints::ROS_TYPE, true),
-    (KEYPOINTS_IMAGE, sensor_msgs::Image::ROS_TYPE, true),
-    (POINTCLOUD, sensor_msgs::PointCloud2::ROS_TYPE, true),
-    (PAIR_POSE, sp_dust3r_msgs::PairPose::ROS_TYPE, true),
-    (POSE, geometry_msgs::PoseStamped::ROS_TYPE, true),
-    (TF, tf2_msgs::TFMessage::ROS_TYPE, true),
-    (DIAGNOSTICS, diagnostic_msgs::DiagnosticArray::ROS_TYPE, true),
-    (ROSOUT, rcl_interfaces::Log::ROS_TYPE, true),
-];
 
 /// The camera inputs' QoS, SensorDataQoS: best effort, keep last 5.
 pub fn sensor_qos() -> QosProfile {
@@ -138,8 +149,8 @@ fn subscribe<T: RosMessage + ros2_client::Message + 'static>(
     topic: &str,
     q: QosProfile,
 ) -> Result<Subscription<T>, NodeError> {
-    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds)?;
-    node.create_subscription(&t, Some(q)).map_err(dds)
+    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds(format!("topic {topic}")))?;
+    node.create_subscription(&t, Some(q)).map_err(dds(format!("a subscription to {topic}")))
 }
 
 fn advertise<T: RosMessage + ros2_client::Message>(
@@ -147,56 +158,48 @@ fn advertise<T: RosMessage + ros2_client::Message>(
     topic: &str,
     q: QosProfile,
 ) -> Result<Publisher<T>, NodeError> {
-    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds)?;
-    node.create_publisher(&t, Some(q)).map_err(dds)
+    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds(format!("topic {topic}")))?;
+    node.create_publisher(&t, Some(q)).map_err(dds(format!("a publisher on {topic}")))
 }
 
-/// Counters /diagnostics reports.
-#[derive(Default)]
-struct Stats {
-    frames_in: AtomicU64,
-    frames_done: AtomicU64,
-    frame_drops: AtomicU64,
-    pair_drops: AtomicU64,
-    pairs_done: AtomicU64,
-    bad_frames: AtomicU64,
-    bad_camera_info: AtomicU64,
-    /// Pairs whose frames differ in size from the CameraInfo (focal estimated instead).
-    camera_info_mismatch: AtomicU64,
-    debug_images: AtomicU64,
-    superpoint_errors: AtomicU64,
-    dust3r_errors: AtomicU64,
-    no_pose: AtomicU64,
-    publish_errors: AtomicU64,
-    superpoint_ms: AtomicU64,
-    dust3r_ms: AtomicU64,
-    /// Frames or pairs skipped while a server could not answer and no fallback ran.
-    superpoint_paused: AtomicU64,
-    /// Frames received per second over the last /diagnostics period, in millihertz.
-    input_rate_mhz: AtomicU64,
-    dust3r_paused: AtomicU64,
-    /// Errors by model and kind (`errors_superpoint_server_malformed`, ...).
-    by_kind: Mutex<std::collections::BTreeMap<String, u64>>,
+/// The node's output publishers: where [`Output`]s go in the live driver.
+struct Publishers {
+    keypoints: Publisher<sp_dust3r_msgs::Keypoints>,
+    debug_image: Publisher<sensor_msgs::Image>,
+    cloud: Publisher<sensor_msgs::PointCloud2>,
+    pair_pose: Publisher<sp_dust3r_msgs::PairPose>,
+    pose: Publisher<geometry_msgs::PoseStamped>,
+    tf: Publisher<tf2_msgs::TFMessage>,
 }
 
-impl Stats {
-    fn count_kind(&self, model: &str, kind: &str) {
-        if let Ok(mut m) = self.by_kind.lock() {
-            *m.entry(format!("errors_{model}_{kind}")).or_default() += 1;
-        }
-    }
-
-    /// Inputs or computations that failed (not publish errors or pairs without a pose).
-    fn errors(&self) -> u64 {
-        [&self.bad_frames, &self.bad_camera_info, &self.superpoint_errors, &self.dust3r_errors]
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum()
+impl Publishers {
+    fn advertise(node: &mut Node, topic: impl Fn(&str) -> String) -> Result<Self, NodeError> {
+        Ok(Self {
+            keypoints: advertise(node, &topic(topics::KEYPOINTS), reliable_qos())?,
+            debug_image: advertise(node, &topic(topics::KEYPOINTS_IMAGE), reliable_qos())?,
+            cloud: advertise(node, &topic(topics::POINTCLOUD), reliable_qos())?,
+            pair_pose: advertise(node, &topic(topics::PAIR_POSE), reliable_qos())?,
+            pose: advertise(node, &topic(topics::POSE), reliable_qos())?,
+            tf: advertise(node, topics::TF, reliable_qos())?,
+        })
     }
 }
 
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+impl OutputSink for &Publishers {
+    type Error = PublishError;
+
+    fn emit(&mut self, output: Output) -> Result<(), PublishError> {
+        let topic = output.kind().topic();
+        let result = match output {
+            Output::Keypoints(m) => self.keypoints.publish(m).map_err(WriteError::forget_data),
+            Output::DebugImage(m) => self.debug_image.publish(m).map_err(WriteError::forget_data),
+            Output::Cloud(m) => self.cloud.publish(m).map_err(WriteError::forget_data),
+            Output::PairPose(m) => self.pair_pose.publish(m).map_err(WriteError::forget_data),
+            Output::Pose(m) => self.pose.publish(m).map_err(WriteError::forget_data),
+            Output::Tf(m) => self.tf.publish(m).map_err(WriteError::forget_data),
+        };
+        result.map_err(|source| PublishError { topic, source })
+    }
 }
 
 /// A frame as it arrived.
@@ -206,10 +209,247 @@ struct Input {
     frame: Arc<Frame>,
 }
 
+/// A keyframe pair waiting for DUSt3R.
 struct PairJob {
     first: Input,
     second: Input,
     camera_info: Option<sensor_msgs::CameraInfo>,
+}
+
+/// What the DDS loop and the two workers share.
+struct Shared {
+    /// The parameters as loaded; the store has them after any `ros2 param set`.
+    initial: NodeParams,
+    store: Arc<Mutex<ParamStore>>,
+    stats: Stats,
+    frames: LatestSlot<Input>,
+    pairs: LatestSlot<PairJob>,
+    camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
+    /// Someone subscribes to the debug image.
+    debug_wanted: AtomicBool,
+}
+
+impl Shared {
+    /// The tunable parameters as the workers see them now.
+    fn current(&self) -> NodeParams {
+        self.store.lock().map(|s| s.params().clone()).unwrap_or_else(|_| self.initial.clone())
+    }
+
+    /// Emits outputs, counting what DDS did not take and the debug images it did.
+    fn emit(&self, publishers: &Publishers, outputs: Vec<Output>) {
+        let mut sink = publishers;
+        for output in outputs {
+            let debug = matches!(output, Output::DebugImage(_));
+            match sink.emit(output) {
+                Ok(()) if debug => self.stats.bump(Counter::DebugImages),
+                Ok(()) => {}
+                Err(e) => {
+                    self.stats.bump(Counter::PublishErrors);
+                    tracing::debug!("{e}: {:?}", e.source);
+                }
+            }
+        }
+    }
+}
+
+/// SuperPoint worker: keypoints for every frame it takes, keyframes, pair jobs for DUSt3R.
+fn superpoint_worker(shared: &Shared, features: &dyn FeatureExtractor, publishers: &Publishers, pairs_wanted: bool) {
+    let stats = &shared.stats;
+    let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(shared.initial.keyframe_policy());
+    while let Some(input) = shared.frames.next() {
+        let p = shared.current();
+        keyframes.set_policy(p.keyframe_policy());
+        let t = Instant::now();
+        match features.detect(&input.frame, &p.post_params()) {
+            Ok(kp) => {
+                stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+                stats.bump(Counter::FramesDone);
+                let debug = shared.debug_wanted.load(Ordering::Relaxed);
+                shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
+                if pairs_wanted {
+                    let stamp = input.header.stamp.seconds();
+                    if let KeyframeDecision::New { previous, .. } = keyframes.decide(stamp, &kp, &input) {
+                        let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());
+                        if shared.pairs.put(PairJob { first: previous, second: input, camera_info }) {
+                            stats.bump(Counter::PairDrops);
+                        }
+                    }
+                }
+            }
+            // The server is down or starting and there is no CPU fallback: paused, and
+            // /diagnostics says why (the link logs its state changes).
+            Err(e) if e.is_unavailable() => stats.bump(Counter::SuperPointPaused),
+            Err(e) => {
+                stats.bump(Counter::SuperPointErrors);
+                stats.count_kind("superpoint", e.kind());
+                tracing::warn!("SuperPoint: {e}");
+            }
+        }
+    }
+    shared.pairs.close();
+}
+
+/// DUSt3R worker: the newest keyframe pair's cloud, pose and TF.
+fn dust3r_worker(shared: &Shared, model: &dyn PairReconstructor, publishers: &Publishers) {
+    let stats = &shared.stats;
+    while let Some(job) = shared.pairs.next() {
+        let p = shared.current();
+        let t = Instant::now();
+        let first = (&job.first.header, job.first.frame.as_ref());
+        let second = (&job.second.header, job.second.frame.as_ref());
+        match pair_outputs(model, first, second, job.camera_info.as_ref(), &p) {
+            Ok(out) => {
+                if out.camera_info_mismatch {
+                    stats.bump(Counter::CameraInfoMismatch);
+                    tracing::warn!(
+                        "camera_info is for another image size than the frames; estimating the focal instead"
+                    );
+                }
+                stats.dust3r_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+                stats.bump(Counter::PairsDone);
+                if let Some(reason) = &out.no_pose {
+                    stats.bump(Counter::NoPose);
+                    tracing::warn!("no pose for the pair: {reason}");
+                }
+                shared.emit(publishers, out.outputs);
+            }
+            Err(e) if e.is_unavailable() => stats.bump(Counter::Dust3rPaused),
+            Err(e) => {
+                stats.bump(Counter::Dust3rErrors);
+                stats.count_kind("dust3r", e.kind());
+                tracing::warn!("DUSt3R: {e}");
+            }
+        }
+    }
+}
+
+/// The node's DDS inputs and its own outputs besides the pipeline's (diagnostics, /rosout).
+struct Io {
+    raw: Option<Subscription<sensor_msgs::Image>>,
+    compressed: Option<Subscription<sensor_msgs::CompressedImage>>,
+    camera_info: Subscription<sensor_msgs::CameraInfo>,
+    clock: Option<Subscription<rosgraph_msgs::Clock>>,
+    diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
+    rosout: Publisher<rcl_interfaces::Log>,
+}
+
+/// Everything the DDS loop needs besides the shared state.
+struct Loop<'a> {
+    io: Io,
+    node: &'a Node,
+    services: &'a ParamServices,
+    log_records: Option<std::sync::mpsc::Receiver<rosout::Record>>,
+    logger: String,
+    fqn: &'a str,
+    debug_topic: String,
+    /// The backends, described anew for each /diagnostics (a server's state changes).
+    features: &'a dyn FeatureExtractor,
+    dust3r: Option<&'a dyn PairReconstructor>,
+}
+
+/// The DDS loop: newest frame wins; camera info and clock kept; parameter requests answered;
+/// log records to /rosout; diagnostics at 1 Hz. Returns when `stop` is set.
+fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &AtomicBool) {
+    let stats = &shared.stats;
+    let use_sim_time = shared.initial.use_sim_time;
+    let mut sim_time: Option<builtin_interfaces::Time> = None;
+    let mut last_diag = Instant::now();
+    let mut last_graph_check = Instant::now();
+    let mut frames_at_last_diag = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let mut got = false;
+        // Every frame is counted; a bad one is reported and skipped, never fatal.
+        let mut accept = |header: std_msgs::Header, frame: Result<Frame, crate::image::ImageError>| {
+            got = true;
+            stats.bump(Counter::FramesIn);
+            match frame {
+                Ok(frame) => {
+                    if shared.frames.put(Input { header, frame: Arc::new(frame) }) {
+                        stats.bump(Counter::FrameDrops);
+                    }
+                }
+                Err(e) => {
+                    stats.bump(Counter::BadFrames);
+                    tracing::warn!("dropping a frame stamped {}.{:09}: {e}", header.stamp.sec, header.stamp.nanosec);
+                }
+            }
+        };
+        if let Some(sub) = &l.io.raw {
+            while let Ok(Some((msg, _))) = sub.take() {
+                let bigendian = msg.is_bigendian != 0;
+                let frame =
+                    Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, bigendian, msg.data);
+                accept(msg.header, frame);
+            }
+        }
+        if let Some(sub) = &l.io.compressed {
+            while let Ok(Some((msg, _))) = sub.take() {
+                let frame = Frame::decode(&msg.data);
+                accept(msg.header, frame);
+            }
+        }
+        while let Ok(Some((info, _))) = l.io.camera_info.take() {
+            match check_camera_info(&info) {
+                Ok(()) => {
+                    if let Ok(mut c) = shared.camera_info.lock() {
+                        *c = Some(info);
+                    }
+                }
+                Err(e) => {
+                    stats.bump(Counter::BadCameraInfo);
+                    let stamp = &info.header.stamp;
+                    tracing::warn!("ignoring camera_info stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
+                }
+            }
+        }
+        if let Some(sub) = &l.io.clock {
+            while let Ok(Some((clock, _))) = sub.take() {
+                sim_time = Some(clock.clock);
+            }
+        }
+        if last_graph_check.elapsed() >= Duration::from_millis(100) {
+            // Discovered readers of the debug image (Publisher::get_subscription_count
+            // needs a match event first and logs an error per call until then).
+            last_graph_check = Instant::now();
+            shared.debug_wanted.store(l.node.subscription_count(&l.debug_topic) > 0, Ordering::Relaxed);
+        }
+        let stamp = if use_sim_time { sim_time.clone().unwrap_or_default() } else { wall_time() };
+        if l.services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
+            got = true;
+        }
+        l.forward_log_records();
+        if last_diag.elapsed() >= Duration::from_secs(1) {
+            let frames_in = stats.get(Counter::FramesIn);
+            let rate = (frames_in - frames_at_last_diag) as f64 / last_diag.elapsed().as_secs_f64();
+            stats.input_rate_mhz.store((rate * 1000.0) as u64, Ordering::Relaxed);
+            frames_at_last_diag = frames_in;
+            last_diag = Instant::now();
+            let status = Status {
+                fqn: l.fqn,
+                stamp,
+                superpoint_backend: l.features.describe(),
+                dust3r_backend: l.dust3r.map(|d| d.describe()),
+                camera_info: describe_camera_info(&shared.camera_info.lock().map(|c| c.clone()).unwrap_or_default()),
+            };
+            if l.io.diagnostics.publish(diagnostics(stats, status)).is_err() {
+                stats.bump(Counter::PublishErrors);
+            }
+        }
+        if !got {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Loop<'_> {
+    /// Log records so far to /rosout; they carry wall time, as rcl's do.
+    fn forward_log_records(&self) {
+        if let Some(rx) = &self.log_records {
+            for record in rx.try_iter() {
+                let _ = self.io.rosout.publish(record.to_log(&self.logger, wall_time()));
+            }
+        }
+    }
 }
 
 /// Runs until `stop` is set (SIGINT/SIGTERM).
@@ -225,278 +465,72 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     }
     let params = store.params().clone();
     let store = Arc::new(Mutex::new(store));
-    // The tunable parameters as the workers see them: the store's, after any `ros2 param set`.
-    let current = || store.lock().map(|s| s.params().clone()).unwrap_or_else(|_| params.clone());
-    let Backends { features, dust3r } = build_backends(&params)?;
+    let Backends { features, dust3r } = build_backends(&params.backend_config())?;
     let dust3r = dust3r.map_err(|e| tracing::warn!("DUSt3R disabled: {e}")).ok();
-    tracing::info!(
-        "SuperPoint on {}; DUSt3R on {}",
-        features.describe(),
-        dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe())
-    );
+    let dust3r_on = dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe());
+    tracing::info!("SuperPoint on {}; DUSt3R on {dust3r_on}", features.describe());
 
-    let domain = std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0u16);
-    let mut builder = DomainParticipantBuilder::new(domain);
-    if localhost_only() {
-        builder = builder.with_only_networks([Ipv4Addr::LOCALHOST]);
-    }
-    let context = Context::from_domain_participant(builder.build().map_err(dds)?).map_err(dds)?;
-    let node_name = NodeName::new(&namespace, &name).map_err(|_| NodeError::Name(fqn.clone()))?;
-    // Our own /rosout writer and parameter services (see rosout.rs, param_services.rs).
-    let options = NodeOptions::new().enable_rosout(false).start_parameter_services(false);
-    let mut node = context.new_node(node_name, options).map_err(dds)?;
+    let mut node = create_node(&namespace, &name)?;
     let topic = |n: &str| resolve_topic(ros, &namespace, n);
-
-    let raw: Option<Subscription<sensor_msgs::Image>> =
-        (!params.compressed_input).then(|| subscribe(&mut node, &topic(IMAGE), sensor_qos())).transpose()?;
-    let compressed: Option<Subscription<sensor_msgs::CompressedImage>> =
-        params.compressed_input.then(|| subscribe(&mut node, &topic(IMAGE_COMPRESSED), sensor_qos())).transpose()?;
-    let info_sub: Subscription<sensor_msgs::CameraInfo> = subscribe(&mut node, &topic(CAMERA_INFO), sensor_qos())?;
-    let clock_sub: Option<Subscription<rosgraph_msgs::Clock>> =
-        params.use_sim_time.then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default())).transpose()?;
-    let pub_kp: Publisher<sp_dust3r_msgs::Keypoints> = advertise(&mut node, &topic(KEYPOINTS), reliable_qos())?;
-    let pub_debug: Publisher<sensor_msgs::Image> = advertise(&mut node, &topic(KEYPOINTS_IMAGE), reliable_qos())?;
-    let pub_cloud: Publisher<sensor_msgs::PointCloud2> = advertise(&mut node, &topic(POINTCLOUD), reliable_qos())?;
-    let pub_pair: Publisher<sp_dust3r_msgs::PairPose> = advertise(&mut node, &topic(PAIR_POSE), reliable_qos())?;
-    let pub_pose: Publisher<geometry_msgs::PoseStamped> = advertise(&mut node, &topic(POSE), reliable_qos())?;
-    let pub_tf: Publisher<tf2_msgs::TFMessage> = advertise(&mut node, TF, reliable_qos())?;
-    let pub_diag: Publisher<diagnostic_msgs::DiagnosticArray> = advertise(&mut node, DIAGNOSTICS, reliable_qos())?;
-    let pub_rosout: Publisher<rcl_interfaces::Log> = advertise(&mut node, ROSOUT, rosout_qos())?;
-    let services =
-        ParamServices::new(&mut node, &fqn, Arc::clone(&store)).map_err(|e| NodeError::Dds(e.to_string()))?;
+    let input = if params.compressed_input { topic(IMAGE_COMPRESSED) } else { topic(IMAGE) };
+    let io = Io {
+        raw: (!params.compressed_input).then(|| subscribe(&mut node, &input, sensor_qos())).transpose()?,
+        compressed: params.compressed_input.then(|| subscribe(&mut node, &input, sensor_qos())).transpose()?,
+        camera_info: subscribe(&mut node, &topic(CAMERA_INFO), sensor_qos())?,
+        clock: params
+            .use_sim_time
+            .then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default()))
+            .transpose()?,
+        diagnostics: advertise(&mut node, DIAGNOSTICS, reliable_qos())?,
+        rosout: advertise(&mut node, ROSOUT, rosout_qos())?,
+    };
+    let publishers = Publishers::advertise(&mut node, topic)?;
+    let services = ParamServices::new(&mut node, &fqn, Arc::clone(&store))?;
     // The spinner keeps ros2-client's view of the ROS graph current.
-    let spinner = node.spinner().map_err(dds)?;
+    let spinner = node.spinner().map_err(dds("the node's spinner"))?;
     let spin_thread = std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
-    let logger = rosout::logger_name(&fqn);
-    tracing::info!(
-        "node {fqn} up (input {}, DUSt3R {})",
-        if params.compressed_input { topic(IMAGE_COMPRESSED) } else { topic(IMAGE) },
-        if dust3r.is_some() { "on" } else { "off" }
-    );
+    tracing::info!("node {fqn} up (input {input}, DUSt3R {})", if dust3r.is_some() { "on" } else { "off" });
 
-    let stats = Stats::default();
-    let frames: LatestSlot<Input> = LatestSlot::new();
-    let pairs: LatestSlot<PairJob> = LatestSlot::new();
-    let camera_info: Mutex<Option<sensor_msgs::CameraInfo>> = Mutex::new(None);
-    let sim_time: Mutex<Option<builtin_interfaces::Time>> = Mutex::new(None);
-    let debug_wanted = AtomicBool::new(false);
-
+    let shared = Shared {
+        initial: params,
+        store,
+        stats: Stats::default(),
+        frames: LatestSlot::new(),
+        pairs: LatestSlot::new(),
+        camera_info: Mutex::new(None),
+        debug_wanted: AtomicBool::new(false),
+    };
+    let dds = Loop {
+        io,
+        node: &node,
+        services: &services,
+        log_records,
+        logger: rosout::logger_name(&fqn),
+        fqn: &fqn,
+        debug_topic: topic(KEYPOINTS_IMAGE),
+        features: features.as_ref(),
+        dust3r: dust3r.as_deref(),
+    };
     std::thread::scope(|s| {
-        // SuperPoint worker: keypoints for every frame it takes; keyframes; pair jobs.
-        s.spawn(|| {
-            let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(params.keyframe_policy());
-            while let Some(input) = frames.next() {
-                let p = current();
-                keyframes.set_policy(p.keyframe_policy());
-                let t = Instant::now();
-                match features.detect(&input.frame, &p.post_params()) {
-                    Ok(kp) => {
-                        stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
-                        bump(&stats.frames_done);
-                        if pub_kp
-                            .publish(keypoints_msg(
-                                input.header.clone(),
-                                input.frame.width(),
-                                input.frame.height(),
-                                &kp,
-                            ))
-                            .is_err()
-                        {
-                            bump(&stats.publish_errors);
-                        }
-                        if debug_wanted.load(Ordering::Relaxed) {
-                            match pub_debug.publish(debug_image_msg(input.header.clone(), &input.frame, &kp)) {
-                                Ok(()) => bump(&stats.debug_images),
-                                Err(_) => bump(&stats.publish_errors),
-                            }
-                        }
-                        if dust3r.is_some() {
-                            if let KeyframeDecision::New { previous, .. } =
-                                keyframes.decide(input.header.stamp.seconds(), &kp, &input)
-                            {
-                                let info = camera_info.lock().ok().and_then(|c| c.clone());
-                                if pairs.put(PairJob { first: previous, second: input, camera_info: info }) {
-                                    bump(&stats.pair_drops);
-                                }
-                            }
-                        }
-                    }
-                    // The server is down or starting and there is no CPU fallback: paused, and
-                    // /diagnostics says why (the link logs its state changes).
-                    Err(e) if e.is_unavailable() => bump(&stats.superpoint_paused),
-                    Err(e) => {
-                        bump(&stats.superpoint_errors);
-                        stats.count_kind("superpoint", e.kind());
-                        tracing::warn!("SuperPoint: {e}");
-                    }
-                }
-            }
-            pairs.close();
-        });
-        // DUSt3R worker.
+        s.spawn(|| superpoint_worker(&shared, features.as_ref(), &publishers, dust3r.is_some()));
         if let Some(model) = &dust3r {
-            s.spawn(|| {
-                while let Some(job) = pairs.next() {
-                    let p = current();
-                    let t = Instant::now();
-                    match reconstruct(model.as_ref(), (&job.first.header, &job.first.frame), (&job.second.header, &job.second.frame), job.camera_info.as_ref(), &p) {
-                        Ok(out) => {
-                            if out.camera_info_mismatch {
-                                bump(&stats.camera_info_mismatch);
-                                tracing::warn!("camera_info is for another image size than the frames; estimating the focal instead");
-                            }
-                            stats.dust3r_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
-                            bump(&stats.pairs_done);
-                            let mut ok = pub_cloud.publish(out.cloud).is_ok();
-                            match out.pose {
-                                Ok((pair, pose, tf)) => {
-                                    ok &= pub_pair.publish(pair).is_ok() && pub_pose.publish(pose).is_ok();
-                                    if p.publish_tf {
-                                        ok &= pub_tf.publish(tf2_msgs::TFMessage { transforms: vec![tf] }).is_ok();
-                                    }
-                                }
-                                Err(reason) => {
-                                    bump(&stats.no_pose);
-                                    tracing::warn!("no pose for the pair: {reason}");
-                                }
-                            }
-                            if !ok {
-                                bump(&stats.publish_errors);
-                            }
-                        }
-                        Err(e) if e.is_unavailable() => bump(&stats.dust3r_paused),
-                        Err(e) => {
-                            bump(&stats.dust3r_errors);
-                            stats.count_kind("dust3r", e.kind());
-                            tracing::warn!("DUSt3R: {e}");
-                        }
-                    }
-                }
-            });
+            s.spawn(|| dust3r_worker(&shared, model.as_ref(), &publishers));
         }
-
-        // The DDS loop: newest frame wins; camera info and clock kept; parameter requests
-        // answered; log records to /rosout; diagnostics at 1 Hz.
-        let mut last_diag = Instant::now();
-        let mut last_graph_check = Instant::now();
-        let mut frames_at_last_diag = 0u64;
-        let debug_topic = topic(KEYPOINTS_IMAGE);
-        let now = || {
-            if params.use_sim_time {
-                sim_time.lock().ok().and_then(|t| t.clone()).unwrap_or_default()
-            } else {
-                wall_time()
-            }
-        };
-        while !stop.load(Ordering::Relaxed) {
-            let mut got = false;
-            // Every frame is counted; a bad one is reported and skipped, never fatal.
-            let mut accept = |header: std_msgs::Header, frame: Result<Frame, crate::image::ImageError>| {
-                got = true;
-                bump(&stats.frames_in);
-                match frame {
-                    Ok(frame) => offer(&frames, &stats, Input { header, frame: Arc::new(frame) }),
-                    Err(e) => {
-                        bump(&stats.bad_frames);
-                        tracing::warn!(
-                            "dropping a frame stamped {}.{:09}: {e}",
-                            header.stamp.sec,
-                            header.stamp.nanosec
-                        );
-                    }
-                }
-            };
-            if let Some(sub) = &raw {
-                while let Ok(Some((msg, _))) = sub.take() {
-                    let frame = Frame::from_raw(
-                        &msg.encoding,
-                        msg.width,
-                        msg.height,
-                        msg.step as usize,
-                        msg.is_bigendian != 0,
-                        msg.data,
-                    );
-                    accept(msg.header, frame);
-                }
-            }
-            if let Some(sub) = &compressed {
-                while let Ok(Some((msg, _))) = sub.take() {
-                    let frame = Frame::decode(&msg.data);
-                    accept(msg.header, frame);
-                }
-            }
-            while let Ok(Some((info, _))) = info_sub.take() {
-                match check_camera_info(&info) {
-                    Ok(()) => {
-                        if let Ok(mut c) = camera_info.lock() {
-                            *c = Some(info);
-                        }
-                    }
-                    Err(e) => {
-                        bump(&stats.bad_camera_info);
-                        tracing::warn!(
-                            "ignoring camera_info stamped {}.{:09}: {e}",
-                            info.header.stamp.sec,
-                            info.header.stamp.nanosec
-                        );
-                    }
-                }
-            }
-            if let Some(sub) = &clock_sub {
-                while let Ok(Some((clock, _))) = sub.take() {
-                    if let Ok(mut t) = sim_time.lock() {
-                        *t = Some(clock.clock);
-                    }
-                }
-            }
-            if last_graph_check.elapsed() >= Duration::from_millis(100) {
-                // Discovered readers of the debug image (Publisher::get_subscription_count
-                // needs a match event first and logs an error per call until then).
-                last_graph_check = Instant::now();
-                debug_wanted.store(node.subscription_count(&debug_topic) > 0, Ordering::Relaxed);
-            }
-            let stamp = now();
-            if services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
-                got = true;
-            }
-            if let Some(rx) = &log_records {
-                for record in rx.try_iter() {
-                    // Records carry wall time, as rcl's do.
-                    let _ = pub_rosout.publish(record.to_log(&logger, wall_time()));
-                }
-            }
-            if last_diag.elapsed() >= Duration::from_secs(1) {
-                let frames_in = stats.frames_in.load(Ordering::Relaxed);
-                let rate = (frames_in - frames_at_last_diag) as f64 / last_diag.elapsed().as_secs_f64();
-                stats.input_rate_mhz.store((rate * 1000.0) as u64, Ordering::Relaxed);
-                frames_at_last_diag = frames_in;
-                last_diag = Instant::now();
-                let info = describe_camera_info(&camera_info.lock().map(|c| c.clone()).unwrap_or_default());
-                let backends = [features.describe(), dust3r.as_ref().map_or("disabled".into(), |d| d.describe())];
-                if pub_diag.publish(diagnostics(&fqn, stamp, &stats, backends, dust3r.is_some(), info)).is_err() {
-                    bump(&stats.publish_errors);
-                }
-            }
-            if !got {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        frames.close();
+        dds_loop(&dds, &shared, &stop);
+        shared.frames.close();
     });
+    let stats = &shared.stats;
     tracing::info!(
         "shutting down: {} frames in, {} processed, {} dropped, {} bad, {} pairs, {} errors",
-        stats.frames_in.load(Ordering::Relaxed),
-        stats.frames_done.load(Ordering::Relaxed),
-        stats.frame_drops.load(Ordering::Relaxed),
-        stats.bad_frames.load(Ordering::Relaxed),
-        stats.pairs_done.load(Ordering::Relaxed),
+        stats.get(Counter::FramesIn),
+        stats.get(Counter::FramesDone),
+        stats.get(Counter::FrameDrops),
+        stats.get(Counter::BadFrames),
+        stats.get(Counter::PairsDone),
         stats.errors()
     );
-    if let Some(rx) = &log_records {
-        for record in rx.try_iter() {
-            let _ = pub_rosout.publish(record.to_log(&logger, wall_time()));
-        }
-    }
+    dds.forward_log_records();
+    drop(dds);
     // Dropping the node stops the spinner.
     drop(node);
     if spin_thread.join().is_err() {
@@ -505,10 +539,20 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     Ok(())
 }
 
-fn offer(frames: &LatestSlot<Input>, stats: &Stats, input: Input) {
-    if frames.put(input) {
-        bump(&stats.frame_drops);
+/// The ROS node on a DDS participant of `ROS_DOMAIN_ID`, on loopback only when asked.
+fn create_node(namespace: &str, name: &str) -> Result<Node, NodeError> {
+    let domain = std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0u16);
+    let mut builder = DomainParticipantBuilder::new(domain);
+    if localhost_only() {
+        builder = builder.with_only_networks([Ipv4Addr::LOCALHOST]);
     }
+    let participant = builder.build().map_err(NodeError::Participant)?;
+    let context = Context::from_domain_participant(participant).map_err(dds("the ROS context"))?;
+    let node_name = NodeName::new(namespace, name)
+        .map_err(|source| NodeError::Name { name: format!("{}/{name}", namespace.trim_end_matches('/')), source })?;
+    // Our own /rosout writer and parameter services (see rosout.rs, param_services.rs).
+    let options = NodeOptions::new().enable_rosout(false).start_parameter_services(false);
+    Ok(context.new_node(node_name, options)?)
 }
 
 fn wall_time() -> builtin_interfaces::Time {
@@ -522,64 +566,5 @@ fn describe_camera_info(c: &Option<sensor_msgs::CameraInfo>) -> String {
             format!("{}x{} fx {:.1} fy {:.1} cx {:.1} cy {:.1}", i.width, i.height, i.k[0], i.k[4], i.k[2], i.k[5])
         }
         None => "none".into(),
-    }
-}
-
-fn diagnostics(
-    fqn: &str,
-    stamp: builtin_interfaces::Time,
-    s: &Stats,
-    backends: [String; 2],
-    dust3r_on: bool,
-    camera_info: String,
-) -> diagnostic_msgs::DiagnosticArray {
-    let get = |c: &AtomicU64| c.load(Ordering::Relaxed).to_string();
-    let kv = |k: &str, v: String| diagnostic_msgs::KeyValue { key: k.into(), value: v };
-    let errors = s.errors();
-    let paused = s.superpoint_paused.load(Ordering::Relaxed) + s.dust3r_paused.load(Ordering::Relaxed);
-    let level = if errors > 0 || paused > 0 || !dust3r_on {
-        diagnostic_msgs::DiagnosticStatus::WARN
-    } else {
-        diagnostic_msgs::DiagnosticStatus::OK
-    };
-    diagnostic_msgs::DiagnosticArray {
-        header: std_msgs::Header { stamp, frame_id: String::new() },
-        status: vec![diagnostic_msgs::DiagnosticStatus {
-            level,
-            name: format!("{}: pipeline", fqn.trim_start_matches('/')),
-            message: if dust3r_on { "running".into() } else { "running; DUSt3R disabled (no weights)".into() },
-            hardware_id: "cpu".into(),
-            values: vec![
-                kv("frames_in", get(&s.frames_in)),
-                kv("input_rate_hz", format!("{:.2}", s.input_rate_mhz.load(Ordering::Relaxed) as f64 / 1000.0)),
-                kv("frames_processed", get(&s.frames_done)),
-                kv("frames_dropped", get(&s.frame_drops)),
-                kv("pairs_processed", get(&s.pairs_done)),
-                kv("pairs_dropped", get(&s.pair_drops)),
-                kv("errors_bad_frame", get(&s.bad_frames)),
-                kv("errors_camera_info", get(&s.bad_camera_info)),
-                kv("camera_info_size_mismatch", get(&s.camera_info_mismatch)),
-                kv("camera_info", camera_info),
-                kv("debug_images", get(&s.debug_images)),
-                kv("errors_superpoint", get(&s.superpoint_errors)),
-                kv("errors_dust3r", get(&s.dust3r_errors)),
-                kv("errors_publish", get(&s.publish_errors)),
-                kv("no_pose", get(&s.no_pose)),
-                kv("superpoint_latency_ms", get(&s.superpoint_ms)),
-                kv("dust3r_latency_ms", get(&s.dust3r_ms)),
-                kv("superpoint_paused", get(&s.superpoint_paused)),
-                kv("dust3r_paused", get(&s.dust3r_paused)),
-                kv("superpoint_backend", backends[0].clone()),
-                kv("dust3r_backend", backends[1].clone()),
-            ]
-            .into_iter()
-            .chain(
-                s.by_kind
-                    .lock()
-                    .map(|m| m.iter().map(|(k, v)| kv(k, v.to_string())).collect::<Vec<_>>())
-                    .unwrap_or_default(),
-            )
-            .collect(),
-        }],
     }
 }

@@ -13,12 +13,29 @@ use ros2_client::service::{Server, ServiceMapping};
 use ros2_client::{qos, Name, Node, Publisher, QosProfile, ServiceTypeName};
 
 use super::args::ParamValue;
-use super::params::{Constraint, ParamSpec, ParamStore};
+use super::params::{Constraint, ParamError, ParamSpec, ParamStore};
 
+/// Why the parameter services could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum ParamServiceError {
-    #[error("cannot create parameter service {name}: {reason}")]
-    Create { name: String, reason: String },
+    /// DDS refused a service or the events topic.
+    #[error("cannot create parameter service {name}")]
+    Create {
+        /// The service or topic.
+        name: String,
+        /// DDS's reason.
+        #[source]
+        source: ros2_client::CreateError,
+    },
+    /// A service name is not a valid ROS name.
+    #[error("invalid parameter service name {name}")]
+    Name {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        #[source]
+        source: ros2_client::names::NameError,
+    },
 }
 
 /// How requests and replies are framed on DDS: rmw_cyclonedds puts a request header in the
@@ -31,6 +48,7 @@ pub fn service_mapping() -> ServiceMapping {
     }
 }
 
+/// The node's parameter services (list, get, get types, describe, set, set atomically) and `/parameter_events`, answered from the store.
 pub struct ParamServices {
     store: Arc<Mutex<ParamStore>>,
     node_fqn: String,
@@ -51,6 +69,7 @@ fn services_qos() -> QosProfile {
 }
 
 impl ParamServices {
+    /// Creates the services under the node's name.
     pub fn new(node: &mut Node, node_fqn: &str, store: Arc<Mutex<ParamStore>>) -> Result<Self, ParamServiceError> {
         let mapping = service_mapping();
         fn server<Q: ros2_client::Message + Clone + 'static, R: ros2_client::Message + 'static>(
@@ -60,8 +79,9 @@ impl ParamServices {
             name: &str,
             ty: &str,
         ) -> Result<Server<Q, R>, ParamServiceError> {
-            let err = |reason: String| ParamServiceError::Create { name: format!("{fqn}/{name}"), reason };
-            let service = Name::new(fqn, name).map_err(|e| err(format!("{e:?}")))?;
+            let full = format!("{fqn}/{name}");
+            let service =
+                Name::new(fqn, name).map_err(|source| ParamServiceError::Name { name: full.clone(), source })?;
             node.create_server(
                 mapping,
                 &service,
@@ -69,18 +89,16 @@ impl ParamServices {
                 services_qos(),
                 services_qos(),
             )
-            .map_err(|e| err(format!("{e:?}")))
+            .map_err(|source| ParamServiceError::Create { name: full, source })
         }
         let events_name = Name::new("/", "parameter_events")
-            .map_err(|e| ParamServiceError::Create { name: "/parameter_events".into(), reason: format!("{e:?}") })?;
+            .map_err(|source| ParamServiceError::Name { name: "/parameter_events".into(), source })?;
         // rmw_qos_profile_parameter_events: reliable, volatile, keep last 1000.
         let events_qos = QosProfile::publisher_default()
             .reliability_reliable(qos::WhenFull::DEFAULT)
             .history(qos::History::KeepLast { depth: 1000 });
-        let create = |e: ros2_client::CreateError| ParamServiceError::Create {
-            name: "/parameter_events".into(),
-            reason: format!("{e:?}"),
-        };
+        let create =
+            |source: ros2_client::CreateError| ParamServiceError::Create { name: "/parameter_events".into(), source };
         let topic = node
             .create_topic(
                 &events_name,
@@ -171,17 +189,18 @@ impl ParamServices {
         params: &[raw::Parameter],
         stamp: ros2_client::builtin_interfaces::Time,
     ) -> raw::SetParametersResult {
-        let changes: Result<Vec<(String, ParamValue)>, String> = params
+        let changes: Result<Vec<(String, ParamValue)>, ParamError> = params
             .iter()
             .map(|p| {
-                from_raw(&p.value)
-                    .map(|v| (p.name.clone(), v))
-                    .ok_or_else(|| format!("parameter {}: unsupported value type {}", p.name, p.value.ptype))
+                from_raw(&p.value).map(|v| (p.name.clone(), v)).ok_or_else(|| ParamError::Invalid {
+                    name: p.name.clone(),
+                    detail: format!("unsupported value type {}", p.value.ptype),
+                })
             })
             .collect();
         let result = changes.and_then(|c| match self.store.lock() {
-            Ok(mut store) => store.set(&c).map_err(|e| e.to_string()),
-            Err(_) => Err("parameter store unavailable".into()),
+            Ok(mut store) => store.set(&c),
+            Err(_) => Err(ParamError::StoreUnavailable),
         });
         match result {
             Ok(applied) => {
@@ -204,9 +223,9 @@ impl ParamServices {
                 }
                 raw::SetParametersResult { successful: true, reason: String::new() }
             }
-            Err(reason) => {
-                tracing::warn!("parameter change refused: {reason}");
-                raw::SetParametersResult { successful: false, reason }
+            Err(e) => {
+                tracing::warn!("parameter change refused: {e}");
+                raw::SetParametersResult { successful: false, reason: e.to_string() }
             }
         }
     }
@@ -276,6 +295,7 @@ fn not_set() -> raw::ParameterValue {
     }
 }
 
+/// A parameter value in rcl_interfaces' form.
 pub fn to_raw(v: &ParamValue) -> raw::ParameterValue {
     use raw::ParameterType as T;
     let mut r = not_set();
@@ -292,6 +312,7 @@ pub fn to_raw(v: &ParamValue) -> raw::ParameterValue {
     r
 }
 
+/// A parameter value from rcl_interfaces' form; `None` for a type the node does not use.
 pub fn from_raw(r: &raw::ParameterValue) -> Option<ParamValue> {
     use raw::ParameterType as T;
     Some(match r.ptype {

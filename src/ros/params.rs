@@ -4,118 +4,313 @@
 use std::path::PathBuf;
 
 use super::args::{load_params_file, ArgsError, ParamValue, RosArgs};
+use crate::backend::build::{BackendConfig, BackendKind};
+use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
 
 /// Allowed values of a parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Constraint {
+    /// Any value of the type.
     None,
-    Integer { min: i64, max: i64 },
-    Double { min: f64, max: f64 },
+    /// An integer in `[min, max]`.
+    Integer {
+        /// Smallest allowed value.
+        min: i64,
+        /// Largest allowed value.
+        max: i64,
+    },
+    /// A double in `[min, max]`.
+    Double {
+        /// Smallest allowed value.
+        min: f64,
+        /// Largest allowed value.
+        max: f64,
+    },
+    /// One of these strings.
     OneOf(&'static [&'static str]),
 }
 
 /// One declared parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamSpec {
+    /// The name, as `ros2 param` shows it.
     pub name: &'static str,
+    /// What it does, as `ros2 param describe` shows it.
     pub description: &'static str,
+    /// Its value when nothing sets it.
     pub default: ParamValue,
+    /// Its allowed values.
     pub constraint: Constraint,
     /// Fixed once the node runs (what it loaded and subscribed to); the others can be changed
     /// with `ros2 param set` and take effect on the next frame or pair.
     pub read_only: bool,
 }
 
-/// Every parameter the node declares.
-pub fn declared() -> Vec<ParamSpec> {
-    use Constraint as C;
-    use ParamValue as V;
-    let s = |v: &str| V::String(v.to_string());
-    vec![
-        ParamSpec { name: "image_transport", description: "Subscribe to `image` (raw) or `image/compressed` (compressed)", default: s("raw"), constraint: C::OneOf(&["raw", "compressed"]), read_only: true },
-        ParamSpec { name: "superpoint_backend", description: "Where SuperPoint runs: in process (cpu) or on a tt-model server", default: s("cpu"), constraint: C::OneOf(&["cpu", "tt-server"]), read_only: true },
-        ParamSpec { name: "superpoint_weights", description: "Folder with SuperPoint's model.safetensors + config.json; empty: environment, Hugging Face cache, download", default: s(""), constraint: C::None, read_only: true },
-        ParamSpec { name: "dust3r_backend", description: "Where DUSt3R runs: in process (cpu) or on a tt-model server", default: s("cpu"), constraint: C::OneOf(&["cpu", "tt-server"]), read_only: true },
-        ParamSpec { name: "dust3r_weights", description: "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download", default: s(""), constraint: C::None, read_only: true },
-        ParamSpec { name: "superpoint_url", description: "Base URL of the superpoint-p150 tt-model server (superpoint_backend: tt-server)", default: s("http://127.0.0.1:20000"), constraint: C::None, read_only: true },
-        ParamSpec { name: "dust3r_url", description: "Base URL of the mast3r-blackhole tt-model server (dust3r_backend: tt-server)", default: s("http://127.0.0.1:20001"), constraint: C::None, read_only: true },
-        ParamSpec { name: "fallback", description: "While a tt-model server cannot answer: run that model on the CPU (cpu; needs its weights) or pause its outputs (none)", default: s("cpu"), constraint: C::OneOf(&["cpu", "none"]), read_only: true },
-        ParamSpec { name: "server_timeout", description: "Seconds a tt-model server request may take, connection included", default: V::Double(10.0), constraint: C::Double { min: 0.1, max: 600.0 }, read_only: true },
-        ParamSpec { name: "server_jpeg_quality", description: "JPEG quality of colour frames sent to the servers (grey frames go as PNG); 0 sends colour as PNG", default: V::Integer(90), constraint: C::Integer { min: 0, max: 100 }, read_only: true },
-        ParamSpec { name: "server_conf_pct", description: "mast3r-blackhole: PnP uses the top N % of view 2's pixels by confidence", default: V::Double(50.0), constraint: C::Double { min: 0.1, max: 100.0 }, read_only: false },
-        ParamSpec { name: "max_keypoints", description: "Keep the N best keypoints per frame; -1 keeps all", default: V::Integer(1024), constraint: C::Integer { min: -1, max: 100_000 }, read_only: false },
-        ParamSpec { name: "keypoint_threshold", description: "Keep keypoints whose score is strictly above this", default: V::Double(0.005), constraint: C::Double { min: 0.0, max: 1.0 }, read_only: false },
-        ParamSpec { name: "nms_radius", description: "Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it", default: V::Integer(4), constraint: C::Integer { min: 0, max: 64 }, read_only: false },
-        ParamSpec { name: "keyframe_match_ratio", description: "New keyframe when the share of SuperPoint mutual nearest-neighbour matches to the last keyframe falls below this", default: V::Double(0.5), constraint: C::Double { min: 0.0, max: 1.0 }, read_only: false },
-        ParamSpec { name: "keyframe_min_interval", description: "Seconds of input time before another keyframe may be taken", default: V::Double(0.5), constraint: C::Double { min: 0.0, max: 3600.0 }, read_only: false },
-        ParamSpec { name: "keyframe_max_interval", description: "Seconds of input time after which a keyframe is taken regardless of matches", default: V::Double(5.0), constraint: C::Double { min: 0.0, max: 3600.0 }, read_only: false },
-        ParamSpec { name: "confidence_threshold", description: "Publish DUSt3R points whose confidence (>= 1) is above this", default: V::Double(3.0), constraint: C::Double { min: 1.0, max: 1e6 }, read_only: false },
-        ParamSpec { name: "pose_confidence_threshold", description: "PairViewer's min_conf_thr: only DUSt3R points above this confidence enter the focal estimate and PnP", default: V::Double(3.0), constraint: C::Double { min: 1.0, max: 1e6 }, read_only: false },
-        ParamSpec { name: "cloud_stride", description: "Publish the point of every n-th pixel along rows and columns of each view (1: all, up to 2 x 262k points, 10.5 MB per pair; 3: a ninth, at most 1.2 MB, which DDS readers with default socket buffers take at once)", default: V::Integer(3), constraint: C::Integer { min: 1, max: 16 }, read_only: false },
-        ParamSpec { name: "publish_tf", description: "Broadcast TF from view 1's camera frame to a child frame for view 2", default: V::Bool(false), constraint: C::None, read_only: false },
-        ParamSpec { name: "use_sim_time", description: "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`", default: V::Bool(false), constraint: C::None, read_only: true },
-    ]
+/// Marks a parameter fixed once the node runs.
+const FIXED: bool = true;
+/// Marks a parameter `ros2 param set` may change while the node runs.
+const TUNABLE: bool = false;
+
+/// A Rust type a parameter can have, and its `ParamValue` form.
+trait Typed: Sized {
+    fn to_value(self) -> ParamValue;
+    fn from_value(value: &ParamValue) -> Option<Self>;
 }
 
+impl Typed for bool {
+    fn to_value(self) -> ParamValue {
+        ParamValue::Bool(self)
+    }
+    fn from_value(value: &ParamValue) -> Option<Self> {
+        match value {
+            ParamValue::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+impl Typed for i64 {
+    fn to_value(self) -> ParamValue {
+        ParamValue::Integer(self)
+    }
+    fn from_value(value: &ParamValue) -> Option<Self> {
+        match value {
+            ParamValue::Integer(i) => Some(*i),
+            _ => None,
+        }
+    }
+}
+
+impl Typed for f64 {
+    fn to_value(self) -> ParamValue {
+        ParamValue::Double(self)
+    }
+    fn from_value(value: &ParamValue) -> Option<Self> {
+        match value {
+            ParamValue::Double(d) => Some(*d),
+            _ => None,
+        }
+    }
+}
+
+impl Typed for String {
+    fn to_value(self) -> ParamValue {
+        ParamValue::String(self)
+    }
+    fn from_value(value: &ParamValue) -> Option<Self> {
+        match value {
+            ParamValue::String(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Declares every parameter once: its name is a field of [`Values`] (so a name read that is not
+/// declared does not compile), its type, default, constraint, mutability and description
+/// become its [`ParamSpec`].
+macro_rules! parameters {
+    ($($name:ident: $ty:ty = $default:expr, $constraint:expr, $mutability:expr, $description:expr;)*) => {
+        /// Every declared parameter's value, one typed field each, in declaration order.
+        #[derive(Clone, Debug, PartialEq)]
+        struct Values {
+            $($name: $ty,)*
+        }
+
+        /// Every parameter the node declares.
+        pub fn declared() -> Vec<ParamSpec> {
+            vec![$(ParamSpec {
+                name: stringify!($name),
+                description: $description,
+                default: <$ty as Typed>::to_value(<$ty>::from($default)),
+                constraint: $constraint,
+                read_only: $mutability,
+            },)*]
+        }
+
+        impl Values {
+            /// The values in [`declared`]'s order, each already checked against its type.
+            fn from_list(values: &[ParamValue]) -> Result<Self, ParamError> {
+                let mut it = values.iter();
+                Ok(Self {$($name: it.next().and_then(<$ty as Typed>::from_value).ok_or_else(|| ParamError::Invalid {
+                    name: stringify!($name).into(),
+                    detail: "no value of the declared type".into(),
+                })?,)*})
+            }
+        }
+    };
+}
+
+/// Keypoint threshold, NMS radius and keypoint count default to SuperPoint's own.
+const DEFAULT_MAX_KEYPOINTS: i64 = crate::superpoint::DEFAULT_MAX_KEYPOINTS as i64;
+
+parameters! {
+    image_transport: String = "raw", Constraint::OneOf(&["raw", "compressed"]), FIXED,
+        "Subscribe to `image` (raw) or `image/compressed` (compressed)";
+    superpoint_backend: String = BackendKind::Cpu.name(), Constraint::OneOf(&BackendKind::NAMES), FIXED,
+        "Where SuperPoint runs: in process (cpu) or on a tt-model server";
+    superpoint_weights: String = "", Constraint::None, FIXED,
+        "Folder with SuperPoint's model.safetensors + config.json; empty: environment, Hugging Face cache, download";
+    dust3r_backend: String = BackendKind::Cpu.name(), Constraint::OneOf(&BackendKind::NAMES), FIXED,
+        "Where DUSt3R runs: in process (cpu) or on a tt-model server";
+    dust3r_weights: String = "", Constraint::None, FIXED,
+        "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download";
+    superpoint_url: String = DEFAULT_SUPERPOINT_URL, Constraint::None, FIXED,
+        "Base URL of the superpoint-p150 tt-model server (superpoint_backend: tt-server)";
+    dust3r_url: String = DEFAULT_DUST3R_URL, Constraint::None, FIXED,
+        "Base URL of the mast3r-blackhole tt-model server (dust3r_backend: tt-server)";
+    fallback: String = "cpu", Constraint::OneOf(&["cpu", "none"]), FIXED,
+        "While a tt-model server cannot answer: run that model on the CPU (cpu; needs its weights) or pause its \
+         outputs (none)";
+    server_timeout: f64 = 10.0, Constraint::Double { min: 0.1, max: 600.0 }, FIXED,
+        "Seconds a tt-model server request may take, connection included";
+    server_jpeg_quality: i64 = 90, Constraint::Integer { min: 0, max: 100 }, FIXED,
+        "JPEG quality of colour frames sent to the servers (grey frames go as PNG); 0 sends colour as PNG";
+    server_conf_pct: f64 = 50.0, Constraint::Double { min: 0.1, max: 100.0 }, TUNABLE,
+        "mast3r-blackhole: PnP uses the top N % of view 2's pixels by confidence";
+    max_keypoints: i64 = DEFAULT_MAX_KEYPOINTS, Constraint::Integer { min: -1, max: 100_000 }, TUNABLE,
+        "Keep the N best keypoints per frame; -1 keeps all";
+    keypoint_threshold: f64 = crate::superpoint::DEFAULT_THRESHOLD, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
+        "Keep keypoints whose score is strictly above this";
+    nms_radius: i64 = crate::superpoint::DEFAULT_NMS_RADIUS as i64, Constraint::Integer { min: 0, max: 64 }, TUNABLE,
+        "Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it";
+    keyframe_match_ratio: f64 = 0.5, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
+        "New keyframe when the share of SuperPoint mutual nearest-neighbour matches to the last keyframe falls \
+         below this";
+    keyframe_min_interval: f64 = 0.5, Constraint::Double { min: 0.0, max: 3600.0 }, TUNABLE,
+        "Seconds of input time before another keyframe may be taken";
+    keyframe_max_interval: f64 = 5.0, Constraint::Double { min: 0.0, max: 3600.0 }, TUNABLE,
+        "Seconds of input time after which a keyframe is taken regardless of matches";
+    confidence_threshold: f64 = 3.0, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
+        "Publish DUSt3R points whose confidence (>= 1) is above this";
+    pose_confidence_threshold: f64 = 3.0, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
+        "PairViewer's min_conf_thr: only DUSt3R points above this confidence enter the focal estimate and PnP";
+    cloud_stride: i64 = 3, Constraint::Integer { min: 1, max: 16 }, TUNABLE,
+        "Publish the point of every n-th pixel along rows and columns of each view (1: all, up to 2 x 262k \
+         points, 10.5 MB per pair; 3: a ninth, at most 1.2 MB, which DDS readers with default socket buffers \
+         take at once)";
+    publish_tf: bool = false, Constraint::None, TUNABLE,
+        "Broadcast TF from view 1's camera frame to a child frame for view 2";
+    use_sim_time: bool = false, Constraint::None, FIXED,
+        "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`";
+}
+
+/// Why parameters are refused.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ParamError {
+    /// The command line or a parameter file is malformed.
     #[error(transparent)]
     Args(#[from] ArgsError),
+    /// A value of another type than declared.
     #[error("parameter {name}: expected a {expected}, got {got} ({value:?})")]
-    Type { name: String, expected: &'static str, got: &'static str, value: ParamValue },
+    Type {
+        /// The parameter.
+        name: String,
+        /// The declared type.
+        expected: &'static str,
+        /// The given value's type.
+        got: &'static str,
+        /// The given value.
+        value: ParamValue,
+    },
+    /// A value outside the declared range or set.
     #[error("parameter {name} = {value} is outside {range}")]
-    Range { name: String, value: String, range: String },
+    Range {
+        /// The parameter.
+        name: String,
+        /// The given value.
+        value: String,
+        /// The allowed values.
+        range: String,
+    },
+    /// A value the node cannot use.
     #[error("parameter {name}: {detail}")]
-    Invalid { name: String, detail: String },
-}
-
-/// Which engine runs a model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Cpu,
-    TtServer,
+    Invalid {
+        /// The parameter.
+        name: String,
+        /// Why.
+        detail: String,
+    },
+    /// The node's parameter store is unusable (a worker panicked while holding it).
+    #[error("parameter store unavailable")]
+    StoreUnavailable,
 }
 
 /// The node's configuration after files and overrides.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeParams {
+    /// Subscribe to `image/compressed` instead of `image`.
     pub compressed_input: bool,
-    pub superpoint_backend: Backend,
+    /// Where SuperPoint runs.
+    pub superpoint_backend: BackendKind,
+    /// SuperPoint's weights folder; `None`: environment, Hugging Face cache, download.
     pub superpoint_weights: Option<PathBuf>,
-    pub dust3r_backend: Backend,
+    /// Where DUSt3R runs.
+    pub dust3r_backend: BackendKind,
+    /// DUSt3R's weights folder; `None` as for SuperPoint.
     pub dust3r_weights: Option<PathBuf>,
+    /// Base URL of the superpoint-p150 server.
     pub superpoint_url: String,
+    /// Base URL of the mast3r-blackhole server.
     pub dust3r_url: String,
     /// Run a model on the CPU while its server cannot answer.
     pub cpu_fallback: bool,
+    /// Seconds a server request may take.
     pub server_timeout: f64,
+    /// JPEG quality of colour frames sent to the servers; 0 sends PNG.
     pub server_jpeg_quality: u8,
+    /// mast3r-blackhole: the share of view 2's pixels, in percent, that enter PnP.
     pub server_conf_pct: f64,
     /// `None`: keep all.
     pub max_keypoints: Option<usize>,
+    /// Keep keypoints whose score is strictly above this.
     pub keypoint_threshold: f64,
+    /// NMS radius in network pixels; 0 disables NMS.
     pub nms_radius: usize,
+    /// New keyframe when the match ratio to the last keyframe falls below this.
     pub keyframe_match_ratio: f64,
+    /// Seconds of input time before another keyframe may be taken.
     pub keyframe_min_interval: f64,
+    /// Seconds of input time after which a keyframe is taken regardless.
     pub keyframe_max_interval: f64,
+    /// Publish DUSt3R points above this confidence.
     pub confidence_threshold: f64,
+    /// Points above this confidence enter the focal estimate and PnP.
     pub pose_confidence_threshold: f64,
+    /// Publish every n-th pixel's point along rows and columns.
     pub cloud_stride: usize,
+    /// Broadcast TF from view 1's frame to view 2's.
     pub publish_tf: bool,
+    /// Take time from /clock.
     pub use_sim_time: bool,
 }
 
 impl NodeParams {
-    /// SuperPoint's post-processing as these parameters set it (the border is fixed at 4 px).
+    /// The backends these parameters ask for.
+    pub fn backend_config(&self) -> BackendConfig {
+        BackendConfig {
+            superpoint: self.superpoint_backend,
+            superpoint_weights: self.superpoint_weights.clone(),
+            superpoint_url: self.superpoint_url.clone(),
+            dust3r: self.dust3r_backend,
+            dust3r_weights: self.dust3r_weights.clone(),
+            dust3r_url: self.dust3r_url.clone(),
+            cpu_fallback: self.cpu_fallback,
+            server_timeout: std::time::Duration::from_secs_f64(self.server_timeout),
+            jpeg_quality: self.server_jpeg_quality,
+        }
+    }
+
+    /// SuperPoint's post-processing as these parameters set it (the border is SuperPoint's own).
     pub fn post_params(&self) -> crate::superpoint::PostParams {
         crate::superpoint::PostParams {
             threshold: self.keypoint_threshold as f32,
             nms_radius: self.nms_radius,
-            border: 4,
+            border: crate::superpoint::BORDER,
             max_keypoints: self.max_keypoints,
         }
     }
 
+    /// The keyframe policy these parameters set.
     pub fn keyframe_policy(&self) -> crate::pipeline::keyframes::KeyframePolicy {
         crate::pipeline::keyframes::KeyframePolicy {
             match_ratio: self.keyframe_match_ratio,
@@ -131,46 +326,36 @@ impl NodeParams {
         Ok((store.params().clone(), warnings))
     }
 
-    fn from_values(specs: &[ParamSpec], values: &[ParamValue]) -> Result<Self, ParamError> {
-        let get = |n: &str| specs.iter().position(|s| s.name == n).map(|i| &values[i]);
-        let string = |n: &str| match get(n) {
-            Some(ParamValue::String(s)) => s.clone(),
-            _ => String::new(),
+    fn from_values(values: &[ParamValue]) -> Result<Self, ParamError> {
+        let v = Values::from_list(values)?;
+        let backend = |name: &str, value: &str| {
+            BackendKind::from_name(value)
+                .ok_or_else(|| ParamError::Invalid { name: name.into(), detail: format!("unknown backend {value:?}") })
         };
-        let int = |n: &str| match get(n) {
-            Some(ParamValue::Integer(i)) => *i,
-            _ => 0,
-        };
-        let double = |n: &str| match get(n) {
-            Some(ParamValue::Double(d)) => *d,
-            _ => 0.0,
-        };
-        let boolean = |n: &str| matches!(get(n), Some(ParamValue::Bool(true)));
-        let backend = |n: &str| if string(n) == "tt-server" { Backend::TtServer } else { Backend::Cpu };
-        let path = |n: &str| Some(string(n)).filter(|s| !s.is_empty()).map(PathBuf::from);
+        let path = |s: String| Some(s).filter(|s| !s.is_empty()).map(PathBuf::from);
         let params = Self {
-            compressed_input: string("image_transport") == "compressed",
-            superpoint_backend: backend("superpoint_backend"),
-            superpoint_weights: path("superpoint_weights"),
-            dust3r_backend: backend("dust3r_backend"),
-            dust3r_weights: path("dust3r_weights"),
-            superpoint_url: string("superpoint_url"),
-            dust3r_url: string("dust3r_url"),
-            cpu_fallback: string("fallback") == "cpu",
-            server_timeout: double("server_timeout"),
-            server_jpeg_quality: int("server_jpeg_quality").clamp(0, 100) as u8,
-            server_conf_pct: double("server_conf_pct"),
-            max_keypoints: usize::try_from(int("max_keypoints")).ok(),
-            keypoint_threshold: double("keypoint_threshold"),
-            nms_radius: int("nms_radius") as usize,
-            keyframe_match_ratio: double("keyframe_match_ratio"),
-            keyframe_min_interval: double("keyframe_min_interval"),
-            keyframe_max_interval: double("keyframe_max_interval"),
-            confidence_threshold: double("confidence_threshold"),
-            pose_confidence_threshold: double("pose_confidence_threshold"),
-            cloud_stride: int("cloud_stride").max(1) as usize,
-            publish_tf: boolean("publish_tf"),
-            use_sim_time: boolean("use_sim_time"),
+            compressed_input: v.image_transport == "compressed",
+            superpoint_backend: backend("superpoint_backend", &v.superpoint_backend)?,
+            superpoint_weights: path(v.superpoint_weights),
+            dust3r_backend: backend("dust3r_backend", &v.dust3r_backend)?,
+            dust3r_weights: path(v.dust3r_weights),
+            superpoint_url: v.superpoint_url,
+            dust3r_url: v.dust3r_url,
+            cpu_fallback: v.fallback == "cpu",
+            server_timeout: v.server_timeout,
+            server_jpeg_quality: v.server_jpeg_quality.clamp(0, 100) as u8,
+            server_conf_pct: v.server_conf_pct,
+            max_keypoints: usize::try_from(v.max_keypoints).ok(),
+            keypoint_threshold: v.keypoint_threshold,
+            nms_radius: v.nms_radius.max(0) as usize,
+            keyframe_match_ratio: v.keyframe_match_ratio,
+            keyframe_min_interval: v.keyframe_min_interval,
+            keyframe_max_interval: v.keyframe_max_interval,
+            confidence_threshold: v.confidence_threshold,
+            pose_confidence_threshold: v.pose_confidence_threshold,
+            cloud_stride: v.cloud_stride.max(1) as usize,
+            publish_tf: v.publish_tf,
+            use_sim_time: v.use_sim_time,
         };
         if params.keyframe_max_interval < params.keyframe_min_interval {
             return Err(ParamError::Invalid {
@@ -214,14 +399,16 @@ impl ParamStore {
             };
             values[i] = check(&specs[i], value)?;
         }
-        let params = NodeParams::from_values(&specs, &values)?;
+        let params = NodeParams::from_values(&values)?;
         Ok((Self { specs, values, params }, warnings))
     }
 
+    /// The typed parameters as they are now.
     pub fn params(&self) -> &NodeParams {
         &self.params
     }
 
+    /// Every declaration.
     pub fn specs(&self) -> &[ParamSpec] {
         &self.specs
     }
@@ -251,7 +438,7 @@ impl ParamStore {
             values[i] = check(spec, value.clone())?;
             applied.push((name.clone(), values[i].clone()));
         }
-        self.params = NodeParams::from_values(&self.specs, &values)?;
+        self.params = NodeParams::from_values(&values)?;
         self.values = values;
         Ok(applied)
     }
@@ -284,5 +471,56 @@ fn check(spec: &ParamSpec, value: ParamValue) -> Result<ParamValue, ParamError> 
             out_of(format!("{s:?}"), format!("{{{}}}", allowed.join(", ")))
         }
         _ => Ok(value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another valid value for `spec`: each candidate is tried until the parameters accept it.
+    fn other_values(spec: &ParamSpec) -> Vec<ParamValue> {
+        match (&spec.default, &spec.constraint) {
+            (ParamValue::Bool(b), _) => vec![ParamValue::Bool(!b)],
+            (ParamValue::Integer(_), Constraint::Integer { min, max }) => {
+                vec![ParamValue::Integer(*min), ParamValue::Integer(*max)]
+            }
+            (ParamValue::Double(_), Constraint::Double { min, max }) => {
+                vec![ParamValue::Double(*min), ParamValue::Double(*max)]
+            }
+            (ParamValue::String(_), Constraint::OneOf(allowed)) => {
+                allowed.iter().map(|a| ParamValue::String(a.to_string())).collect()
+            }
+            (ParamValue::String(s), _) => vec![ParamValue::String(format!("{s}/other"))],
+            (v, c) => panic!("{}: no test values for {v:?} within {c:?}", spec.name),
+        }
+    }
+
+    /// The declaration and the reading are one definition (a name read that is not declared
+    /// does not compile); this checks the other direction: every declared parameter changes
+    /// the node's configuration, so none is declared and then ignored.
+    #[test]
+    fn every_declared_parameter_is_read() {
+        let specs = declared();
+        let names: std::collections::BTreeSet<&str> = specs.iter().map(|s| s.name).collect();
+        assert_eq!(names.len(), specs.len(), "parameter names are unique");
+        let defaults: Vec<ParamValue> = specs.iter().map(|s| s.default.clone()).collect();
+        let base = NodeParams::from_values(&defaults).expect("the defaults are valid");
+        for (i, spec) in specs.iter().enumerate() {
+            let changed = other_values(spec).into_iter().find_map(|v| {
+                let mut values = defaults.clone();
+                values[i] = check(spec, v).ok()?;
+                NodeParams::from_values(&values).ok().filter(|p| *p != base)
+            });
+            assert!(changed.is_some(), "{} is declared but changing it changes nothing", spec.name);
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_models_own() {
+        let p = NodeParams::from_values(&declared().iter().map(|s| s.default.clone()).collect::<Vec<_>>()).unwrap();
+        assert_eq!(p.post_params(), crate::superpoint::PostParams::default());
+        assert_eq!(p.superpoint_url, crate::backend::tt_server::DEFAULT_SUPERPOINT_URL);
+        assert_eq!(p.dust3r_url, crate::backend::tt_server::DEFAULT_DUST3R_URL);
     }
 }

@@ -18,10 +18,15 @@ use super::msg::{builtin_interfaces, rcl_interfaces};
 /// One record, before it has a node name and a stamp.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
+    /// rcl_interfaces/Log level (10 debug .. 50 fatal).
     pub level: u8,
+    /// The message.
     pub message: String,
+    /// Source file.
     pub file: String,
+    /// Module path.
     pub function: String,
+    /// Source line.
     pub line: u32,
 }
 

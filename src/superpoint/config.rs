@@ -9,13 +9,21 @@ use crate::weights::WeightsError;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct SuperPointConfig {
+    /// Widths of the encoder's four stages.
     pub encoder_hidden_sizes: Vec<usize>,
+    /// Width of the heads' hidden layer.
     pub decoder_hidden_size: usize,
+    /// Keypoint head outputs (65: 64 cell positions and a dustbin).
     pub keypoint_decoder_dim: usize,
+    /// Descriptor width.
     pub descriptor_decoder_dim: usize,
+    /// Default keypoint threshold.
     pub keypoint_threshold: f32,
+    /// Default keypoint count (-1: all).
     pub max_keypoints: i64,
+    /// Default NMS radius.
     pub nms_radius: i64,
+    /// Default border, pixels.
     pub border_removal_distance: i64,
 }
 
@@ -35,6 +43,7 @@ impl Default for SuperPointConfig {
 }
 
 impl SuperPointConfig {
+    /// Reads config.json.
     pub fn from_file(path: &Path) -> Result<Self, WeightsError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| WeightsError::Io { path: path.to_path_buf(), source })?;

@@ -8,7 +8,10 @@ mod preprocess;
 
 pub use config::SuperPointConfig;
 pub use net::{NetOutput, SuperPointNet};
-pub use post::{depth_to_space_heatmap, extract_keypoints, nms, Keypoints, PostParams};
+pub use post::{
+    depth_to_space_heatmap, extract_keypoints, nms, Keypoints, PostParams, BORDER, DEFAULT_MAX_KEYPOINTS,
+    DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD,
+};
 pub use preprocess::{preprocess, Preprocessed, INPUT_HEIGHT, INPUT_WIDTH};
 
 use crate::weights::HubModel;
@@ -25,18 +28,30 @@ pub const HUB_MODEL: HubModel = HubModel {
 /// Descriptor length of the released network.
 pub const DESCRIPTOR_DIM: usize = 256;
 
+/// Why SuperPoint could not load or run.
 #[derive(Debug, thiserror::Error)]
 pub enum SuperPointError {
+    /// The weights could not be loaded.
     #[error(transparent)]
     Weights(#[from] crate::weights::WeightsError),
+    /// The frame could not be read.
     #[error(transparent)]
     Image(#[from] crate::image::ImageError),
+    /// A tensor operation was given inconsistent shapes (a bug).
     #[error("internal shape error: {0}")]
     Tensor(#[from] crate::tensor::TensorError),
+    /// The network input is not a positive multiple of 8.
     #[error("network input must be a non-empty multiple of 8 in both sides, got {width}x{height}")]
-    InputSize { width: u32, height: u32 },
+    InputSize {
+        /// Width given.
+        width: u32,
+        /// Height given.
+        height: u32,
+    },
+    /// A post-processing parameter or input is invalid.
     #[error("invalid parameter: {0}")]
     Parameter(String),
+    /// The frame could not be resized to the network input.
     #[error("cannot resize the image: {0}")]
     Resize(String),
 }
@@ -51,8 +66,11 @@ pub struct SuperPoint {
 /// Wall time of each stage of [`SuperPoint::detect`], in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTimes {
+    /// Preprocessing time, ms.
     pub preprocess_ms: f64,
+    /// Network time, ms.
     pub forward_ms: f64,
+    /// Post-processing time, ms.
     pub postprocess_ms: f64,
 }
 
@@ -63,10 +81,12 @@ impl SuperPoint {
         Ok(Self { net, config })
     }
 
+    /// The checkpoint's config.
     pub fn config(&self) -> &SuperPointConfig {
         &self.config
     }
 
+    /// The network.
     pub fn net(&self) -> &SuperPointNet {
         &self.net
     }

@@ -18,12 +18,15 @@ pub struct SuperPointNet {
 /// Raw network outputs at cell resolution (`cells_h x cells_w`), NHWC.
 #[derive(Clone, Debug)]
 pub struct NetOutput {
+    /// Cell rows (input height / 8).
     pub cells_h: usize,
+    /// Cell columns (input width / 8).
     pub cells_w: usize,
     /// `cells_h x cells_w x 65` score logits (64 cell positions + dustbin).
     pub logits: Vec<f32>,
     /// `cells_h x cells_w x D` raw (not yet normalised) descriptors.
     pub descriptors: Vec<f32>,
+    /// Descriptor width.
     pub descriptor_dim: usize,
 }
 
@@ -57,6 +60,7 @@ impl SuperPointNet {
         Ok((Self::from_weights(&file, &config)?, config))
     }
 
+    /// The network from a weight file and its config.
     pub fn from_weights(file: &WeightFile, config: &SuperPointConfig) -> Result<Self, SuperPointError> {
         let sizes = &config.encoder_hidden_sizes;
         let mut blocks = Vec::with_capacity(4);
@@ -114,6 +118,7 @@ impl SuperPointNet {
         })
     }
 
+    /// Descriptor width.
     pub fn descriptor_dim(&self) -> usize {
         self.descriptor_b.out_channels()
     }
@@ -150,6 +155,7 @@ impl SuperPointNet {
         })
     }
 
+    /// Runs the network on a `height x width` luminance plane.
     pub fn forward(&self, plane: &[f32], height: usize, width: usize) -> Result<NetOutput, SuperPointError> {
         self.heads(&self.encode(plane, height, width)?)
     }

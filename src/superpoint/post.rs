@@ -14,6 +14,7 @@ use crate::tensor::{max_filter_2d, row_norms};
 /// Cell size of the network: one cell of the 1/8 map covers 8x8 pixels.
 const CELL: usize = 8;
 
+/// Post-processing settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PostParams {
     /// Keep pixels whose NMS'd score is strictly above this.
@@ -26,9 +27,23 @@ pub struct PostParams {
     pub max_keypoints: Option<usize>,
 }
 
+/// Default keypoint score threshold (the reference implementation's).
+pub const DEFAULT_THRESHOLD: f64 = 0.005;
+/// Default NMS radius in network pixels.
+pub const DEFAULT_NMS_RADIUS: usize = 4;
+/// Default number of keypoints kept per frame.
+pub const DEFAULT_MAX_KEYPOINTS: usize = 1024;
+/// Pixels this close to a side are dropped (the reference implementation's border).
+pub const BORDER: usize = 4;
+
 impl Default for PostParams {
     fn default() -> Self {
-        Self { threshold: 0.005, nms_radius: 4, border: 4, max_keypoints: Some(1024) }
+        Self {
+            threshold: DEFAULT_THRESHOLD as f32,
+            nms_radius: DEFAULT_NMS_RADIUS,
+            border: BORDER,
+            max_keypoints: Some(DEFAULT_MAX_KEYPOINTS),
+        }
     }
 }
 
@@ -60,19 +75,24 @@ impl PostParams {
 pub struct Keypoints {
     /// `[x, y]` pixel positions (pixel centres at integers) in the frame they were mapped to.
     pub xy: Vec<[f32; 2]>,
+    /// Scores, descending.
     pub scores: Vec<f32>,
     /// `len x descriptor_dim`, row-major.
     pub descriptors: Vec<f32>,
+    /// Descriptor width.
     pub descriptor_dim: usize,
 }
 
 impl Keypoints {
+    /// How many keypoints.
     pub fn len(&self) -> usize {
         self.scores.len()
     }
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.scores.is_empty()
     }
+    /// Descriptor `i`.
     pub fn descriptor(&self, i: usize) -> &[f32] {
         &self.descriptors[i * self.descriptor_dim..(i + 1) * self.descriptor_dim]
     }
@@ -259,5 +279,28 @@ multiversion! {
         for (o, &d) in out.iter_mut().zip(cell) {
             *o += scale * d;
         }
+    }
+}
+
+#[cfg(test)]
+mod level_tests {
+    use crate::tensor::simd::{bits, check_levels, test_values};
+
+    #[test]
+    fn cell_softmax_and_descriptor_sampling_are_identical_at_every_level() {
+        let w = 5;
+        let cells = test_values(w * (super::CELL * super::CELL + 1), 41, 8.0);
+        check_levels("unfold_cell_row", |level| {
+            let mut rows = vec![0.0; super::CELL * w * super::CELL];
+            super::unfold_cell_row::at(level, &cells, &mut rows, w * super::CELL);
+            bits(&rows)
+        });
+        let cell = test_values(256, 42, 1.0);
+        let start = test_values(256, 43, 1.0);
+        check_levels("accumulate_scaled", |level| {
+            let mut out = start.clone();
+            super::accumulate_scaled::at(level, &mut out, &cell, 0.37);
+            bits(&out)
+        });
     }
 }

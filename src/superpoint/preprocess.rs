@@ -5,16 +5,21 @@ use crate::image::LumaImage;
 
 /// The network input size the checkpoint was trained and is served at (HF processor: 480x640).
 pub const INPUT_WIDTH: u32 = 640;
+/// Network input height.
 pub const INPUT_HEIGHT: u32 = 480;
 
 /// The network input plane and the scale back to the original image.
 #[derive(Clone, Debug)]
 pub struct Preprocessed {
+    /// The network input, row-major, values in [0, 1].
     pub plane: Vec<f32>,
+    /// Network input width.
     pub width: u32,
+    /// Network input height.
     pub height: u32,
     /// Original width / network width, and the same for heights.
     pub scale_x: f32,
+    /// Original height / network height.
     pub scale_y: f32,
 }
 

@@ -72,9 +72,11 @@ impl Conv3x3 {
         Ok(Self { c_in, c_out, rows, bias })
     }
 
+    /// Input channels.
     pub fn in_channels(&self) -> usize {
         self.c_in
     }
+    /// Output channels.
     pub fn out_channels(&self) -> usize {
         self.c_out
     }
@@ -98,9 +100,11 @@ impl Conv1x1 {
         Ok(Self { c_in, c_out, weight: m, bias: bias.to_vec() })
     }
 
+    /// Input channels.
     pub fn in_channels(&self) -> usize {
         self.c_in
     }
+    /// Output channels.
     pub fn out_channels(&self) -> usize {
         self.c_out
     }
@@ -132,6 +136,7 @@ impl Conv1x1 {
         view.run_all(input.height(), input.width())
     }
 
+    /// The convolution of `input`, with ReLU when asked.
     pub fn forward(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
         self.forward_channels(input, 0, relu)
     }
@@ -439,6 +444,7 @@ impl ConvTransposeBlock {
         Ok(Self { c_in, c_out, k, weight: w, bias: bias.to_vec() })
     }
 
+    /// The transposed convolution of `input`.
     pub fn forward(&self, input: &FeatureMap) -> Result<FeatureMap, TensorError> {
         if input.channels() != self.c_in {
             return Err(TensorError::Channels { op: "conv transpose", expected: self.c_in, got: input.channels() });
@@ -486,5 +492,26 @@ impl Conv3x3 {
     pub fn forward_stride2(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
         let full = self.forward(input, relu)?;
         Ok(full.subsample_2())
+    }
+}
+
+#[cfg(test)]
+mod level_tests {
+    use crate::tensor::simd::{bits, check_levels, test_values};
+
+    #[test]
+    fn direct_row_is_identical_at_every_level() {
+        // 70 output channels: one full 64-lane block and a tail.
+        let (c_in, c_out, pw) = (5, 70, 9);
+        let src = test_values(3 * pw * c_in, 21, 1.0);
+        let rows = [0, 1, 2].map(|i| test_values(3 * c_in * c_out, 22 + i, 0.5));
+        let bias = test_values(c_out, 25, 0.1);
+        for relu in [false, true] {
+            check_levels("direct_row", |level| {
+                let mut dst = vec![0.0; (pw - 2) * c_out];
+                super::direct_row::at(level, &src, pw, c_in, &rows, &bias, 0, relu, &mut dst);
+                bits(&dst)
+            });
+        }
     }
 }

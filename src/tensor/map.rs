@@ -40,12 +40,15 @@ impl FeatureMap {
         Ok(map)
     }
 
+    /// Rows.
     pub fn height(&self) -> usize {
         self.height
     }
+    /// Columns.
     pub fn width(&self) -> usize {
         self.width
     }
+    /// Channels.
     pub fn channels(&self) -> usize {
         self.channels
     }
@@ -72,6 +75,7 @@ impl FeatureMap {
         &self.data[i..i + self.channels]
     }
 
+    /// Channels of pixel (y, x), writable.
     pub fn pixel_mut(&mut self, y: usize, x: usize) -> &mut [f32] {
         let i = self.index(y, x);
         let c = self.channels;

@@ -4,10 +4,15 @@ use super::TensorError;
 /// Transposed views (PyTorch's `(out, in)` linear weights read as `in x out`) cost nothing.
 #[derive(Clone, Copy, Debug)]
 pub struct MatRef<'a> {
+    /// The values.
     pub data: &'a [f32],
+    /// Rows.
     pub rows: usize,
+    /// Columns.
     pub cols: usize,
+    /// Distance between rows.
     pub row_stride: usize,
+    /// Distance between columns.
     pub col_stride: usize,
 }
 
@@ -32,7 +37,9 @@ impl<'a> MatRef<'a> {
 /// How the GEMM may use threads: `Single` when the caller already runs blocks in parallel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Threads {
+    /// On the calling thread.
     Single,
+    /// On rayon's pool.
     All,
 }
 

@@ -23,10 +23,32 @@ pub use transformer::{attention, erf_approx, gelu, layer_norm, Heads, Linear, Ro
 /// Errors of the compute core: shape mismatches between operands.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TensorError {
+    /// A channel count differs from what the operation was built for.
     #[error("{op}: expected {expected} input channels, got {got}")]
-    Channels { op: &'static str, expected: usize, got: usize },
+    Channels {
+        /// The operation.
+        op: &'static str,
+        /// Channels expected.
+        expected: usize,
+        /// Channels given.
+        got: usize,
+    },
+    /// A buffer is too small.
     #[error("{op}: operand of {len} elements is too small for the requested {what}")]
-    TooSmall { op: &'static str, what: &'static str, len: usize },
+    TooSmall {
+        /// The operation.
+        op: &'static str,
+        /// Which buffer.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// Shapes that do not fit together.
     #[error("{op}: {what}")]
-    Shape { op: &'static str, what: String },
+    Shape {
+        /// The operation.
+        op: &'static str,
+        /// Which shapes.
+        what: String,
+    },
 }

@@ -235,3 +235,30 @@ impl FeatureMap {
         out
     }
 }
+
+#[cfg(test)]
+mod level_tests {
+    use crate::tensor::simd::{bits, check_levels, test_values};
+
+    #[test]
+    fn softmax_row_norms_and_maxima_are_identical_at_every_level() {
+        let data = test_values(65 * 37, 11, 20.0);
+        check_levels("softmax_block", |level| {
+            let mut block = data.clone();
+            super::softmax_block::at(level, &mut block, 65);
+            bits(&block)
+        });
+        check_levels("row_norms", |level| bits(&super::row_norms::at(level, &data, 65, 1e-12)));
+        let other = test_values(data.len(), 12, 20.0);
+        check_levels("max_into", |level| {
+            let mut dst = data.clone();
+            super::max_into::at(level, &mut dst, &other);
+            bits(&dst)
+        });
+        check_levels("shifted_max", |level| {
+            let mut dst = data.clone();
+            super::shifted_max::at(level, &data, &mut dst, 4, 37);
+            bits(&dst)
+        });
+    }
+}

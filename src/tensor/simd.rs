@@ -1,31 +1,99 @@
 //! Run-time CPU dispatch for the element-wise kernels. The crate is built for baseline x86-64
 //! (a binary must not fault on older CPUs), so loops the compiler vectorises are compiled three
 //! times, for AVX-512, AVX2+FMA and the baseline, and the best one the CPU has is picked.
-//! No path enables floating-point contraction, so all three give bit-identical results.
+//! No path enables floating-point contraction, so all three give bit-identical results; the
+//! tests below run every kernel at every level the CPU has and compare the bits.
 
-/// Defines `fn name(args) -> ret { body }` compiled per CPU level and dispatched at run time.
+/// An instruction-set level a multiversioned kernel is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Baseline x86-64 (SSE2), or any other architecture.
+    Baseline,
+    /// AVX2 with FMA.
+    Avx2,
+    /// AVX-512 (F, BW, DQ, VL) with AVX2 and FMA.
+    Avx512,
+}
+
+impl Level {
+    /// The best level this CPU runs.
+    #[inline]
+    pub fn best() -> Level {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if has_avx512() {
+                return Level::Avx512;
+            }
+            if has_avx2_fma() {
+                return Level::Avx2;
+            }
+        }
+        Level::Baseline
+    }
+
+    /// Every level this CPU runs, baseline first.
+    pub fn supported() -> Vec<Level> {
+        [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= Level::best()).collect()
+    }
+}
+
+impl PartialOrd for Level {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Level {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (*self as u8).cmp(&(*other as u8))
+    }
+}
+
+/// Defines `fn name(args) -> ret { body }` compiled per CPU level and dispatched at run time to
+/// the best one, and beside it `mod name` with `name::at(level, args)`, which runs a chosen
+/// level (a level the CPU lacks runs the baseline), so tests can compare the levels.
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            $name::at($crate::tensor::simd::Level::best(), $($arg),*)
+        }
+
+        #[doc(hidden)]
+        #[allow(clippy::too_many_arguments, dead_code)]
+        pub(crate) mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            use $crate::tensor::simd::Level;
+
             #[inline(always)]
             fn body($($arg: $ty),*) $(-> $ret)? $body
+
             #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-                unsafe fn v4($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn v3($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                if $crate::tensor::simd::has_avx512() {
-                    // SAFETY: the CPU has every feature v4 was compiled for (checked at run time).
-                    return unsafe { v4($($arg),*) };
+            #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+            unsafe fn v4($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn v3($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+
+            /// The kernel compiled for `level` (the baseline where the CPU lacks `level`).
+            #[inline]
+            pub fn at(level: Level, $($arg: $ty),*) $(-> $ret)? {
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if level == Level::Avx512 && $crate::tensor::simd::has_avx512() {
+                        // SAFETY: the CPU has every feature v4 was compiled for (checked above).
+                        return unsafe { v4($($arg),*) };
+                    }
+                    if level >= Level::Avx2 && $crate::tensor::simd::has_avx2_fma() {
+                        // SAFETY: as above, for v3's features.
+                        return unsafe { v3($($arg),*) };
+                    }
                 }
-                if $crate::tensor::simd::has_avx2_fma() {
-                    // SAFETY: as above, for v3's features.
-                    return unsafe { v3($($arg),*) };
-                }
+                let _ = level;
+                body($($arg),*)
             }
-            body($($arg),*)
         }
     };
 }
@@ -62,7 +130,7 @@ pub fn exp_approx(x: f32) -> f32 {
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
     p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    p = p * r + 5e-1;
     let y = p * r * r + r + 1.0;
     y * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
@@ -81,9 +149,75 @@ pub fn sum_lanes(values: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// Test support: runs `run` at every level this CPU has and asserts each result equals the
+/// baseline's bit for bit. `kernel` names the kernel (the census below looks for the name).
+#[cfg(test)]
+pub(crate) fn check_levels<T: PartialEq + std::fmt::Debug>(kernel: &str, run: impl Fn(Level) -> T) {
+    let baseline = run(Level::Baseline);
+    for level in Level::supported() {
+        assert_eq!(run(level), baseline, "{kernel} at {level:?} differs from the baseline");
+    }
+    eprintln!("{kernel}: identical at {:?}", Level::supported());
+}
+
+/// The bits of floats, so that comparisons are exact (and NaN equals itself).
+#[cfg(test)]
+pub(crate) fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Deterministic test values in [-scale, scale): a splitmix64 stream.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut rng = crate::rng::SplitMix64::new(seed);
+    (0..n).map(|_| (rng.next_f64() as f32 * 2.0 - 1.0) * scale).collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::exp_approx;
+    use super::{check_levels, exp_approx, sum_lanes, test_values};
+
+    /// Every multiversioned kernel in the source has a level check (`check_levels("name", ..)`).
+    #[test]
+    fn every_multiversioned_kernel_is_checked_at_every_level() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    sources(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(std::fs::read_to_string(&path).unwrap());
+                }
+            }
+        }
+        let mut texts = Vec::new();
+        sources(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut texts);
+        let all = texts.concat();
+        let mut kernels = Vec::new();
+        for block in all.split(concat!("multiversion", "! {")).skip(1) {
+            let after_fn = block.split_once("fn ").unwrap().1;
+            kernels.push(after_fn.split('(').next().unwrap().trim().to_string());
+        }
+        // The macro's own definition is not a kernel.
+        kernels.retain(|k| k != "$name");
+        assert!(kernels.len() >= 10, "{kernels:?}");
+        for k in &kernels {
+            assert!(all.contains(&format!("check_levels(\"{k}\"")), "kernel {k} has no level check");
+        }
+    }
+
+    #[test]
+    fn sum_lanes_and_exp_approx_inlined_into_kernels_agree_across_levels() {
+        // Both are `inline(always)` helpers: they take the level of the kernel they sit in.
+        multiversion! {
+            #[allow(dead_code)] // only its levels are called
+            fn sum_then_exp(values: &[f32]) -> u32 {
+                exp_approx(sum_lanes(values) * 1e-3).to_bits()
+            }
+        }
+        let values = test_values(1000, 7, 10.0);
+        check_levels("sum_then_exp", |level| sum_then_exp::at(level, &values));
+    }
 
     #[test]
     fn exp_approx_is_within_two_ulp_of_libm() {

@@ -19,6 +19,7 @@ pub struct Linear {
 }
 
 impl Linear {
+    /// `y = x W^T + b` with PyTorch's `out x in` weight.
     pub fn new(in_dim: usize, out_dim: usize, weight: Param, bias: Param) -> Result<Self, TensorError> {
         if weight.as_slice().len() != in_dim * out_dim || bias.as_slice().len() != out_dim {
             return Err(TensorError::Shape {
@@ -33,9 +34,11 @@ impl Linear {
         Ok(Self { in_dim, out_dim, weight, bias })
     }
 
+    /// Input width.
     pub fn in_dim(&self) -> usize {
         self.in_dim
     }
+    /// Output width.
     pub fn out_dim(&self) -> usize {
         self.out_dim
     }
@@ -165,6 +168,7 @@ pub struct Rope2d {
 }
 
 impl Rope2d {
+    /// Rotation tables for `head_dim` and positions up to `max_position`.
     pub fn new(base: f64, head_dim: usize, max_position: usize) -> Result<Self, TensorError> {
         if head_dim % 4 != 0 || head_dim == 0 {
             return Err(TensorError::Shape {
@@ -234,9 +238,13 @@ impl Rope2d {
 /// `offset + h * head_dim ..`.
 #[derive(Clone, Copy)]
 pub struct Heads<'a> {
+    /// The values.
     pub data: &'a [f32],
+    /// Token rows.
     pub tokens: usize,
+    /// Distance between token rows.
     pub row_stride: usize,
+    /// Column of head 0.
     pub offset: usize,
 }
 
@@ -307,6 +315,29 @@ pub fn attention(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod level_tests {
+    use crate::tensor::simd::{bits, check_levels, test_values};
+
+    #[test]
+    fn layer_norm_and_gelu_are_identical_at_every_level() {
+        let (rows, width) = (7, 1030);
+        let x = test_values(rows * width, 31, 3.0);
+        let gamma = test_values(width, 32, 1.0);
+        let beta = test_values(width, 33, 0.1);
+        check_levels("layer_norm_rows", |level| {
+            let mut out = vec![0.0; x.len()];
+            super::layer_norm_rows::at(level, &x, &mut out, &gamma, &beta, 1e-6);
+            bits(&out)
+        });
+        check_levels("gelu_block", |level| {
+            let mut v = x.clone();
+            super::gelu_block::at(level, &mut v);
+            bits(&v)
+        });
+    }
 }
 
 #[cfg(test)]

@@ -8,28 +8,40 @@ use super::WeightsError;
 pub struct HubModel {
     /// Human name, for messages.
     pub name: &'static str,
+    /// Hugging Face repository.
     pub repo: &'static str,
+    /// Pinned revision (commit).
     pub revision: &'static str,
+    /// Environment variable naming a folder.
     pub env_var: &'static str,
+    /// Files the folder must hold.
     pub files: &'static [&'static str],
 }
 
 /// Where the weights were found, for the log.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WeightSource {
+    /// `--weights DIR` or a parameter.
     Argument,
+    /// The environment variable.
     Environment,
+    /// The Hugging Face cache.
     HfCache,
+    /// Downloaded now.
     Downloaded,
 }
 
+/// Where the weights are.
 #[derive(Clone, Debug)]
 pub struct ResolvedWeights {
+    /// The folder.
     pub dir: PathBuf,
+    /// How it was found.
     pub source: WeightSource,
 }
 
 impl ResolvedWeights {
+    /// A file in the folder.
     pub fn file(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
@@ -81,7 +93,7 @@ pub fn resolve(model: &HubModel, explicit: Option<&Path>) -> Result<ResolvedWeig
             Err(e) => format!("The download failed: {e}"),
         }
     };
-    Err(WeightsError::NotFound {
+    Err(WeightsError::NotFound(Box::new(super::NotFound {
         model: model.name,
         files: model.files.join(" + "),
         env_var: model.env_var,
@@ -89,7 +101,7 @@ pub fn resolve(model: &HubModel, explicit: Option<&Path>) -> Result<ResolvedWeig
         revision: model.revision,
         cache: cache.display().to_string(),
         why,
-    })
+    })))
 }
 
 fn check_folder(
@@ -110,14 +122,14 @@ fn check_folder(
 
 /// Downloads the pinned revision into the cache (hf-hub writes the same blobs/snapshots layout
 /// as the Python client, so both share the files). `HF_ENDPOINT` selects a mirror.
-fn download(model: &HubModel, cache: &Path) -> Result<PathBuf, String> {
+fn download(model: &HubModel, cache: &Path) -> Result<PathBuf, DownloadError> {
     let mut builder = hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::new(cache.to_path_buf()))
         .with_progress(true)
         .with_retries(2);
     if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
         builder = builder.with_endpoint(endpoint);
     }
-    let api = builder.build().map_err(|e| e.to_string())?;
+    let api = builder.build().map_err(DownloadError::Client)?;
     let repo = api.repo(hf_hub::Repo::with_revision(
         model.repo.to_string(),
         hf_hub::RepoType::Model,
@@ -128,9 +140,26 @@ fn download(model: &HubModel, cache: &Path) -> Result<PathBuf, String> {
         tracing::info!("downloading {} {} from {}", model.repo, file, repo.url(file));
         // hf-hub asserts on some server answers; a bad mirror must not take the process down.
         let path = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| repo.download(file)))
-            .map_err(|_| format!("{file}: the download client failed on the server's answer"))?
-            .map_err(|e| format!("{file}: {e}"))?;
+            .map_err(|_| DownloadError::Panicked { file })?
+            .map_err(|source| DownloadError::File { file, source })?;
         dir = path.parent().map(Path::to_path_buf);
     }
-    dir.ok_or_else(|| "no files to download".to_string())
+    dir.ok_or(DownloadError::NoFiles)
+}
+
+/// Why a download of the pinned revision failed.
+#[derive(Debug, thiserror::Error)]
+enum DownloadError {
+    /// The Hub client could not be set up.
+    #[error(transparent)]
+    Client(hf_hub::api::sync::ApiError),
+    /// A file did not download.
+    #[error("{file}: {source}")]
+    File { file: &'static str, source: hf_hub::api::sync::ApiError },
+    /// The client panicked on the server's answer (caught: a bad mirror must not end the process).
+    #[error("{file}: the download client failed on the server's answer")]
+    Panicked { file: &'static str },
+    /// The model lists no files.
+    #[error("no files to download")]
+    NoFiles,
 }

@@ -21,6 +21,7 @@ pub struct WeightFile {
 }
 
 impl WeightFile {
+    /// Memory-maps a safetensors file and reads its header.
     pub fn open(path: &Path) -> Result<Self, WeightsError> {
         let io = |source| WeightsError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
@@ -34,6 +35,7 @@ impl WeightFile {
         Ok(Self { path: path.to_path_buf(), mmap, data_start: 8 + header_len, metadata })
     }
 
+    /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -111,11 +113,19 @@ impl WeightFile {
 /// did not allow a view (misaligned data).
 #[derive(Clone)]
 pub enum Param {
-    Mapped { file: Arc<WeightFile>, range: Range<usize> },
+    /// A view into the mapped file.
+    Mapped {
+        /// The file.
+        file: Arc<WeightFile>,
+        /// Byte range of the values.
+        range: Range<usize>,
+    },
+    /// A copy.
     Owned(Vec<f32>),
 }
 
 impl Param {
+    /// The values.
     pub fn as_slice(&self) -> &[f32] {
         match self {
             // Alignment and length were checked when the view was made, and the map is immutable.
