@@ -57,53 +57,24 @@ trait Typed: Sized {
     fn from_value(value: &ParamValue) -> Option<Self>;
 }
 
-impl Typed for bool {
-    fn to_value(self) -> ParamValue {
-        ParamValue::Bool(self)
-    }
-    fn from_value(value: &ParamValue) -> Option<Self> {
-        match value {
-            ParamValue::Bool(b) => Some(*b),
-            _ => None,
+/// `Typed` for each ROS parameter type the node declares, by its `ParamValue` variant.
+macro_rules! typed {
+    ($($ty:ty => $variant:ident),*) => {$(
+        impl Typed for $ty {
+            fn to_value(self) -> ParamValue {
+                ParamValue::$variant(self)
+            }
+            fn from_value(value: &ParamValue) -> Option<Self> {
+                match value {
+                    ParamValue::$variant(v) => Some(v).cloned(),
+                    _ => None,
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl Typed for i64 {
-    fn to_value(self) -> ParamValue {
-        ParamValue::Integer(self)
-    }
-    fn from_value(value: &ParamValue) -> Option<Self> {
-        match value {
-            ParamValue::Integer(i) => Some(*i),
-            _ => None,
-        }
-    }
-}
-
-impl Typed for f64 {
-    fn to_value(self) -> ParamValue {
-        ParamValue::Double(self)
-    }
-    fn from_value(value: &ParamValue) -> Option<Self> {
-        match value {
-            ParamValue::Double(d) => Some(*d),
-            _ => None,
-        }
-    }
-}
-
-impl Typed for String {
-    fn to_value(self) -> ParamValue {
-        ParamValue::String(self)
-    }
-    fn from_value(value: &ParamValue) -> Option<Self> {
-        match value {
-            ParamValue::String(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
-}
+typed!(bool => Bool, i64 => Integer, f64 => Double, String => String);
 
 /// Declares every parameter once: its name is a field of [`Values`] (so a name read that is not
 /// declared does not compile), its type, default, constraint, mutability and description
