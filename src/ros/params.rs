@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use super::args::{load_params_file, ArgsError, ParamValue, RosArgs};
 use crate::backend::build::{BackendConfig, BackendKind};
 use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
+use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
 
 /// Allowed values of a parameter.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,9 +141,9 @@ parameters! {
         "mast3r-blackhole: PnP uses the top N % of view 2's pixels by confidence";
     max_keypoints: i64 = DEFAULT_MAX_KEYPOINTS, Constraint::Integer { min: -1, max: 100_000 }, TUNABLE,
         "Keep the N best keypoints per frame; -1 keeps all";
-    keypoint_threshold: f64 = crate::superpoint::DEFAULT_THRESHOLD, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
+    keypoint_threshold: f64 = DEFAULT_THRESHOLD, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
         "Keep keypoints whose score is strictly above this";
-    nms_radius: i64 = crate::superpoint::DEFAULT_NMS_RADIUS as i64, Constraint::Integer { min: 0, max: 64 }, TUNABLE,
+    nms_radius: i64 = DEFAULT_NMS_RADIUS as i64, Constraint::Integer { min: 0, max: 64 }, TUNABLE,
         "Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it";
     keyframe_match_ratio: f64 = 0.5, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
         "New keyframe when the share of SuperPoint mutual nearest-neighbour matches to the last keyframe falls \
