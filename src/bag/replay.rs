@@ -165,7 +165,6 @@ pub struct ReplaySummary {
 
 /// Replays `input` into `out`. Returns the summary, and the error that stopped it early (a
 /// corrupt or truncated input; what was written before stays a valid bag once `out` finishes).
-#[allow(clippy::too_many_arguments)]
 pub fn replay(
     input: &[McapFile],
     topics: &CameraTopics,
