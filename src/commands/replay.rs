@@ -11,7 +11,7 @@ use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
 use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
 use sp_dust3r::eval::evaluate;
 use sp_dust3r::ros::args::{ParamValue, RosArgs};
-use sp_dust3r::ros::params::NodeParams;
+use sp_dust3r::ros::params::{name, NodeParams};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -66,15 +66,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ros.params_files.extend(args.params_file.clone());
     let path = |p: &PathBuf| ParamValue::String(p.display().to_string());
     if let Some(w) = &args.superpoint_weights {
-        ros.params.push(("superpoint_weights".into(), path(w)));
+        ros.params.push((name::superpoint_weights.into(), path(w)));
     }
     if let Some(w) = &args.dust3r_weights {
-        ros.params.push(("dust3r_weights".into(), path(w)));
+        ros.params.push((name::dust3r_weights.into(), path(w)));
     }
     if let Some(b) = args.backend {
         let v = ParamValue::String(b.name().into());
-        ros.params.push(("superpoint_backend".into(), v.clone()));
-        ros.params.push(("dust3r_backend".into(), v));
+        ros.params.push((name::superpoint_backend.into(), v.clone()));
+        ros.params.push((name::dust3r_backend.into(), v));
     }
     let (params, warnings) = NodeParams::resolve(&ros, "/sp_dust3r")?;
     for w in warnings {

@@ -58,11 +58,6 @@ impl OutputKind {
         }
     }
 
-    /// `pkg/msg/Type`.
-    pub fn ros_type(self) -> &'static str {
-        self.definition().0
-    }
-
     /// The type's name and ros2msg definition (what a bag's schema holds).
     pub fn definition(self) -> (&'static str, &'static str) {
         fn of<T: RosMessage>() -> (&'static str, &'static str) {

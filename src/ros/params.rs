@@ -88,6 +88,16 @@ macro_rules! parameters {
             $($name: $ty,)*
         }
 
+        /// Every declared parameter's name, for code that sets one by name (a typo does not
+        /// compile).
+        #[allow(non_upper_case_globals)]
+        pub mod name {
+            $(
+                #[doc = concat!("`", stringify!($name), "`")]
+                pub const $name: &str = stringify!($name);
+            )*
+        }
+
         /// Every parameter the node declares.
         pub fn declared() -> Vec<ParamSpec> {
             vec![$(ParamSpec {
@@ -307,9 +317,9 @@ impl NodeParams {
         let path = |s: String| Some(s).filter(|s| !s.is_empty()).map(PathBuf::from);
         let params = Self {
             compressed_input: v.image_transport == "compressed",
-            superpoint_backend: backend("superpoint_backend", &v.superpoint_backend)?,
+            superpoint_backend: backend(name::superpoint_backend, &v.superpoint_backend)?,
             superpoint_weights: path(v.superpoint_weights),
-            dust3r_backend: backend("dust3r_backend", &v.dust3r_backend)?,
+            dust3r_backend: backend(name::dust3r_backend, &v.dust3r_backend)?,
             dust3r_weights: path(v.dust3r_weights),
             superpoint_url: v.superpoint_url,
             dust3r_url: v.dust3r_url,
@@ -331,7 +341,7 @@ impl NodeParams {
         };
         if params.keyframe_max_interval < params.keyframe_min_interval {
             return Err(ParamError::Invalid {
-                name: "keyframe_max_interval".into(),
+                name: name::keyframe_max_interval.into(),
                 detail: format!(
                     "{} is below keyframe_min_interval {}",
                     params.keyframe_max_interval, params.keyframe_min_interval
