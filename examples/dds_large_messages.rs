@@ -108,8 +108,8 @@ impl Options {
     }
 }
 
-/// The Cyclone reader (tools/peers/cyclone_cloud_reader.py), started and ready; its buffer
-/// capped when asked (the loopback-only settings of ros_idl, plus the cap).
+/// The Cyclone reader (tools/peers/cyclone_cloud_reader.py), started and ready; its socket
+/// receive buffer capped when asked.
 fn start_reader(
     python: &str,
     opts: &Options,
@@ -121,16 +121,7 @@ fn start_reader(
         .args([reader, "--duration", &wait.to_string(), "--expect", &(opts.sizes.len() * opts.count).to_string()])
         .stdout(Stdio::piped());
     if let Some(bytes) = opts.reader_buffer {
-        command.env(
-            "CYCLONEDDS_URI",
-            format!(
-                "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>\
-                 <AllowMulticast>false</AllowMulticast></General><Discovery><Peers><Peer address=\"127.0.0.1\"/>\
-                 </Peers><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex>\
-                 </Discovery><Internal><SocketReceiveBufferSize min=\"default\" max=\"{bytes}B\"/></Internal>\
-                 </Domain></CycloneDDS>"
-            ),
-        );
+        command.args(["--max-buffer", &bytes.to_string()]);
     }
     let mut peer = command
         .spawn()

@@ -13,16 +13,16 @@ import threading
 import time
 from pathlib import Path
 
-from cyclonedds.core import Policy, Qos
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
-from cyclonedds.util import duration
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
-from ros_idl import CameraInfo, Clock, DiagnosticArray, Header, Image, Keypoints, RegionOfInterest, Time
+from ros_idl import (
+    CameraInfo, Clock, DiagnosticArray, Header, Image, Keypoints, RegionOfInterest, Time, best_effort_qos, reliable_qos,
+)
 
 
 def main():
@@ -31,10 +31,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args()
     ts = get_typestore(Stores.ROS2_JAZZY)
-    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
     dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
-    best_effort = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1)
-    reliable = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(100), xcdr1)
+    best_effort = best_effort_qos(5)
+    reliable = reliable_qos(100)
     clock = DataWriter(dp, Topic(dp, "rt/clock", Clock), qos=reliable)
     keypoints = DataReader(dp, Topic(dp, "rt/cam/keypoints", Keypoints), qos=reliable)
     diags = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)

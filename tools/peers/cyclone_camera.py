@@ -11,14 +11,14 @@ import json
 import os
 import time
 
-from ros_idl import CompressedImage, DiagnosticArray, Header, Image, Keypoints, PairPose, PointCloud2, Time
+from ros_idl import (
+    CompressedImage, DiagnosticArray, Header, Image, Keypoints, PairPose, PointCloud2, Time, best_effort_qos, reliable_qos,
+)
 import numpy as np  # noqa: E402
-from cyclonedds.core import Policy, Qos  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
 from cyclonedds.pub import DataWriter  # noqa: E402
 from cyclonedds.sub import DataReader  # noqa: E402
 from cyclonedds.topic import Topic  # noqa: E402
-from cyclonedds.util import duration  # noqa: E402
 
 
 def pair_summary(p):
@@ -81,13 +81,12 @@ def main():
     args = ap.parse_args()
     plane = np.load(args.image)
     h, w = plane.shape
-    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
     dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
     prefix = "rt" + args.ns
     img_topic = Topic(dp, prefix + "/image/compressed", CompressedImage) if args.jpeg else Topic(dp, prefix + "/image", Image)
     kp_topic = Topic(dp, prefix + "/keypoints", Keypoints)
-    writer = DataWriter(dp, img_topic, qos=Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1))
-    reliable = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(50), xcdr1)
+    writer = DataWriter(dp, img_topic, qos=best_effort_qos(5))
+    reliable = reliable_qos(50)
     reader = DataReader(dp, kp_topic, qos=reliable)
     clouds = DataReader(dp, Topic(dp, prefix + "/pointcloud", PointCloud2), qos=reliable)
     pairs = DataReader(dp, Topic(dp, prefix + "/pair_pose", PairPose), qos=reliable)

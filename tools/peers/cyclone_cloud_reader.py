@@ -1,9 +1,10 @@
 """Cyclone DDS reader (PyPI cyclonedds) of sensor_msgs/PointCloud2 for
 examples/dds_large_messages.rs: the publisher stamps each cloud with its wall-clock publish time
 and names its size in frame_id; this prints, per size, how many arrived and after how long.
-Reliable, keep-last 10, default Cyclone socket buffers unless CYCLONEDDS_URI says otherwise.
+Reliable, keep-last 10, default Cyclone socket buffers unless --max-buffer caps them.
 
   --topic rt/big/pointcloud --duration S --expect N   (N clouds in all; stops early when all came)
+  --max-buffer BYTES                                  (cap the socket receive buffer)
 """
 import argparse
 import json
@@ -14,12 +15,10 @@ import time
 # ros_idl, imported first, sets the loopback-only CYCLONEDDS_URI unless one is given.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ros_idl import PointCloud2  # noqa: E402
-from cyclonedds.core import Policy, Qos  # noqa: E402
+from ros_idl import PointCloud2, loopback_uri, reliable_qos  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
 from cyclonedds.sub import DataReader  # noqa: E402
 from cyclonedds.topic import Topic  # noqa: E402
-from cyclonedds.util import duration  # noqa: E402
 
 
 def main():
@@ -27,11 +26,14 @@ def main():
     ap.add_argument("--topic", default="rt/big/pointcloud")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--expect", type=int, default=0)
+    ap.add_argument("--max-buffer", type=int, help="cap the socket receive buffer (212992: Ubuntu's rmem_max)")
     args = ap.parse_args()
+    if args.max_buffer:
+        # Read when the participant creates the domain, below.
+        os.environ["CYCLONEDDS_URI"] = loopback_uri(
+            f'<Internal><SocketReceiveBufferSize min="default" max="{args.max_buffer}B"/></Internal>')
     dp = DomainParticipant(0)
-    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
-    qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(10), xcdr1)
-    reader = DataReader(dp, Topic(dp, args.topic, PointCloud2), qos=qos)
+    reader = DataReader(dp, Topic(dp, args.topic, PointCloud2), qos=reliable_qos(10))
     print("READY", flush=True)
     arrived = []
     start = time.time()

@@ -13,12 +13,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ros_idl import Header, PointCloud2, Time  # noqa: E402
-from cyclonedds.core import Policy, Qos  # noqa: E402
+from ros_idl import Header, PointCloud2, Time, reliable_qos  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
 from cyclonedds.pub import DataWriter  # noqa: E402
 from cyclonedds.topic import Topic  # noqa: E402
-from cyclonedds.util import duration  # noqa: E402
 
 
 def main():
@@ -29,9 +27,7 @@ def main():
     ap.add_argument("--interval", type=float, default=1.0)
     args = ap.parse_args()
     dp = DomainParticipant(0)
-    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
-    qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(10), xcdr1)
-    writer = DataWriter(dp, Topic(dp, args.topic, PointCloud2), qos=qos)
+    writer = DataWriter(dp, Topic(dp, args.topic, PointCloud2), qos=reliable_qos(10))
     start = time.time()
     while not writer.get_matched_subscriptions() and time.time() - start < 20:
         time.sleep(0.1)

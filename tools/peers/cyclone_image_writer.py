@@ -13,8 +13,7 @@ import time
 # ros_idl, imported first, sets the loopback-only CYCLONEDDS_URI unless one is given.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ros_idl import Header, Image, Time  # noqa: E402
-from cyclonedds.core import Policy, Qos  # noqa: E402
+from ros_idl import Header, Image, Time, best_effort_qos  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
 from cyclonedds.pub import DataWriter  # noqa: E402
 from cyclonedds.topic import Topic  # noqa: E402
@@ -31,9 +30,7 @@ def main():
     args = ap.parse_args()
     bpp = {"rgb8": 3, "bgr8": 3, "mono8": 1}[args.encoding]
     dp = DomainParticipant(0)
-    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
-    qos = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1)
-    writer = DataWriter(dp, Topic(dp, "rt/big/image", Image), qos=qos)
+    writer = DataWriter(dp, Topic(dp, "rt/big/image", Image), qos=best_effort_qos(5))
     time.sleep(args.wait)
     data = bytes(args.width * args.height * bpp)
     start, sent = time.time(), 0

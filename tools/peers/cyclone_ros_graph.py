@@ -16,15 +16,14 @@ import time
 from ros_idl import (
     CameraInfo, Clock, DescribeReq, DescribeResp, DiagnosticArray, GetReq, GetResp, Header, Image, Keypoints, ListReq,
     ListResp, Log, PairPose, ParameterValue, Parameter, PointCloud2, PoseStamped, RegionOfInterest, SetReq, SetResp,
-    TFMessage, Time,
+    TFMessage, Time, best_effort_qos, reliable_qos,
 )
 import numpy as np
-from cyclonedds.core import Policy, Qos
+from cyclonedds.core import Policy
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
-from cyclonedds.util import duration
 
 from cyclone_camera import pair_summary
 
@@ -76,13 +75,12 @@ def main():
     args = ap.parse_args()
     plane = np.load(args.image)
     h, w = plane.shape
-    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
     dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
     prefix = "rt" + args.ns
-    best_effort = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), xcdr1)
-    reliable = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(50), xcdr1)
-    services_qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(10), xcdr1)
-    rosout_qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.Durability.TransientLocal, Policy.History.KeepLast(1000), xcdr1)
+    best_effort = best_effort_qos(5)
+    reliable = reliable_qos(50)
+    services_qos = reliable_qos(10)
+    rosout_qos = reliable_qos(1000, Policy.Durability.TransientLocal)
 
     images = DataWriter(dp, Topic(dp, prefix + "/image", Image), qos=best_effort)
     infos = DataWriter(dp, Topic(dp, prefix + "/camera_info", CameraInfo), qos=best_effort)

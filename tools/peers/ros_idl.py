@@ -1,6 +1,7 @@
 """The ROS 2 message and service types the Cyclone DDS peers speak, declared once, as Cyclone
 IDL structs (PyPI cyclonedds) with the DDS type names rmw implementations use
-(`pkg::msg::dds_::Name_`). Field order and types follow the .msg/.srv files.
+(`pkg::msg::dds_::Name_`). Field order and types follow the .msg/.srv files. Also the QoS the
+peers build from (XCDR1 data, as rmw implementations write it).
 
 Importing this module first also keeps Cyclone on loopback (CYCLONEDDS_URI, unless one is
 given): the peers run inside a private network namespace, and this is the second guard.
@@ -9,16 +10,34 @@ import os
 import types
 from dataclasses import dataclass
 
-os.environ.setdefault(
-    "CYCLONEDDS_URI",
-    "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>"
-    "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers><Peer address=\"127.0.0.1\"/></Peers>"
-    "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>",
-)
+
+def loopback_uri(internal=""):
+    """Cyclone settings that keep it on loopback, with optional `<Internal>` settings."""
+    return ("<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>"
+            "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers><Peer address=\"127.0.0.1\"/></Peers>"
+            "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex>"
+            f"</Discovery>{internal}</Domain></CycloneDDS>")
+
+
+os.environ.setdefault("CYCLONEDDS_URI", loopback_uri())
 
 import cyclonedds.idl.annotations as annotate  # noqa: E402
+from cyclonedds.core import Policy, Qos  # noqa: E402
 from cyclonedds.idl import IdlStruct  # noqa: E402
 from cyclonedds.idl.types import array, float32, float64, int32, int64, sequence, uint8, uint32, uint64  # noqa: E402
+from cyclonedds.util import duration  # noqa: E402
+
+XCDR1 = Policy.DataRepresentation(use_cdrv0_representation=True)
+
+
+def reliable_qos(depth, *more):
+    """Reliable, keep last `depth` (and `more` policies), XCDR1."""
+    return Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(depth), *more, XCDR1)
+
+
+def best_effort_qos(depth):
+    """Best effort, keep last `depth`, XCDR1 (the sensor-data profile)."""
+    return Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(depth), XCDR1)
 
 
 def _struct(name, typename, fields):
