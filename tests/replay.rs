@@ -20,12 +20,7 @@ fn rosbags(args: &[&str]) -> Value {
 }
 
 fn replay(args: &[&str]) -> (bool, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
-        .arg("replay")
-        .args(args)
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .unwrap();
+    let out = common::run_replay(args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary =
         stdout.lines().find(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).unwrap_or(Value::Null);

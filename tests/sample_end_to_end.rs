@@ -233,12 +233,7 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
 fn replay_eval_says_what_is_missing_before_it_starts() {
     let dir = tempfile::tempdir().unwrap();
     let replay = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
-            .arg("replay")
-            .args(args)
-            .env("HF_HUB_OFFLINE", "1")
-            .output()
-            .unwrap();
+        let out = common::run_replay(args);
         assert!(!out.status.success(), "{args:?} should fail");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };

@@ -196,3 +196,13 @@ pub fn run_in_netns(script: &str, log: &std::path::Path) -> NetnsRun {
 /// The tiny DUSt3R geometry of the upstream fixtures (head dimension 64, all DPT shapes real).
 pub const TINY_DUST3R: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity],
  "patch_size": 16, "enc_embed_dim": 128, "enc_depth": 2, "enc_num_heads": 2, "dec_embed_dim": 128, "dec_depth": 12, "dec_num_heads": 2, "pos_embed": "RoPE100"}"#;
+
+/// `sp_dust3r replay ARGS` run offline (no weights download), its output captured.
+pub fn run_replay(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .arg("replay")
+        .args(args)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .expect("the sp_dust3r binary runs")
+}
