@@ -282,7 +282,12 @@ impl BagWriter {
 
     /// A generated message type's topic.
     pub fn add_typed_topic<T: crate::ros::msg::RosMessage>(&mut self, topic: &str) -> Result<(), BagError> {
-        self.add_topic(topic, T::ROS_TYPE, "ros2msg", T::DEFINITION.as_bytes(), None)
+        self.add_defined_topic(topic, T::ROS_TYPE, T::DEFINITION)
+    }
+
+    /// A topic of `ros_type` whose ros2msg definition (with its nested ones) is `definition`.
+    pub fn add_defined_topic(&mut self, topic: &str, ros_type: &str, definition: &str) -> Result<(), BagError> {
+        self.add_topic(topic, ros_type, "ros2msg", definition.as_bytes(), None)
     }
 
     /// Writes one CDR message on a declared topic.

@@ -113,7 +113,7 @@ impl BagSink<'_> {
         for kind in kinds {
             let (ros_type, definition) = kind.definition();
             let topic = output_topic(self.image_topic, kind.topic());
-            self.out.add_topic(&topic, ros_type, "ros2msg", definition.as_bytes(), None)?;
+            self.out.add_defined_topic(&topic, ros_type, definition)?;
         }
         Ok(())
     }
