@@ -83,6 +83,8 @@ fn parse(package: &str, name: &str, text: &str) -> Msg {
             }
             None => (ty_full, None),
         };
+        // A bounded string (`string<=256`) is a string on the wire.
+        let base = base.split_once("<=").map_or(base, |(b, _)| b);
         if let Some((cname, value)) = rest.split_once('=') {
             constants.push(Constant {
                 ty: base.to_string(),

@@ -1,65 +1,75 @@
-//! How long large reliable messages take from this node's DDS stack (RustDDS, through
-//! ros2-client) to a Cyclone DDS reader with its default socket buffers, and whether large camera
-//! frames from a Cyclone writer reach it: the measurements behind the `cloud_stride` default and
-//! README's "Large messages" section. DDS never leaves the
-//! machine: it runs only inside a private network namespace.
+//! How long large reliable messages take from the node's output writer (Cyclone DDS through
+//! `sp_dust3r::ros::cyclone`, what the node publishes with) to a Cyclone DDS reader, next to
+//! Cyclone DDS's C writer from Python (the reference) and, with `--rustdds`, ros2-client's RustDDS
+//! (the node's stack before); and whether large camera frames from a Cyclone writer reach the
+//! node's input QoS: the measurements behind the `cloud_stride` default and README's "Large
+//! messages" section. DDS never leaves the machine: it runs only inside a private network
+//! namespace.
 //!
 //! ```sh
 //! cargo build --release --example dds_large_messages
 //! unshare -n sh -c 'ip link set lo up && SP_DUST3R_PYTHON=.venv/bin/python target/release/examples/dds_large_messages'
 //! # sizes in MB, clouds per size, seconds between clouds; the reader capped at Ubuntu's default
-//! # rmem_max; a Deadline on our writer (RustDDS then repairs every deadline / 5 ms):
+//! # rmem_max; RustDDS measured too, with a Deadline (it then repairs every deadline / 5 ms):
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages 1.2,2.6 20 1.0'
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages 0.27,1.06,2.6 40 0.5 \
-//!     --reader-buffer 212992 --writer-deadline-ms 5'
+//!     --reader-buffer 212992 --rustdds --writer-deadline-ms 5'
+//! # 1024-keypoint messages (1.06 MB) at 5 Hz for 20 s to a Fast DDS subscriber with default
+//! # settings (tools/peers/fastdds_reader.cpp, Debian's libfastrtps-dev):
+//! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages fastdds 1024 20 5'
 //! # the other way: camera frames from a Cyclone writer into the node's input QoS, 10 s each
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages images 640x480:rgb8,1280x720:rgb8 10'
 //! ```
 //!
 //! Prints per size, for our writer and for Cyclone DDS's C writer (the reference, same QoS and
-//! samples, a fresh reader) side by side: clouds sent, arrived, p50/p95/max latency (or, for
+//! samples, a fresh reader each) side by side: clouds sent, arrived, p50/p95/max latency (or, for
 //! `images`, frames sent and received).
 //! Needs the Cyclone peer (`tools/test.sh` puts cyclonedds into ./.venv).
+
+#[path = "../tests/common/large_messages.rs"]
+mod large_messages;
 
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use large_messages::{cloud, keypoints, latencies, node_writer, quantile, send, Reader};
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, Subscription};
-use sp_dust3r::ros::msg::{builtin_interfaces, sensor_msgs, std_msgs};
+use sp_dust3r::ros::msg::{sensor_msgs, sp_dust3r_msgs, RosMessage};
 use sp_dust3r::ros::node::{reliable_qos, sensor_qos};
 
 fn main() -> anyhow::Result<()> {
-    // The guard: every interface but loopback means a real network is reachable.
-    // (/proc/net/dev lists this process's namespace; /sys/class/net may show the host's.)
-    let dev = std::fs::read_to_string("/proc/net/dev")?;
-    let interfaces: Vec<String> =
-        dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(|i| i.trim().to_string()).collect();
-    if interfaces.iter().any(|i| i != "lo") {
-        anyhow::bail!("interfaces {interfaces:?}: run this inside a private network namespace, e.g. unshare -n sh -c 'ip link set lo up && {}'", std::env::args().next().unwrap_or_default());
-    }
+    large_messages::ensure_private_network()
+        .map_err(|e| anyhow::anyhow!("{e}, e.g. unshare -n sh -c 'ip link set lo up && ...'"))?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let python = std::env::var("SP_DUST3R_PYTHON").unwrap_or_else(|_| ".venv/bin/python".into());
-    if args.first().map(String::as_str) == Some("images") {
-        return images(&python, &args[1..]);
+    match args.first().map(String::as_str) {
+        Some("images") => return images(&python, &args[1..]),
+        Some("fastdds") => return fastdds(&args[1..]),
+        _ => {}
     }
     let opts = Options::parse(&args)?;
-    let ours = rustdds_writer(&python, &opts)?;
+    let ours = node_clouds(&python, &opts)?;
     let reference = cyclone_writer(&python, &opts)?;
+    let rustdds = opts.rustdds.then(|| rustdds_writer(&python, &opts)).transpose()?;
     println!(
-        "reader buffer: {}; RustDDS writer deadline: {}",
+        "reader buffer: {}{}",
         opts.reader_buffer.map_or("Cyclone's default request".into(), |b| format!("at most {b} B")),
-        opts.writer_deadline_ms
-            .map_or("none".into(), |d| format!("{d} ms (repair every {} ms)", (d / 5).clamp(1, 100)))
+        match (&rustdds, opts.writer_deadline_ms) {
+            (Some(_), Some(d)) =>
+                format!("; RustDDS writer deadline {d} ms (repair every {} ms)", (d / 5).clamp(1, 100)),
+            _ => String::new(),
+        }
     );
-    println!(
-        "{:>8} {:>5} | {:>26} | {:>26}",
-        "MB", "sent", "RustDDS: arrived p50 p95 max [s]", "Cyclone: arrived p50 p95 max [s]"
-    );
+    let header = |who: &str| format!("{:>33}", format!("{who}: arrived p50 p95 max [s]"));
+    print!("{:>8} {:>5} | {} | {}", "MB", "sent", header("node (Cyclone)"), header("reference (Cyclone C)"));
+    println!("{}", if rustdds.is_some() { format!(" | {}", header("RustDDS")) } else { String::new() });
     for mb in &opts.sizes {
-        println!("{mb:>8} {:>5} | {} | {}", opts.count, stats(&ours, *mb), stats(&reference, *mb));
+        let size = Some(mb.to_string());
+        print!("{mb:>8} {:>5} | {:>33} | {:>33}", opts.count, stats(&ours, &size), stats(&reference, &size));
+        println!("{}", rustdds.as_ref().map_or(String::new(), |r| format!(" | {:>33}", stats(r, &size))));
     }
     Ok(())
 }
@@ -72,23 +82,26 @@ struct Options {
     count: usize,
     /// Seconds between samples.
     interval: f64,
-    /// A Deadline on our writer (RustDDS repairs every deadline / 5, clamped to 1..100 ms).
+    /// Measure RustDDS (ros2-client) too.
+    rustdds: bool,
+    /// A Deadline on the RustDDS writer (it repairs every deadline / 5, clamped to 1..100 ms).
     writer_deadline_ms: Option<u64>,
     /// Cap the Cyclone reader's socket receive buffer (212992: Ubuntu's default rmem_max).
     reader_buffer: Option<u64>,
 }
 
 impl Options {
-    /// `[SIZES [COUNT [INTERVAL]]] [--writer-deadline-ms N] [--reader-buffer BYTES]`.
+    /// `[SIZES [COUNT [INTERVAL]]] [--reader-buffer BYTES] [--rustdds [--writer-deadline-ms N]]`.
     fn parse(args: &[String]) -> anyhow::Result<Self> {
         let mut positional = Vec::new();
-        let (mut writer_deadline_ms, mut reader_buffer) = (None, None);
+        let (mut writer_deadline_ms, mut reader_buffer, mut rustdds) = (None, None, false);
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut value = || it.next().ok_or_else(|| anyhow::anyhow!("{a} needs a value"));
             match a.as_str() {
                 "--writer-deadline-ms" => writer_deadline_ms = Some(value()?.parse()?),
                 "--reader-buffer" => reader_buffer = Some(value()?.parse()?),
+                "--rustdds" => rustdds = true,
                 _ => positional.push(a.as_str()),
             }
         }
@@ -102,51 +115,39 @@ impl Options {
                 .collect::<Result<_, _>>()?,
             count: positional.get(1).map_or(Ok(10), |s| s.parse())?,
             interval: positional.get(2).map_or(Ok(1.0), |s| s.parse())?,
+            rustdds,
             writer_deadline_ms,
             reader_buffer,
         })
     }
-}
 
-/// The Cyclone reader (tools/peers/cyclone_cloud_reader.py), started and ready; its socket
-/// receive buffer capped when asked.
-fn start_reader(
-    python: &str,
-    opts: &Options,
-) -> anyhow::Result<(std::process::Child, impl Iterator<Item = std::io::Result<String>>)> {
-    let reader = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_reader.py");
-    let wait = opts.sizes.len() as f64 * opts.count as f64 * opts.interval + 30.0;
-    let mut command = Command::new(python);
-    command
-        .args([reader, "--duration", &wait.to_string(), "--expect", &(opts.sizes.len() * opts.count).to_string()])
-        .stdout(Stdio::piped());
-    if let Some(bytes) = opts.reader_buffer {
-        command.args(["--max-buffer", &bytes.to_string()]);
+    fn total(&self) -> usize {
+        self.sizes.len() * self.count
     }
-    let mut peer = command
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("{python}: {e} (set SP_DUST3R_PYTHON to a Python with cyclonedds)"))?;
-    let mut lines = BufReader::new(peer.stdout.take().ok_or_else(|| anyhow::anyhow!("no peer stdout"))?).lines();
-    anyhow::ensure!(lines.next().transpose()?.as_deref() == Some("READY"), "the Cyclone reader did not start");
-    Ok((peer, lines))
+
+    /// The cloud reader for one writer's run, a fresh one each time.
+    fn reader(&self, python: &str) -> anyhow::Result<Reader> {
+        let seconds = self.total() as f64 * self.interval + 30.0;
+        Reader::cyclone(python, self.total(), seconds, self.reader_buffer)
+    }
+
+    /// The clouds in order: every size `count` times.
+    fn cloud(&self, k: usize) -> sensor_msgs::PointCloud2 {
+        cloud(self.sizes[(k / self.count.max(1)).min(self.sizes.len() - 1)])
+    }
 }
 
-/// The reader's report: every sample that arrived, with its size and latency.
-fn report(
-    mut peer: std::process::Child,
-    mut lines: impl Iterator<Item = std::io::Result<String>>,
-) -> anyhow::Result<serde_json::Value> {
-    let report: serde_json::Value = match lines.find_map(|l| l.ok().filter(|l| l.starts_with('{'))) {
-        Some(l) => serde_json::from_str(&l)?,
-        None => anyhow::bail!("no report from the Cyclone reader"),
-    };
-    let _ = peer.wait();
-    Ok(report)
+/// The node's output writer (Cyclone DDS through sp_dust3r::ros::cyclone, the outputs' QoS).
+fn node_clouds(python: &str, opts: &Options) -> anyhow::Result<serde_json::Value> {
+    let reader = opts.reader(python)?;
+    let (_participant, writer) = node_writer("rt/big/pointcloud", sensor_msgs::PointCloud2::DDS_TYPE)?;
+    send(&writer, opts.total(), opts.interval, |k| opts.cloud(k))?;
+    reader.report()
 }
 
-/// Our stack writes (RustDDS through ros2-client, the node's output QoS).
+/// ros2-client's RustDDS writes (the node's stack before its outputs moved to Cyclone).
 fn rustdds_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Value> {
-    let (peer, lines) = start_reader(python, opts)?;
+    let reader = opts.reader(python)?;
     let mut node = ros_node()?;
     let q = reliable_qos().deadline(opts.writer_deadline_ms.map(Duration::from_millis));
     let topic =
@@ -160,38 +161,19 @@ fn rustdds_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Va
     }
     // Discovery of the reader is not yet the writer's match with it.
     std::thread::sleep(Duration::from_secs(2));
-
-    for mb in &opts.sizes {
-        let points = (mb * 1e6 / 20.0) as usize;
-        for _ in 0..opts.count {
-            let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
-            let cloud = sensor_msgs::PointCloud2 {
-                header: std_msgs::Header {
-                    stamp: builtin_interfaces::Time { sec: now.as_secs() as i32, nanosec: now.subsec_nanos() },
-                    frame_id: mb.to_string(),
-                },
-                height: 1,
-                width: points as u32,
-                fields: Vec::new(),
-                is_bigendian: false,
-                point_step: 20,
-                row_step: 20 * points as u32,
-                data: vec![0; points * 20],
-                is_dense: true,
-            };
-            if let Err(e) = publisher.publish(cloud) {
-                eprintln!("publish {mb} MB: {e:?}");
-            }
-            std::thread::sleep(Duration::from_secs_f64(opts.interval));
+    for k in 0..opts.total() {
+        if let Err(e) = publisher.publish(opts.cloud(k)) {
+            eprintln!("publish: {e:?}");
         }
+        std::thread::sleep(Duration::from_secs_f64(opts.interval));
     }
-    report(peer, lines)
+    reader.report()
 }
 
 /// The reference writes: Cyclone DDS's C library (tools/peers/cyclone_cloud_writer.py), same
 /// QoS, same samples, to a fresh reader set up the same way.
 fn cyclone_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Value> {
-    let (peer, lines) = start_reader(python, opts)?;
+    let reader = opts.reader(python)?;
     let writer = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_writer.py");
     let sizes: Vec<String> = opts.sizes.iter().map(|mb| mb.to_string()).collect();
     let status = Command::new(python)
@@ -199,27 +181,41 @@ fn cyclone_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Va
         .args(["--interval", &opts.interval.to_string()])
         .status()?;
     anyhow::ensure!(status.success(), "the Cyclone writer failed");
-    report(peer, lines)
+    reader.report()
 }
 
-/// `arrived p50 p95 max` of one size in a reader's report.
-fn stats(report: &serde_json::Value, mb: f64) -> String {
-    let mut lat: Vec<f64> = report["arrived"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["size"].as_str() == Some(mb.to_string().as_str()))
-        .filter_map(|a| a["latency_s"].as_f64())
-        .collect();
-    lat.sort_by(f64::total_cmp);
-    let at = |q: f64| lat.get(((lat.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(f64::NAN);
-    format!("{:>8} {:>6.3} {:>6.3} {:>6.3}", lat.len(), at(0.5), at(0.95), at(1.0))
+/// `arrived p50 p95 max` of one size (all when `None`) in a reader's report.
+fn stats(report: &serde_json::Value, size: &Option<String>) -> String {
+    let lat = latencies(report, size.as_deref());
+    let q = |p| quantile(&lat, p);
+    format!("{:>8} {:>6.3} {:>6.3} {:>6.3}", lat.len(), q(0.5), q(0.95), q(1.0))
 }
 
 fn ros_node() -> anyhow::Result<Node> {
     let participant = DomainParticipantBuilder::new(0).with_only_networks([Ipv4Addr::LOCALHOST]).build()?;
     let context = Context::from_domain_participant(participant)?;
     Ok(context.new_node(NodeName::new("/", "large_messages")?, NodeOptions::new().enable_rosout(false))?)
+}
+
+/// Keypoint messages from the node's output writer to a Fast DDS subscriber with default settings:
+/// `[KEYPOINTS [SECONDS [HZ]]]`.
+fn fastdds(args: &[String]) -> anyhow::Result<()> {
+    let n: usize = args.first().map_or(Ok(1024), |s| s.parse())?;
+    let seconds: f64 = args.get(1).map_or(Ok(20.0), |s| s.parse())?;
+    let hz: f64 = args.get(2).map_or(Ok(5.0), |s| s.parse())?;
+    let sent = (seconds * hz).round() as usize;
+    let (topic, dds_type) = ("rt/big/keypoints", sp_dust3r_msgs::Keypoints::DDS_TYPE);
+    let reader = Reader::fastdds(topic, dds_type, sent, seconds + 30.0)?;
+    let (_participant, writer) = node_writer(topic, dds_type)?;
+    send(&writer, sent, 1.0 / hz, |k| keypoints(n, k))?;
+    let report = reader.report()?;
+    let bytes = report["arrived"][0]["bytes"].as_u64().unwrap_or(0);
+    println!(
+        "{:>10} {:>8} {:>5} | Fast DDS reader (default settings): arrived p50 p95 max [s]",
+        "keypoints", "MB", "sent"
+    );
+    println!("{n:>10} {:>8.2} {sent:>5} | {}", bytes as f64 / 1e6, stats(&report, &None));
+    Ok(())
 }
 
 /// Camera frames from a Cyclone writer (best effort) into a subscription with the node's input

@@ -163,6 +163,28 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     assert_eq!(set_rec["level"].as_u64(), Some(20));
     let refused = find("parameter change refused").unwrap_or_else(|| panic!("refusal on /rosout: {ctx}"));
     assert_eq!(refused["level"].as_u64(), Some(30));
+
+    // The ROS graph as `ros2 node list` and `ros2 topic info -v` read it: the node, and the
+    // pipeline's outputs (Cyclone DDS, on a participant of their own) under `sp_dust3r_outputs`.
+    let graph = &report["graph"];
+    let nodes: Vec<&str> = graph["nodes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    for node in ["/cam/sp_dust3r", "/cam/sp_dust3r_outputs"] {
+        assert_eq!(nodes.iter().filter(|n| **n == node).count(), 1, "{node} once in {nodes:?}: {graph}");
+    }
+    let writers = |topic: &str| graph["writers"][topic].clone();
+    for topic in
+        ["rt/cam/keypoints", "rt/cam/keypoints/image", "rt/cam/pointcloud", "rt/cam/pair_pose", "rt/cam/pose", "rt/tf"]
+    {
+        assert_eq!(writers(topic), json!(["/cam/sp_dust3r_outputs"]), "{topic}: {graph}");
+    }
+    for topic in ["rt/diagnostics", "rt/rosout"] {
+        assert_eq!(writers(topic), json!(["/cam/sp_dust3r"]), "{topic}: {graph}");
+    }
+    // ros2-client's node keeps a /parameter_events writer of its own beside the one our
+    // parameter services publish on: both are the node's.
+    let events = writers("rt/parameter_events");
+    let events = events.as_array().map(Vec::as_slice).unwrap_or_default();
+    assert!(!events.is_empty() && events.iter().all(|w| w == "/cam/sp_dust3r"), "parameter_events: {graph}");
 }
 
 /// The relative pose of tools/peers/tt_model_server.py's scene: rotation vector (0.05, -0.2,

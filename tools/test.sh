@@ -6,6 +6,19 @@
 # inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Debian packages: cmake and libclang-dev build Cyclone DDS (the cyclors crate compiles it from its
+# bundled source; the node's outputs go out through it), g++ and libfastrtps-dev build the Fast DDS
+# subscriber peer of tests/dds_transport.rs.
+missing=()
+for p in cmake libclang-dev g++ libfastrtps-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2" 2>/dev/null; then

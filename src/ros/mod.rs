@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod convert;
+pub mod cyclone;
 pub mod diagnostics;
 pub mod msg;
 pub mod node;

@@ -1,4 +1,5 @@
-//! The live driver: a ROS 2 node on ros2-client (pure-Rust DDS).
+//! The live driver: a ROS 2 node on ros2-client (pure-Rust DDS), its pipeline outputs on Cyclone
+//! DDS (see cyclone.rs for why).
 //!
 //! Threads: the main loop takes frames off DDS and leaves the newest in a slot; the SuperPoint
 //! worker publishes keypoints for every frame it can keep up with and picks keyframes; the
@@ -20,20 +21,20 @@ use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::names::NameError;
 use ros2_client::{
     qos, Context, CreateError, MessageTypeName, Name, Node, NodeCreateError, NodeName, NodeOptions, Publisher,
-    QosProfile, Subscription, WriteError,
+    QosProfile, Subscription,
 };
 
 use super::args::RosArgs;
+use super::cyclone::{self, CycloneError, WriterQos};
 use super::diagnostics::{diagnostics, Counter, Stats, Status};
 use super::msg::{
-    builtin_interfaces, diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs,
-    std_msgs, tf2_msgs, RosMessage,
+    builtin_interfaces, diagnostic_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, std_msgs, CdrError, RosMessage,
 };
-use super::outputs::{check_camera_info, frame_outputs, pair_outputs, Output, OutputSink};
+use super::outputs::{check_camera_info, frame_outputs, pair_outputs, Output, OutputKind, OutputSink};
 use super::param_services::{ParamServiceError, ParamServices};
 use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
-use super::topics::{self, CAMERA_INFO, CLOCK, DIAGNOSTICS, IMAGE, IMAGE_COMPRESSED, KEYPOINTS_IMAGE, ROSOUT};
+use super::topics::{CAMERA_INFO, CLOCK, DIAGNOSTICS, IMAGE, IMAGE_COMPRESSED, ROSOUT};
 use crate::backend::build::{build_backends, Backends, BuildError};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
@@ -76,6 +77,9 @@ pub enum NodeError {
     /// A model's backend could not be built.
     #[error(transparent)]
     Backend(#[from] BuildError),
+    /// The outputs' Cyclone DDS participant or a writer could not be created.
+    #[error(transparent)]
+    Cyclone(#[from] CycloneError),
 }
 
 fn dds(what: impl Into<String>) -> impl FnOnce(CreateError) -> NodeError {
@@ -83,15 +87,26 @@ fn dds(what: impl Into<String>) -> impl FnOnce(CreateError) -> NodeError {
     move |source| NodeError::Dds { what, source }
 }
 
-/// An output DDS did not take.
+/// An output that did not go out.
 #[derive(Debug, thiserror::Error)]
-#[error("publishing on {topic}")]
-pub struct PublishError {
-    /// The output's topic (relative to the namespace).
-    pub topic: &'static str,
-    /// DDS's reason.
-    #[source]
-    pub source: WriteError<()>,
+pub enum PublishError {
+    /// The message could not be encoded.
+    #[error("encoding the output for {topic}")]
+    Encode {
+        /// The output's topic (relative to the namespace).
+        topic: &'static str,
+        /// The encoder's reason.
+        #[source]
+        source: CdrError,
+    },
+    /// DDS did not take it.
+    #[error(transparent)]
+    Write(#[from] CycloneError),
+}
+
+/// `ROS_DOMAIN_ID`, 0 when unset.
+fn domain_id() -> u16 {
+    std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// `ROS_LOCALHOST_ONLY=1` or `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`: stay on 127.0.0.1.
@@ -162,43 +177,56 @@ fn advertise<T: RosMessage + ros2_client::Message>(
     node.create_publisher(&t, Some(q)).map_err(dds(format!("a publisher on {topic}")))
 }
 
-/// The node's output publishers: where [`Output`]s go in the live driver.
+/// The node's output writers, on Cyclone DDS: where [`Output`]s go in the live driver.
 struct Publishers {
-    keypoints: Publisher<sp_dust3r_msgs::Keypoints>,
-    debug_image: Publisher<sensor_msgs::Image>,
-    cloud: Publisher<sensor_msgs::PointCloud2>,
-    pair_pose: Publisher<sp_dust3r_msgs::PairPose>,
-    pose: Publisher<geometry_msgs::PoseStamped>,
-    tf: Publisher<tf2_msgs::TFMessage>,
+    /// One per output kind, in [`OutputKind::ALL`]'s order.
+    writers: Vec<(OutputKind, cyclone::Writer)>,
+    /// Holds the graph announcement; the writers keep the participant itself alive.
+    _participant: cyclone::Participant,
 }
 
 impl Publishers {
-    fn advertise(node: &mut Node, topic: impl Fn(&str) -> String) -> Result<Self, NodeError> {
-        Ok(Self {
-            keypoints: advertise(node, &topic(topics::KEYPOINTS), reliable_qos())?,
-            debug_image: advertise(node, &topic(topics::KEYPOINTS_IMAGE), reliable_qos())?,
-            cloud: advertise(node, &topic(topics::POINTCLOUD), reliable_qos())?,
-            pair_pose: advertise(node, &topic(topics::PAIR_POSE), reliable_qos())?,
-            pose: advertise(node, &topic(topics::POSE), reliable_qos())?,
-            tf: advertise(node, topics::TF, reliable_qos())?,
-        })
+    /// A writer per output on `topic(name)`, announced as the node `<name>_outputs` in `namespace`.
+    fn advertise(namespace: &str, name: &str, topic: impl Fn(&str) -> String) -> Result<Self, NodeError> {
+        let mut participant = cyclone::Participant::new(u32::from(domain_id()), &cyclone::config(localhost_only()))?;
+        let writers = OutputKind::ALL
+            .iter()
+            .map(|&kind| {
+                let dds_topic = format!("rt{}", topic(kind.topic()));
+                participant.writer(&dds_topic, kind.dds_type(), WriterQos::OUTPUTS).map(|w| (kind, w))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let announced: Vec<&cyclone::Writer> = writers.iter().map(|(_, w)| w).collect();
+        participant.announce(namespace, &outputs_node_name(name), &announced)?;
+        Ok(Self { writers, _participant: participant })
     }
+
+    fn writer(&self, kind: OutputKind) -> Option<&cyclone::Writer> {
+        self.writers.iter().find(|(k, _)| *k == kind).map(|(_, w)| w)
+    }
+
+    /// Someone reads this output now.
+    fn wanted(&self, kind: OutputKind) -> bool {
+        self.writer(kind).is_some_and(|w| w.matched() > 0)
+    }
+}
+
+/// The name under which the ROS graph sees the output writers: a second node of this process.
+pub fn outputs_node_name(node_name: &str) -> String {
+    format!("{node_name}_outputs")
 }
 
 impl OutputSink for &Publishers {
     type Error = PublishError;
 
     fn emit(&mut self, output: Output) -> Result<(), PublishError> {
-        let topic = output.kind().topic();
-        let result = match output {
-            Output::Keypoints(m) => self.keypoints.publish(m).map_err(WriteError::forget_data),
-            Output::DebugImage(m) => self.debug_image.publish(m).map_err(WriteError::forget_data),
-            Output::Cloud(m) => self.cloud.publish(m).map_err(WriteError::forget_data),
-            Output::PairPose(m) => self.pair_pose.publish(m).map_err(WriteError::forget_data),
-            Output::Pose(m) => self.pose.publish(m).map_err(WriteError::forget_data),
-            Output::Tf(m) => self.tf.publish(m).map_err(WriteError::forget_data),
-        };
-        result.map_err(|source| PublishError { topic, source })
+        let kind = output.kind();
+        let cdr = output.to_cdr().map_err(|source| PublishError::Encode { topic: kind.topic(), source })?;
+        match self.writer(kind) {
+            Some(w) => Ok(w.write(&cdr)?),
+            // Every kind has a writer (advertise makes one per OutputKind::ALL).
+            None => Ok(()),
+        }
     }
 }
 
@@ -225,8 +253,6 @@ struct Shared {
     frames: LatestSlot<Input>,
     pairs: LatestSlot<PairJob>,
     camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
-    /// Someone subscribes to the debug image.
-    debug_wanted: AtomicBool,
 }
 
 impl Shared {
@@ -245,7 +271,7 @@ impl Shared {
                 Ok(()) => {}
                 Err(e) => {
                     self.stats.bump(Counter::PublishErrors);
-                    tracing::debug!("{e}: {:?}", e.source);
+                    tracing::debug!("{e}: {:?}", std::error::Error::source(&e));
                 }
             }
         }
@@ -264,7 +290,7 @@ fn superpoint_worker(shared: &Shared, features: &dyn FeatureExtractor, publisher
             Ok(kp) => {
                 stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                 stats.bump(Counter::FramesDone);
-                let debug = shared.debug_wanted.load(Ordering::Relaxed);
+                let debug = publishers.wanted(OutputKind::DebugImage);
                 shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
                 if pairs_wanted {
                     let stamp = input.header.stamp.seconds();
@@ -336,12 +362,10 @@ struct Io {
 /// Everything the DDS loop needs besides the shared state.
 struct Loop<'a> {
     io: Io,
-    node: &'a Node,
     services: &'a ParamServices,
     log_records: Option<std::sync::mpsc::Receiver<rosout::Record>>,
     logger: String,
     fqn: &'a str,
-    debug_topic: String,
     /// The backends, described anew for each /diagnostics (a server's state changes).
     features: &'a dyn FeatureExtractor,
     dust3r: Option<&'a dyn PairReconstructor>,
@@ -354,7 +378,6 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &AtomicBool) {
     let use_sim_time = shared.initial.use_sim_time;
     let mut sim_time: Option<builtin_interfaces::Time> = None;
     let mut last_diag = Instant::now();
-    let mut last_graph_check = Instant::now();
     let mut frames_at_last_diag = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let mut got = false;
@@ -406,12 +429,6 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &AtomicBool) {
             while let Ok(Some((clock, _))) = sub.take() {
                 sim_time = Some(clock.clock);
             }
-        }
-        if last_graph_check.elapsed() >= Duration::from_millis(100) {
-            // Discovered readers of the debug image (Publisher::get_subscription_count
-            // needs a match event first and logs an error per call until then).
-            last_graph_check = Instant::now();
-            shared.debug_wanted.store(l.node.subscription_count(&l.debug_topic) > 0, Ordering::Relaxed);
         }
         let stamp = if use_sim_time { sim_time.clone().unwrap_or_default() } else { wall_time() };
         if l.services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
@@ -484,7 +501,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         diagnostics: advertise(&mut node, DIAGNOSTICS, reliable_qos())?,
         rosout: advertise(&mut node, ROSOUT, rosout_qos())?,
     };
-    let publishers = Publishers::advertise(&mut node, topic)?;
+    let publishers = Publishers::advertise(&namespace, &name, topic)?;
     let services = ParamServices::new(&mut node, &fqn, Arc::clone(&store))?;
     // The spinner keeps ros2-client's view of the ROS graph current.
     let spinner = node.spinner().map_err(dds("the node's spinner"))?;
@@ -498,16 +515,13 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         frames: LatestSlot::new(),
         pairs: LatestSlot::new(),
         camera_info: Mutex::new(None),
-        debug_wanted: AtomicBool::new(false),
     };
     let dds = Loop {
         io,
-        node: &node,
         services: &services,
         log_records,
         logger: rosout::logger_name(&fqn),
         fqn: &fqn,
-        debug_topic: topic(KEYPOINTS_IMAGE),
         features: features.as_ref(),
         dust3r: dust3r.as_deref(),
     };
@@ -541,8 +555,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
 
 /// The ROS node on a DDS participant of `ROS_DOMAIN_ID`, on loopback only when asked.
 fn create_node(namespace: &str, name: &str) -> Result<Node, NodeError> {
-    let domain = std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0u16);
-    let mut builder = DomainParticipantBuilder::new(domain);
+    let mut builder = DomainParticipantBuilder::new(domain_id());
     if localhost_only() {
         builder = builder.with_only_networks([Ipv4Addr::LOCALHOST]);
     }

@@ -58,10 +58,20 @@ impl OutputKind {
         }
     }
 
-    /// The type's name and ros2msg definition (what a bag's schema holds).
-    pub fn definition(self) -> (&'static str, &'static str) {
-        fn of<T: RosMessage>() -> (&'static str, &'static str) {
-            (T::ROS_TYPE, T::DEFINITION)
+    /// Every output.
+    pub const ALL: [OutputKind; 6] = [
+        OutputKind::Keypoints,
+        OutputKind::DebugImage,
+        OutputKind::Cloud,
+        OutputKind::PairPose,
+        OutputKind::Pose,
+        OutputKind::Tf,
+    ];
+
+    /// The message type's ROS name, DDS name and ros2msg definition.
+    fn schema(self) -> (&'static str, &'static str, &'static str) {
+        fn of<T: RosMessage>() -> (&'static str, &'static str, &'static str) {
+            (T::ROS_TYPE, T::DDS_TYPE, T::DEFINITION)
         }
         match self {
             OutputKind::Keypoints => of::<sp_dust3r_msgs::Keypoints>(),
@@ -71,6 +81,17 @@ impl OutputKind {
             OutputKind::Pose => of::<geometry_msgs::PoseStamped>(),
             OutputKind::Tf => of::<tf2_msgs::TFMessage>(),
         }
+    }
+
+    /// The type's name and ros2msg definition (what a bag's schema holds).
+    pub fn definition(self) -> (&'static str, &'static str) {
+        let (ros_type, _, definition) = self.schema();
+        (ros_type, definition)
+    }
+
+    /// The type's DDS name, `pkg::msg::dds_::Name_`.
+    pub fn dds_type(self) -> &'static str {
+        self.schema().1
     }
 
     /// What a pair gives, with TF when `publish_tf`.

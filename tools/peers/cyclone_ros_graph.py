@@ -2,7 +2,10 @@
 the node. It calls the parameter services the way rmw_cyclonedds frames them (describe, get,
 list, set), publishes /clock (rosgraph_msgs/Clock) and camera_info (a bad one, then a good one),
 sends frames, subscribes to the debug image only half-way through, and collects keypoints, the
-debug image, clouds, PairPose, PoseStamped, /tf, /diagnostics and /rosout. Prints one JSON line.
+debug image, clouds, PairPose, PoseStamped, /tf, /diagnostics and /rosout; at the end it reads the
+ROS graph as `ros2 node list` and `ros2 topic info -v` do (rmw_dds_common's graph cache: the DDS
+publications, each mapped to a node through its participant's ros_discovery_info). Prints one
+JSON line.
 
 Run only inside a private network namespace (the test uses `unshare -n`); CYCLONEDDS_URI is set
 to loopback only as a second guard (by ros_idl, imported first).
@@ -15,10 +18,11 @@ import time
 
 from ros_idl import (
     CameraInfo, Clock, DescribeReq, DescribeResp, DiagnosticArray, GetReq, GetResp, Header, Image, Keypoints, ListReq,
-    ListResp, Log, PairPose, ParameterValue, Parameter, PointCloud2, PoseStamped, RegionOfInterest, SetReq, SetResp,
-    TFMessage, Time, best_effort_qos, reliable_qos,
+    ListResp, Log, PairPose, ParameterValue, Parameter, ParticipantEntitiesInfo, PointCloud2, PoseStamped,
+    RegionOfInterest, SetReq, SetResp, TFMessage, Time, best_effort_qos, reliable_qos,
 )
 import numpy as np
+from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
 from cyclonedds.core import Policy
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter
@@ -60,6 +64,25 @@ class Client:
         return None
 
 
+def ros_graph(discovery, publications):
+    """Node names (as `ros2 node list`) and, per DDS topic, its writers' nodes (as
+    `ros2 topic info -v`), the way rmw_dds_common's graph cache finds them: a writer belongs to
+    the node that lists its gid in the ros_discovery_info of the writer's own participant."""
+    participants = {}
+    for info in discovery.read(N=100):
+        if hasattr(info, "gid"):
+            participants[bytes(info.gid.data)] = info.node_entities_info_seq
+    nodes = sorted(f"{n.node_namespace.rstrip('/')}/{n.node_name}" for seq in participants.values() for n in seq)
+    writers = {}
+    for pub in publications.read(N=1000):
+        owner = "_NODE_NAME_UNKNOWN_"
+        for n in participants.get(pub.participant_key.bytes, []):
+            if any(bytes(g.data) == pub.key.bytes for g in n.writer_gid_seq):
+                owner = f"{n.node_namespace.rstrip('/')}/{n.node_name}"
+        writers.setdefault(pub.topic_name, []).append(owner)
+    return {"nodes": nodes, "writers": writers}
+
+
 def camera_info(stamp, w, h, fx):
     k = [fx, 0.0, w / 2, 0.0, fx, h / 2, 0.0, 0.0, 1.0]
     return CameraInfo(Header(stamp, "cam_optical"), h, w, "plumb_bob", [0.0] * 5, k, [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0],
@@ -96,6 +119,11 @@ def main():
     get = Client(dp, args.node, "get_parameters", GetReq, GetResp, services_qos)
     setp = Client(dp, args.node, "set_parameters", SetReq, SetResp, services_qos)
     listp = Client(dp, args.node, "list_parameters", ListReq, ListResp, services_qos)
+    # The topic is keyless, so a reader's history is shared by every participant's announcements:
+    # deep enough to keep each one (rmw's graph cache takes them as they come instead).
+    discovery = DataReader(dp, Topic(dp, "ros_discovery_info", ParticipantEntitiesInfo),
+                           qos=reliable_qos(100, Policy.Durability.TransientLocal))
+    publications = BuiltinDataReader(dp, BuiltinTopicDcpsPublication)
     report = {}
 
     # Sim time: /clock at 20 Hz from 5000 s on, for the whole run.
@@ -203,6 +231,7 @@ def main():
     report["diagnostics_stamps"] = stamps
     report["sim_now"] = 5000.0 + (time.time() - sim_start)
     report["rosout"] = [{"level": l.level, "name": l.name, "msg": l.msg, "file": l.file, "line": l.line} for l in rosout.take(N=1000)]
+    report["graph"] = ros_graph(discovery, publications)
     stop.set()
     print(json.dumps(report))
 

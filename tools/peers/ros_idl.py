@@ -60,6 +60,13 @@ def service(name, request, response):
 
 
 Time = msg("builtin_interfaces", "Time", sec=int32, nanosec=uint32)
+
+# The ROS graph (rmw_dds_common, Iron and later: 16-byte gids), as rmw publishes it on ros_discovery_info.
+Gid = msg("rmw_dds_common", "Gid", data=array[uint8, 16])
+NodeEntitiesInfo = msg("rmw_dds_common", "NodeEntitiesInfo", node_namespace=str, node_name=str,
+                       reader_gid_seq=sequence[Gid], writer_gid_seq=sequence[Gid])
+ParticipantEntitiesInfo = msg("rmw_dds_common", "ParticipantEntitiesInfo", gid=Gid,
+                              node_entities_info_seq=sequence[NodeEntitiesInfo])
 Header = msg("std_msgs", "Header", stamp=Time, frame_id=str)
 Clock = msg("rosgraph_msgs", "Clock", clock=Time)
 
