@@ -15,7 +15,8 @@
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages 0.27,1.06,2.6 40 0.5 \
 //!     --reader-buffer 212992 --rustdds --writer-deadline-ms 5'
 //! # 1024-keypoint messages (1.06 MB) at 5 Hz for 20 s to a Fast DDS subscriber with default
-//! # settings (tools/peers/fastdds_reader.cpp, Debian's libfastrtps-dev):
+//! # settings (tools/peers/fastdds_reader.cpp, Debian's libfastrtps-dev), and Cyclone's C writer
+//! # sending as many bytes to another such subscriber:
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages fastdds 1024 20 5'
 //! # the other way: camera frames from a Cyclone writer into the node's input QoS, 10 s each
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages images 640x480:rgb8,1280x720:rgb8 10'
@@ -47,7 +48,7 @@ fn main() -> anyhow::Result<()> {
     let python = std::env::var("SP_DUST3R_PYTHON").unwrap_or_else(|_| ".venv/bin/python".into());
     match args.first().map(String::as_str) {
         Some("images") => return images(&python, &args[1..]),
-        Some("fastdds") => return fastdds(&args[1..]),
+        Some("fastdds") => return fastdds(&python, &args[1..]),
         _ => {}
     }
     let opts = Options::parse(&args)?;
@@ -197,9 +198,10 @@ fn ros_node() -> anyhow::Result<Node> {
     Ok(context.new_node(NodeName::new("/", "large_messages")?, NodeOptions::new().enable_rosout(false))?)
 }
 
-/// Keypoint messages from the node's output writer to a Fast DDS subscriber with default settings:
-/// `[KEYPOINTS [SECONDS [HZ]]]`.
-fn fastdds(args: &[String]) -> anyhow::Result<()> {
+/// Keypoint messages from the node's output writer to a Fast DDS subscriber with default
+/// settings, and the reference: Cyclone DDS's C writer sending clouds of the same size to a fresh
+/// subscriber set up the same way. `[KEYPOINTS [SECONDS [HZ]]]`.
+fn fastdds(python: &str, args: &[String]) -> anyhow::Result<()> {
     let n: usize = args.first().map_or(Ok(1024), |s| s.parse())?;
     let seconds: f64 = args.get(1).map_or(Ok(20.0), |s| s.parse())?;
     let hz: f64 = args.get(2).map_or(Ok(5.0), |s| s.parse())?;
@@ -208,13 +210,22 @@ fn fastdds(args: &[String]) -> anyhow::Result<()> {
     let reader = Reader::fastdds(topic, dds_type, sent, seconds + 30.0)?;
     let (_participant, writer) = node_writer(topic, dds_type)?;
     send(&writer, sent, 1.0 / hz, |k| keypoints(n, k))?;
-    let report = reader.report()?;
-    let bytes = report["arrived"][0]["bytes"].as_u64().unwrap_or(0);
-    println!(
-        "{:>10} {:>8} {:>5} | Fast DDS reader (default settings): arrived p50 p95 max [s]",
-        "keypoints", "MB", "sent"
-    );
-    println!("{n:>10} {:>8.2} {sent:>5} | {}", bytes as f64 / 1e6, stats(&report, &None));
+    let ours = reader.report()?;
+    let bytes = ours["arrived"][0]["bytes"].as_u64().unwrap_or(0);
+    let mb = format!("{:.2}", bytes as f64 / 1e6);
+
+    let reader = Reader::fastdds("rt/big/pointcloud", sensor_msgs::PointCloud2::DDS_TYPE, sent, seconds + 30.0)?;
+    let status = Command::new(python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_writer.py"))
+        .args(["--sizes", &mb, "--count", &sent.to_string(), "--interval", &(1.0 / hz).to_string()])
+        .status()?;
+    anyhow::ensure!(status.success(), "the Cyclone writer failed");
+    let reference = reader.report()?;
+
+    let header = |who: &str| format!("{:>33}", format!("{who}: arrived p50 p95 max [s]"));
+    println!("Fast DDS subscriber, default settings; {n} keypoints = {mb} MB at {hz} Hz");
+    println!("{:>8} {:>5} | {} | {}", "MB", "sent", header("node (Cyclone)"), header("reference (Cyclone C)"));
+    println!("{mb:>8} {sent:>5} | {:>33} | {:>33}", stats(&ours, &None), stats(&reference, &None));
     Ok(())
 }
 

@@ -77,12 +77,16 @@ fn c_string(what: &str, s: &str) -> Result<CString, CycloneError> {
 }
 
 /// How the outputs' writers pace a large sample to a reader that cannot take it in one burst
-/// (a stock 212992-byte socket buffer overflows on the first ~150 kB of a 1 MB sample):
-/// - heartbeats every 10 ms (Cyclone's default 100 ms) while data is unacknowledged: each
-///   heartbeat draws the reader's NACK for what it lost, so a repair round starts 10 ms after the
-///   last instead of 100 ms. A Fast DDS subscriber with default settings got 1024-keypoint
-///   messages (1.06 MB) at 5 Hz with p95 0.08 s instead of 1.8 s (and none lost instead of 9 of
-///   50); a heartbeat is ~60 bytes, and none go out once every reader has acknowledged.
+/// (a stock 212992-byte socket buffer overflows on the first ~150 kB of a 1 MB sample). Each
+/// heartbeat draws the reader's NACK for what it lost, so the heartbeat cadence sets the pace
+/// of repair. Cyclone halves its interval twice while more than its high watermark (500 kB) is
+/// unacknowledged, again while throttling, down to `minsched`: for samples of 1 MB and more,
+/// `minsched` is the cadence.
+/// - `minsched` 10 ms (Cyclone's 20 ms): a Fast DDS subscriber with default settings got
+///   1024-keypoint messages (1.06 MB) at 5 Hz with p95 0.18 s, none lost; at 20 ms, 9 of 50 lost
+///   and p95 1.8 s. Faster (2-5 ms) gave 0.08 s there but flooded a large-buffer reader with
+///   NACKs for fragments still in flight: 10.5 MB clouds at 2 Hz p95 8-16 s instead of 3.3 s
+///   (Cyclone's defaults: 0.3 s). None go out once every reader has acknowledged.
 /// - retransmissions in rounds of at most 100 messages (~140 kB of 1344-byte fragments), so a
 ///   round fits such a buffer. With Cyclone's default of 200 a round overflows it and the rest
 ///   waits for the next heartbeat: 2.6 MB took a median 0.6-1.1 s to a capped Cyclone reader
@@ -91,7 +95,7 @@ fn c_string(what: &str, s: &str) -> Result<CString, CycloneError> {
 /// Measured with examples/dds_large_messages. A user's `CYCLONEDDS_URI` can still set either.
 const PACING: &str = concat!(
     "<CycloneDDS><Domain><Internal>",
-    "<HeartbeatInterval min=\"1ms\" minsched=\"2ms\">10ms</HeartbeatInterval>",
+    "<HeartbeatInterval min=\"5ms\" minsched=\"10ms\">40ms</HeartbeatInterval>",
     "<MaxQueuedRexmitMessages>100</MaxQueuedRexmitMessages>",
     "</Internal></Domain></CycloneDDS>"
 );
