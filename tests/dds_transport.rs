@@ -43,6 +43,16 @@ fn inside_netns(test: &str, env: &[(&str, &str)]) -> bool {
     false
 }
 
+/// Asserts that all `count` samples (of `size`, or all) in a reader's report arrived, with p95
+/// latency at most `p95_max` seconds.
+fn all_arrive_in_time(what: &str, report: &serde_json::Value, size: Option<&str>, count: usize, p95_max: f64) {
+    let lat = latencies(report, size);
+    let (p50, p95) = (quantile(&lat, 0.5), quantile(&lat, 0.95));
+    eprintln!("{what} x {count}: {} arrived, p50 {p50:.3} s, p95 {p95:.3} s", lat.len());
+    assert_eq!(lat.len(), count, "nothing lost: {report}");
+    assert!(p95 <= p95_max, "p95 {p95:.3} s: {report}");
+}
+
 #[test]
 fn megabyte_samples_reach_a_reader_with_ubuntus_default_socket_buffer() {
     if !inside_netns("megabyte_samples_reach_a_reader_with_ubuntus_default_socket_buffer", &[]) {
@@ -53,17 +63,8 @@ fn megabyte_samples_reach_a_reader_with_ubuntus_default_socket_buffer() {
     let reader = Reader::cyclone(python.to_str().unwrap(), count, 60.0, Some(212_992)).unwrap();
     let (_participant, writer) = node_writer("rt/big/pointcloud", sensor_msgs::PointCloud2::DDS_TYPE).unwrap();
     send(&writer, count, interval, |_| cloud(1.06)).unwrap();
-    let report = reader.report().unwrap();
-    let lat = latencies(&report, Some("1.06"));
-    eprintln!(
-        "1.06 MB x {count}: {} arrived, p50 {:.3} s, p95 {:.3} s",
-        lat.len(),
-        quantile(&lat, 0.5),
-        quantile(&lat, 0.95)
-    );
-    assert_eq!(lat.len(), count, "nothing lost: {report}");
-    // The bar: within 2x of the C writer's p95 (0.34 s here); 1 s leaves room for a busy CI machine.
-    assert!(quantile(&lat, 0.95) <= 1.0, "p95 {:.3} s: {report}", quantile(&lat, 0.95));
+    // The bar: within 2x of the C writer's p95 (0.34-0.36 s here); 1 s leaves room for a busy CI machine.
+    all_arrive_in_time("1.06 MB clouds", &reader.report().unwrap(), Some("1.06"), count, 1.0);
 }
 
 #[test]
@@ -78,17 +79,9 @@ fn keypoints_reach_a_fast_dds_subscriber_with_default_settings() {
     let (_participant, writer) = node_writer(topic, dds_type).unwrap();
     send(&writer, count, 1.0 / hz, |k| keypoints(1024, k)).unwrap();
     let report = reader.report().unwrap();
-    let lat = latencies(&report, None);
-    eprintln!(
-        "keypoints x {count}: {} arrived, p50 {:.3} s, p95 {:.3} s",
-        lat.len(),
-        quantile(&lat, 0.5),
-        quantile(&lat, 0.95)
-    );
-    assert_eq!(lat.len(), count, "nothing lost: {report}");
+    all_arrive_in_time("keypoints", &report, None, count, 0.5);
     let bytes = report["arrived"][0]["bytes"].as_u64().unwrap();
     assert!((1_060_000..1_070_000).contains(&bytes), "a 1024-keypoint message is 1.06 MB: {bytes}");
-    assert!(quantile(&lat, 0.95) <= 0.5, "p95 {:.3} s: {report}", quantile(&lat, 0.95));
 }
 
 #[test]

@@ -235,7 +235,7 @@ impl Participant {
         };
         let entity = created(format!("a writer on {topic}"), w)?;
         // The type lives as long as the topic, deleted only with the participant.
-        Ok(Writer { domain: Arc::clone(&self.domain), entity, sertype, topic: topic.to_string() })
+        Ok(Writer { _domain: Arc::clone(&self.domain), entity, sertype, topic: topic.to_string() })
     }
 
     /// Tells the ROS graph (`ros2 node list`, `ros2 topic info -v`) that `writers` belong to the
@@ -318,7 +318,8 @@ fn guid(entity: cdds::dds_entity_t) -> [u8; 16] {
 
 /// A writer of raw CDR samples; the participant lives at least as long.
 pub struct Writer {
-    domain: Arc<Domain>,
+    /// Keeps the participant, and so this writer's topic and type, alive.
+    _domain: Arc<Domain>,
     entity: cdds::dds_entity_t,
     sertype: *const cdds::ddsi_sertype,
     topic: String,
@@ -326,7 +327,7 @@ pub struct Writer {
 
 // SAFETY: the writer is a Cyclone handle (an integer) and a pointer to its topic's immutable
 // type descriptor; Cyclone's API is thread-safe and the type lives as long as the participant,
-// which `domain` keeps alive.
+// which `_domain` keeps alive.
 unsafe impl Send for Writer {}
 // SAFETY: as above; `write` and `matched` only pass them to Cyclone's thread-safe calls.
 unsafe impl Sync for Writer {}
@@ -376,8 +377,7 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         // SAFETY: the handle is this writer's own and is not used after this; the participant
-        // (held through `domain`) is still alive.
+        // is still alive (`_domain`, a field, is dropped after this body).
         unsafe { cdds::dds_delete(self.entity) };
-        let _ = &self.domain;
     }
 }

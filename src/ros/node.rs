@@ -179,8 +179,12 @@ fn advertise<T: RosMessage + ros2_client::Message>(
 
 /// The node's output writers, on Cyclone DDS: where [`Output`]s go in the live driver.
 struct Publishers {
-    /// One per output kind, in [`OutputKind::ALL`]'s order.
-    writers: Vec<(OutputKind, cyclone::Writer)>,
+    keypoints: cyclone::Writer,
+    debug_image: cyclone::Writer,
+    cloud: cyclone::Writer,
+    pair_pose: cyclone::Writer,
+    pose: cyclone::Writer,
+    tf: cyclone::Writer,
     /// Holds the graph announcement; the writers keep the participant itself alive.
     _participant: cyclone::Participant,
 }
@@ -189,25 +193,34 @@ impl Publishers {
     /// A writer per output on `topic(name)`, announced as the node `<name>_outputs` in `namespace`.
     fn advertise(namespace: &str, name: &str, topic: impl Fn(&str) -> String) -> Result<Self, NodeError> {
         let mut participant = cyclone::Participant::new(u32::from(domain_id()), &cyclone::config(localhost_only()))?;
-        let writers = OutputKind::ALL
-            .iter()
-            .map(|&kind| {
-                let dds_topic = format!("rt{}", topic(kind.topic()));
-                participant.writer(&dds_topic, kind.dds_type(), WriterQos::OUTPUTS).map(|w| (kind, w))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let announced: Vec<&cyclone::Writer> = writers.iter().map(|(_, w)| w).collect();
-        participant.announce(namespace, &outputs_node_name(name), &announced)?;
-        Ok(Self { writers, _participant: participant })
+        let writer = |kind: OutputKind| {
+            participant.writer(&format!("rt{}", topic(kind.topic())), kind.dds_type(), WriterQos::OUTPUTS)
+        };
+        let (keypoints, debug_image, cloud) =
+            (writer(OutputKind::Keypoints)?, writer(OutputKind::DebugImage)?, writer(OutputKind::Cloud)?);
+        let (pair_pose, pose, tf) = (writer(OutputKind::PairPose)?, writer(OutputKind::Pose)?, writer(OutputKind::Tf)?);
+        participant.announce(
+            namespace,
+            &outputs_node_name(name),
+            &[&keypoints, &debug_image, &cloud, &pair_pose, &pose, &tf],
+        )?;
+        Ok(Self { keypoints, debug_image, cloud, pair_pose, pose, tf, _participant: participant })
     }
 
-    fn writer(&self, kind: OutputKind) -> Option<&cyclone::Writer> {
-        self.writers.iter().find(|(k, _)| *k == kind).map(|(_, w)| w)
+    fn writer(&self, kind: OutputKind) -> &cyclone::Writer {
+        match kind {
+            OutputKind::Keypoints => &self.keypoints,
+            OutputKind::DebugImage => &self.debug_image,
+            OutputKind::Cloud => &self.cloud,
+            OutputKind::PairPose => &self.pair_pose,
+            OutputKind::Pose => &self.pose,
+            OutputKind::Tf => &self.tf,
+        }
     }
 
     /// Someone reads this output now.
     fn wanted(&self, kind: OutputKind) -> bool {
-        self.writer(kind).is_some_and(|w| w.matched() > 0)
+        self.writer(kind).matched() > 0
     }
 }
 
@@ -222,11 +235,7 @@ impl OutputSink for &Publishers {
     fn emit(&mut self, output: Output) -> Result<(), PublishError> {
         let kind = output.kind();
         let cdr = output.to_cdr().map_err(|source| PublishError::Encode { topic: kind.topic(), source })?;
-        match self.writer(kind) {
-            Some(w) => Ok(w.write(&cdr)?),
-            // Every kind has a writer (advertise makes one per OutputKind::ALL).
-            None => Ok(()),
-        }
+        Ok(self.writer(kind).write(&cdr)?)
     }
 }
 

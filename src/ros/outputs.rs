@@ -58,16 +58,6 @@ impl OutputKind {
         }
     }
 
-    /// Every output.
-    pub const ALL: [OutputKind; 6] = [
-        OutputKind::Keypoints,
-        OutputKind::DebugImage,
-        OutputKind::Cloud,
-        OutputKind::PairPose,
-        OutputKind::Pose,
-        OutputKind::Tf,
-    ];
-
     /// The message type's ROS name, DDS name and ros2msg definition.
     fn schema(self) -> (&'static str, &'static str, &'static str) {
         fn of<T: RosMessage>() -> (&'static str, &'static str, &'static str) {
