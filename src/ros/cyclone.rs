@@ -76,27 +76,33 @@ fn c_string(what: &str, s: &str) -> Result<CString, CycloneError> {
     CString::new(s).map_err(|source| CycloneError::Nul { what: what.to_string(), source })
 }
 
-/// How the outputs' writers pace a large sample to a reader that cannot take it in one burst
-/// (a stock 212992-byte socket buffer overflows on the first ~150 kB of a 1 MB sample). Each
-/// heartbeat draws the reader's NACK for what it lost, so the heartbeat cadence sets the pace
-/// of repair. Cyclone halves its interval twice while more than its high watermark (500 kB) is
-/// unacknowledged, again while throttling, down to `minsched`: for samples of 1 MB and more,
-/// `minsched` is the cadence.
-/// - `minsched` 10 ms (Cyclone's 20 ms): a Fast DDS subscriber with default settings got
-///   1024-keypoint messages (1.06 MB) at 5 Hz with p95 0.18 s, none lost; at 20 ms, 9 of 50 lost
-///   and p95 1.8 s. Faster (2-5 ms) gave 0.08 s there but flooded a large-buffer reader with
-///   NACKs for fragments still in flight: 10.5 MB clouds at 2 Hz p95 8-16 s instead of 3.3 s
-///   (Cyclone's defaults: 0.3 s). None go out once every reader has acknowledged.
-/// - retransmissions in rounds of at most 100 messages (~140 kB of 1344-byte fragments), so a
-///   round fits such a buffer. With Cyclone's default of 200 a round overflows it and the rest
-///   waits for the next heartbeat: 2.6 MB took a median 0.6-1.1 s to a capped Cyclone reader
-///   instead of 0.03 s.
+/// How the outputs' writers send and repair a large sample for a reader that cannot take it in
+/// one burst (a stock 212992-byte socket buffer overflows on the first ~150 kB of a 1 MB
+/// sample). Measured with examples/dds_large_messages (loopback, AMD EPYC; the figures are p95):
+/// - 16 kB fragments in datagrams of up to 65000 B (Cyclone's: 1344 B in 14720 B; Fast DDS, the
+///   default RMW, also sends datagrams of up to ~64 kB). A reader NACKs at most 256 fragments per
+///   round (RTPS's 256-bit NACKFRAG set), so with 1344 B a 10.5 MB cloud (7800 fragments) can
+///   need many heartbeat rounds to repair, and the reader has 4x the datagrams to take in: 10.5 MB
+///   clouds at 2 Hz to a
+///   default-buffer Cyclone reader took 3.3-4.1 s; now 0.15 s (Cyclone's C writer: 0.6-1.2 s).
+///   1.06 MB at 5 Hz to a default Fast DDS subscriber: 0.06 s (was 0.18-0.37 s). On a lossy
+///   link every lost IP fragment costs its whole datagram, as it does with Fast DDS's defaults;
+///   a user's `CYCLONEDDS_URI` can set smaller ones.
+/// - Each heartbeat draws the reader's NACK for what it lost, so the heartbeat cadence sets the
+///   pace of repair. Cyclone halves its interval twice while more than its high watermark
+///   (500 kB) is unacknowledged, again while throttling, down to `minsched`: for samples of 1 MB
+///   and more, `minsched` (10 ms here, Cyclone's 20 ms) is the cadence. With 8 kB fragments and
+///   Cyclone's heartbeats the Fast DDS case took 0.13 s, with ours 0.07 s.
+/// - Cyclone's retransmit queue (200 messages): with 1344 B fragments, rounds of 100 kept a
+///   capped reader's 2.6 MB at 0.03 s instead of 0.6-1.1 s; with 16 kB fragments 100 or 200 made
+///   no difference (2.6 MB 0.064 vs 0.066 s, Fast DDS 0.059 vs 0.060 s), so it stays Cyclone's.
 ///
-/// Measured with examples/dds_large_messages. A user's `CYCLONEDDS_URI` can still set either.
+/// A user's `CYCLONEDDS_URI` is applied after these and can set any of them.
 const PACING: &str = concat!(
-    "<CycloneDDS><Domain><Internal>",
+    "<CycloneDDS><Domain><General>",
+    "<FragmentSize>16384B</FragmentSize><MaxMessageSize>65000B</MaxMessageSize>",
+    "</General><Internal>",
     "<HeartbeatInterval min=\"5ms\" minsched=\"10ms\">40ms</HeartbeatInterval>",
-    "<MaxQueuedRexmitMessages>100</MaxQueuedRexmitMessages>",
     "</Internal></Domain></CycloneDDS>"
 );
 

@@ -99,6 +99,14 @@ impl Reader {
         Self::start(command, "the Fast DDS reader")
     }
 
+    /// Kills it (SIGKILL): a subscriber that vanishes without a goodbye, as a crashed viewer or
+    /// a dropped link does; its participant stays matched until its lease ends.
+    #[allow(dead_code)] // tests/dds_transport.rs's; the example includes this file too
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Its report: `{"arrived": [{"latency_s": .., "size"|"bytes": ..}, ..]}`.
     pub fn report(mut self) -> anyhow::Result<serde_json::Value> {
         let line = self.lines.find_map(|l| l.ok().filter(|l| l.starts_with('{')));
