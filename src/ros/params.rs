@@ -166,10 +166,10 @@ parameters! {
         "Publish DUSt3R points whose confidence (>= 1) is above this";
     pose_confidence_threshold: f64 = 3.0, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
         "PairViewer's min_conf_thr: only DUSt3R points above this confidence enter the focal estimate and PnP";
-    cloud_stride: i64 = 3, Constraint::Integer { min: 1, max: 16 }, TUNABLE,
+    cloud_stride: i64 = 1, Constraint::Integer { min: 1, max: 16 }, TUNABLE,
         "Publish the point of every n-th pixel along rows and columns of each view (1: all, up to 2 x 262k \
-         points, 10.5 MB per pair; 3: a ninth, at most 1.2 MB, which DDS readers with default socket buffers \
-         take at once)";
+         points, 10.5 MB per pair, which stock subscribers get in ~0.2 s; 3: a ninth, at most 1.2 MB, for \
+         slow or lossy links)";
     publish_tf: bool = false, Constraint::None, TUNABLE,
         "Broadcast TF from view 1's camera frame to a child frame for view 2";
     use_sim_time: bool = false, Constraint::None, FIXED,
