@@ -26,7 +26,6 @@ def generate_launch_description():
             executable="sp_dust3r",
             name="sp_dust3r",
             namespace=arg("camera_namespace"),
-            arguments=["node"],
             output="screen",
             parameters=[
                 arg("params_file"),

@@ -6,6 +6,7 @@
 //! sp_dust3r pose --pointmaps IN.npz --out OUT.json
 //! sp_dust3r replay --bag IN.mcap --out OUT.mcap --params-file config/params.yaml
 //! sp_dust3r node --ros-args -r __ns:=/camera -p superpoint_weights:=DIR
+//! sp_dust3r --ros-args -r __ns:=/camera    # the same: as `ros2 run` and the launch files start it
 //! sp_dust3r bench superpoint --weights DIR
 //! ```
 
@@ -34,7 +35,8 @@ enum Command {
     Eval(commands::eval::Args),
     /// Render the sample sequence (a textured room, known camera path) into a bag.
     Sample(commands::sample::Args),
-    /// The ROS 2 node (what the launch files start): `sp_dust3r node --ros-args ...`.
+    /// The ROS 2 node: `sp_dust3r node --ros-args ...`, or `sp_dust3r --ros-args ...` (`ros2 run`,
+    /// the launch files).
     Node {
         /// `--ros-args` and what follows, as ros2 launch passes them.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -95,9 +97,19 @@ fn init_logging(cli: &Cli) {
         .init();
 }
 
+/// The command line, where a leading `--ros-args` means `node`: that is how `ros2 run sp_dust3r
+/// sp_dust3r --ros-args ...` and the launch files start it.
+fn command_line() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "--ros-args") {
+        args.insert(1, "node".into());
+    }
+    args
+}
+
 fn main() -> std::process::ExitCode {
     keep_freed_memory();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(command_line());
     init_logging(&cli);
     let result = match cli.command {
         Command::Superpoint(args) => commands::superpoint::run(args),

@@ -25,13 +25,14 @@ fn declared_names() -> Vec<&'static str> {
 }
 
 #[test]
-fn xml_launch_names_the_executable_its_subcommand_and_declared_parameters() {
+fn xml_launch_names_the_executable_and_declared_parameters() {
     let text = std::fs::read_to_string(root().join("launch/sp_dust3r.launch.xml")).unwrap();
     let doc = roxmltree::Document::parse(&text).unwrap();
     let node = doc.descendants().find(|n| n.has_tag_name("node")).unwrap();
     assert_eq!(node.attribute("pkg"), Some("sp_dust3r"));
     assert_eq!(node.attribute("exec"), Some(binary_name().as_str()));
-    assert_eq!(node.attribute("args"), Some("node"));
+    // launch_ros appends `--ros-args ...`, which the binary takes as its node command.
+    assert_eq!(node.attribute("args"), None);
     let args: Vec<&str> =
         doc.descendants().filter(|n| n.has_tag_name("arg")).filter_map(|n| n.attribute("name")).collect();
     for a in ["camera_namespace", "backend", "superpoint_weights", "dust3r_weights", "params_file"] {
@@ -67,7 +68,7 @@ fn python_launch_compiles_and_names_the_same_things() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("package=\"sp_dust3r\"") && text.contains(&format!("executable=\"{}\"", binary_name())));
-    assert!(text.contains("arguments=[\"node\"]"));
+    assert!(!text.contains("arguments="), "the node is `sp_dust3r --ros-args ...`, as launch_ros appends them");
     // Parameter keys set in the launch file's dictionary: `"name": ParameterValue(...)`.
     let params = text.split("parameters=[").nth(1).unwrap();
     let keys: Vec<&str> = params
@@ -116,4 +117,23 @@ fn rviz_config_shows_topics_the_node_uses() {
         docs[0]["Visualization Manager"]["Displays"][1]["Class"].as_str(),
         Some("rviz_default_plugins/PointCloud2")
     );
+}
+
+/// `ros2 run sp_dust3r sp_dust3r --ros-args ...` and launch_ros run the binary with `--ros-args`
+/// first: that is the node, as `sp_dust3r node --ros-args ...` is. A bad `--log-level` shows it
+/// without DDS: the node's own check answers, not the subcommand parser.
+#[test]
+fn a_leading_ros_args_starts_the_node() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r")).args(args).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let node_says = "--log-level loud: expected debug, info, warn, error or fatal";
+    for args in [&["node", "--ros-args", "--log-level", "loud"][..], &["--ros-args", "--log-level", "loud"]] {
+        let (ok, stderr) = run(args);
+        assert!(!ok && stderr.contains(node_says), "{args:?}: {stderr}");
+    }
+    // Anything else first is still a subcommand (or clap's error).
+    let (ok, stderr) = run(&["--ros-arg", "--log-level", "loud"]);
+    assert!(!ok && !stderr.contains(node_says) && stderr.contains("--ros-arg"), "{stderr}");
 }
