@@ -175,14 +175,20 @@ fn rustdds_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Va
 /// QoS, same samples, to a fresh reader set up the same way.
 fn cyclone_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Value> {
     let reader = opts.reader(python)?;
-    let writer = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_writer.py");
     let sizes: Vec<String> = opts.sizes.iter().map(|mb| mb.to_string()).collect();
+    reference_clouds(python, &sizes.join(","), opts.count, opts.interval)?;
+    reader.report()
+}
+
+/// Runs Cyclone DDS's C writer (tools/peers/cyclone_cloud_writer.py): `count` clouds of each of
+/// `sizes` (MB, comma-separated), `interval` seconds apart.
+fn reference_clouds(python: &str, sizes: &str, count: usize, interval: f64) -> anyhow::Result<()> {
     let status = Command::new(python)
-        .args([writer, "--sizes", &sizes.join(","), "--count", &opts.count.to_string()])
-        .args(["--interval", &opts.interval.to_string()])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_writer.py"))
+        .args(["--sizes", sizes, "--count", &count.to_string(), "--interval", &interval.to_string()])
         .status()?;
     anyhow::ensure!(status.success(), "the Cyclone writer failed");
-    reader.report()
+    Ok(())
 }
 
 /// `arrived p50 p95 max` of one size (all when `None`) in a reader's report.
@@ -215,11 +221,7 @@ fn fastdds(python: &str, args: &[String]) -> anyhow::Result<()> {
     let mb = format!("{:.2}", bytes as f64 / 1e6);
 
     let reader = Reader::fastdds("rt/big/pointcloud", sensor_msgs::PointCloud2::DDS_TYPE, sent, seconds + 30.0)?;
-    let status = Command::new(python)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_writer.py"))
-        .args(["--sizes", &mb, "--count", &sent.to_string(), "--interval", &(1.0 / hz).to_string()])
-        .status()?;
-    anyhow::ensure!(status.success(), "the Cyclone writer failed");
+    reference_clouds(python, &mb, sent, 1.0 / hz)?;
     let reference = reader.report()?;
 
     let header = |who: &str| format!("{:>33}", format!("{who}: arrived p50 p95 max [s]"));

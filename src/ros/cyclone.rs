@@ -83,8 +83,8 @@ fn c_string(what: &str, s: &str) -> Result<CString, CycloneError> {
 ///   default RMW, also sends datagrams of up to ~64 kB). A reader NACKs at most 256 fragments per
 ///   round (RTPS's 256-bit NACKFRAG set), so with 1344 B a 10.5 MB cloud (7800 fragments) can
 ///   need many heartbeat rounds to repair, and the reader has 4x the datagrams to take in: 10.5 MB
-///   clouds at 2 Hz to a
-///   default-buffer Cyclone reader took 3.3-4.1 s; now 0.15 s (Cyclone's C writer: 0.6-1.2 s).
+///   clouds at 2 Hz to a default-buffer Cyclone reader took 3.3-4.1 s; now 0.15 s (Cyclone's C
+///   writer: 0.6-1.2 s).
 ///   1.06 MB at 5 Hz to a default Fast DDS subscriber: 0.06 s (was 0.18-0.37 s). On a lossy
 ///   link every lost IP fragment costs its whole datagram, as it does with Fast DDS's defaults;
 ///   a user's `CYCLONEDDS_URI` can set smaller ones.
