@@ -1,41 +1,101 @@
 """Starts the sp_dust3r node for one camera.
 
-    ros2 launch sp_dust3r sp_dust3r.launch.py camera_namespace:=/camera \
-        superpoint_weights:=/path/superpoint dust3r_weights:=/path/dust3r
+    ros2 launch sp_dust3r sp_dust3r.launch.py camera_namespace:=/camera image_topic:=image_raw
+
+Input: `<camera_namespace>/<image_topic>` (with image_transport:=compressed, that topic's
+`/compressed`), and the camera_info beside it (image_transport's pairing) unless
+camera_info_topic names another. Outputs: under `namespace`, by default the camera's.
+Parameters: params_file first, then only the launch arguments given on the command line, so a
+value in the user's file is never replaced by a launch default.
+
+The argument logic is plain Python (node_settings) that imports nothing from launch, so it can
+be checked without ROS (tests/launch_files.rs).
 """
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
-from launch_ros.substitutions import FindPackageShare
+
+# (name, default, description); None: the package's config/params.yaml, filled in at launch.
+ARGUMENTS = [
+    ("camera_namespace", "/camera", "Namespace of the camera driver's topics"),
+    ("image_topic", "image_raw", "Image topic, relative to camera_namespace unless absolute"),
+    ("camera_info_topic", "", "CameraInfo topic; '' = camera_info beside the image topic, as image_transport pairs them"),
+    ("image_transport", "", "raw or compressed (then <image_topic>/compressed); '' = params_file's (raw)"),
+    ("namespace", "", "Namespace of the node and its outputs; '' = camera_namespace"),
+    ("node_name", "sp_dust3r", "Name of the node"),
+    ("params_file", None, "Parameter file (rcl format); the package's config/params.yaml by default"),
+    ("backend", "", "cpu or tt-server, for both models; '' = params_file's"),
+    ("superpoint_weights", "", "SuperPoint weights folder; '' = params_file's (env, HF cache, download)"),
+    ("dust3r_weights", "", "DUSt3R weights folder; '' = params_file's (env, HF cache, download)"),
+    ("use_sim_time", "", "true: time from /clock (ros2 bag play --clock); '' = params_file's (false)"),
+]
+
+# Launch arguments that set node parameters when given: argument -> (parameters, type).
+PARAMETER_ARGUMENTS = {
+    "image_transport": (("image_transport",), str),
+    "backend": (("superpoint_backend", "dust3r_backend"), str),
+    "superpoint_weights": (("superpoint_weights",), str),
+    "dust3r_weights": (("dust3r_weights",), str),
+    "use_sim_time": (("use_sim_time",), bool),
+}
+
+
+def join(namespace, name):
+    """`name` under `namespace` unless it is absolute (ROS name resolution)."""
+    if name.startswith("/"):
+        return name
+    return namespace.rstrip("/") + "/" + name if namespace else name
+
+
+def as_bool(argument, text):
+    """A launch argument's boolean, as ROS parameters spell them."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"launch argument {argument}:={text!r} is not a boolean (true or false)")
+
+
+def node_settings(config):
+    """The node's name, namespace, remappings and parameters from the launch arguments' strings."""
+    camera = config["camera_namespace"]
+    if not camera.startswith("/"):
+        camera = "/" + camera
+    remappings = [("image", join(camera, config["image_topic"]))]
+    if config["camera_info_topic"]:
+        remappings.append(("camera_info", join(camera, config["camera_info_topic"])))
+    given = {}
+    for argument, (parameters, kind) in PARAMETER_ARGUMENTS.items():
+        text = config.get(argument, "")
+        if text == "":
+            continue
+        value = as_bool(argument, text) if kind is bool else text
+        for parameter in parameters:
+            given[parameter] = value
+    return {
+        "name": config["node_name"],
+        "namespace": config["namespace"] or camera,
+        "remappings": remappings,
+        "parameters": [config["params_file"]] + ([given] if given else []),
+    }
+
+
+def _node(context):
+    # Imported here so that the module loads without ROS (see the docstring).
+    from launch_ros.actions import Node
+
+    config = {name: context.launch_configurations.get(name, "") for name, _, _ in ARGUMENTS}
+    return [Node(package="sp_dust3r", executable="sp_dust3r", output="screen", **node_settings(config))]
 
 
 def generate_launch_description():
-    arg = LaunchConfiguration
-    return LaunchDescription([
-        DeclareLaunchArgument("camera_namespace", default_value="/camera", description="Namespace of the camera's topics (image, camera_info)"),
-        DeclareLaunchArgument("backend", default_value="cpu", description="cpu or tt-server, for both models"),
-        DeclareLaunchArgument("superpoint_weights", default_value="", description="SuperPoint weights folder ('' = env, HF cache, download)"),
-        DeclareLaunchArgument("dust3r_weights", default_value="", description="DUSt3R weights folder ('' = env, HF cache, download)"),
-        DeclareLaunchArgument("params_file", default_value=PathJoinSubstitution([FindPackageShare("sp_dust3r"), "config", "params.yaml"]),
-                              description="Parameter file"),
-        DeclareLaunchArgument("use_sim_time", default_value="false", description="Use /clock (ros2 bag play --clock)"),
-        Node(
-            package="sp_dust3r",
-            executable="sp_dust3r",
-            name="sp_dust3r",
-            namespace=arg("camera_namespace"),
-            output="screen",
-            parameters=[
-                arg("params_file"),
-                {
-                    "superpoint_backend": ParameterValue(arg("backend"), value_type=str),
-                    "dust3r_backend": ParameterValue(arg("backend"), value_type=str),
-                    "superpoint_weights": ParameterValue(arg("superpoint_weights"), value_type=str),
-                    "dust3r_weights": ParameterValue(arg("dust3r_weights"), value_type=str),
-                    "use_sim_time": ParameterValue(arg("use_sim_time"), value_type=bool),
-                },
-            ],
-        ),
-    ])
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.substitutions import PathJoinSubstitution
+    from launch_ros.substitutions import FindPackageShare
+
+    package_params = PathJoinSubstitution([FindPackageShare("sp_dust3r"), "config", "params.yaml"])
+    declared = [
+        DeclareLaunchArgument(name, default_value=package_params if default is None else default,
+                              description=description)
+        for name, default, description in ARGUMENTS
+    ]
+    return LaunchDescription([*declared, OpaqueFunction(function=_node)])

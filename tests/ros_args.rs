@@ -2,7 +2,7 @@
 //! parameters' types and ranges.
 
 use sp_dust3r::backend::build::BackendKind;
-use sp_dust3r::ros::args::{load_params_file, split_ros_args, ArgsError, ParamValue, RosArgs};
+use sp_dust3r::ros::args::{load_params_file, node_name_matches, split_ros_args, ArgsError, ParamValue, RosArgs};
 use sp_dust3r::ros::params::{declared, NodeParams, ParamError};
 
 fn args(v: &[&str]) -> Vec<String> {
@@ -86,9 +86,10 @@ fn parameter_files_apply_wildcard_name_and_namespaced_sections_in_order() {
          /camera/sp_dust3r:\n  ros__parameters:\n    max_keypoints: 2048\n    keypoint_threshold: 0\n    image_transport: compressed\n    nested:\n      a: 1.5\n",
     )
     .unwrap();
-    let params = load_params_file(&path, "/camera/sp_dust3r").unwrap();
+    let file = load_params_file(&path, "/camera/sp_dust3r").unwrap();
+    assert_eq!(file.unmatched, vec!["/other_node".to_string()]);
     assert_eq!(
-        params,
+        file.params,
         vec![
             ("use_sim_time".into(), ParamValue::Bool(true)),
             ("max_keypoints".into(), ParamValue::Integer(100)),
@@ -109,7 +110,16 @@ fn parameter_files_apply_wildcard_name_and_namespaced_sections_in_order() {
     assert!(p.use_sim_time && p.compressed_input);
     assert_eq!(p.keypoint_threshold, 0.0);
     assert_eq!(p.superpoint_backend, BackendKind::Cpu);
-    assert_eq!(warnings, vec!["parameter nested.a is not declared by this node; ignored".to_string()]);
+    assert_eq!(
+        warnings,
+        vec![
+            format!(
+                "parameter file {}: section /other_node matches no node named /camera/sp_dust3r; not applied",
+                path.display()
+            ),
+            "parameter nested.a is not declared by this node; ignored".to_string()
+        ]
+    );
 
     std::fs::write(&path, "/**:\n  ros__parameters: [1, 2\n").unwrap();
     assert!(matches!(load_params_file(&path, "/sp_dust3r"), Err(ArgsError::ParamsFile { .. })));
@@ -117,6 +127,109 @@ fn parameter_files_apply_wildcard_name_and_namespaced_sections_in_order() {
         load_params_file(&dir.path().join("missing.yaml"), "/sp_dust3r"),
         Err(ArgsError::ParamsFile { .. })
     ));
+}
+
+/// rcl's section matching: the hand-written table of what users write, then every pattern
+/// against every name, compared with rclcpp's own rule run by Python's `re` (rclcpp rewrites
+/// `/*` to `(/\w+)`, so `/**` becomes `(/\w+)*`, and needs a full match).
+#[test]
+fn parameter_file_sections_match_nodes_as_rcl_does() {
+    let table = [
+        ("/**", "/camera/sp_dust3r", true),
+        ("/**", "/sp_dust3r", true),
+        ("/camera/sp_dust3r", "/camera/sp_dust3r", true),
+        ("camera/sp_dust3r", "/camera/sp_dust3r", true),
+        // A bare node name is the node at the root namespace only.
+        ("sp_dust3r", "/sp_dust3r", true),
+        ("sp_dust3r", "/camera/sp_dust3r", false),
+        ("/**/sp_dust3r", "/camera/sp_dust3r", true),
+        ("/**/sp_dust3r", "/robot/front/sp_dust3r", true),
+        ("/**/sp_dust3r", "/sp_dust3r", true),
+        ("/**/sp_dust3r", "/camera/sp_dust3r_outputs", false),
+        ("/camera/**", "/camera/sp_dust3r", true),
+        ("/camera/**", "/camera/front/sp_dust3r", true),
+        ("/camera/**", "/cam/sp_dust3r", false),
+        ("/*/sp_dust3r", "/camera/sp_dust3r", true),
+        ("/*/sp_dust3r", "/sp_dust3r", false),
+        ("/*/sp_dust3r", "/robot/camera/sp_dust3r", false),
+        ("/camera/*", "/camera/sp_dust3r", true),
+        ("/camera", "/camera/sp_dust3r", false),
+    ];
+    for (pattern, fqn, expected) in table {
+        assert_eq!(node_name_matches(pattern, fqn), expected, "{pattern} against {fqn}");
+    }
+    let patterns = [
+        "/**",
+        "/*",
+        "/**/sp_dust3r",
+        "/*/sp_dust3r",
+        "/a/**",
+        "/a/*",
+        "/a/**/sp_dust3r",
+        "/**/a/**",
+        "/*/*",
+        "/a/sp_dust3r",
+        "/sp_dust3r",
+        "/a/*/sp_dust3r",
+        "/**/b/*",
+    ];
+    let names = ["/sp_dust3r", "/a/sp_dust3r", "/b/sp_dust3r", "/a/b/sp_dust3r", "/a/b/c", "/a", "/b/a/sp_dust3r"];
+    let script = "import json, re, sys\n\
+                  pats, names = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n\
+                  print(json.dumps([[re.fullmatch(p.replace('/*', '(/\\\\w+)'), n) is not None for n in names] for p in pats]))";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(serde_json::to_string(&patterns).unwrap())
+        .arg(serde_json::to_string(&names).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rclcpp: Vec<Vec<bool>> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut seen = [0, 0];
+    for (p, row) in patterns.iter().zip(&rclcpp) {
+        for (n, &expected) in names.iter().zip(row) {
+            assert_eq!(node_name_matches(p, n), expected, "{p} against {n}");
+            seen[usize::from(expected)] += 1;
+        }
+    }
+    assert!(seen[0] > 20 && seen[1] > 20, "{seen:?}");
+}
+
+/// The nested form (`/camera: sp_dust3r: ros__parameters:`) and wildcards reach the node; a
+/// section for another node is named in a warning; ros__parameters at the top is an error.
+#[test]
+fn nested_and_wildcard_sections_apply_and_strangers_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("params.yaml");
+    std::fs::write(
+        &path,
+        "/camera:\n  sp_dust3r:\n    ros__parameters:\n      max_keypoints: 11\n  other:\n    ros__parameters:\n      x: 1\n\
+         /**/sp_dust3r:\n  ros__parameters:\n    nms_radius: 2\n\
+         /camera/**:\n  ros__parameters:\n    keypoint_threshold: 0.01\n\
+         sp_dust3r:\n  ros__parameters:\n    cloud_stride: 5\n",
+    )
+    .unwrap();
+    let ros = RosArgs { params_files: vec![path.clone()], ..RosArgs::default() };
+    let (p, warnings) = NodeParams::resolve(&ros, "/camera/sp_dust3r").unwrap();
+    assert_eq!((p.max_keypoints, p.nms_radius, p.keypoint_threshold, p.cloud_stride), (Some(11), 2, 0.01, 1));
+    let warned = |section: &str| {
+        format!(
+            "parameter file {}: section {section} matches no node named /camera/sp_dust3r; not applied",
+            path.display()
+        )
+    };
+    assert_eq!(warnings, vec![warned("/camera/other"), warned("/sp_dust3r")]);
+    // The same file for the node at the root: the bare name applies, /camera's do not.
+    let (p, warnings) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
+    assert_eq!((p.max_keypoints, p.nms_radius, p.keypoint_threshold, p.cloud_stride), (Some(1024), 2, 0.005, 5));
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+
+    std::fs::write(&path, "ros__parameters:\n  max_keypoints: 1\n").unwrap();
+    let e = load_params_file(&path, "/sp_dust3r").unwrap_err();
+    assert!(e.to_string().contains("ros__parameters without a node name"), "{e}");
+    std::fs::write(&path, "/camera:\n  sp_dust3r: 3\n").unwrap();
+    let e = load_params_file(&path, "/sp_dust3r").unwrap_err();
+    assert!(e.to_string().contains("/camera/sp_dust3r: a value where a node name"), "{e}");
 }
 
 #[test]
@@ -167,7 +280,7 @@ fn declared_parameters_check_type_and_range() {
 #[test]
 fn shipped_params_file_is_valid_and_states_the_defaults() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/params.yaml");
-    let given = load_params_file(&path, "/sp_dust3r").unwrap();
+    let given = load_params_file(&path, "/sp_dust3r").unwrap().params;
     let specs = declared();
     assert_eq!(given.len(), specs.len(), "params.yaml should list every declared parameter");
     for (name, value) in &given {

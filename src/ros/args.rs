@@ -1,6 +1,7 @@
 //! The ROS 2 command line a launch file gives a node (`EXE [own args] --ros-args -r __node:=NAME
 //! -r __ns:=/NS --params-file FILE -p name:=value -r from:=to --log-level LEVEL [--]`) and the
-//! parameter YAML files it points at (`{node or /**: {ros__parameters: {...}}}`).
+//! parameter YAML files it points at (`{node or /**: {ros__parameters: {...}}}`, matched to the
+//! node by rcl's rules).
 
 use std::path::{Path, PathBuf};
 
@@ -202,35 +203,91 @@ pub fn split_ros_args<I: IntoIterator<Item = String>>(args: I) -> Result<(Vec<St
     Ok((own, ros))
 }
 
-/// Parameters a YAML file gives the node `node_fqn` (e.g. `/camera/sp_dust3r`): from the
-/// sections keyed `/**`, the node's name, or its fully qualified name (later sections win),
-/// nested keys joined with dots.
-pub fn load_params_file(path: &Path, node_fqn: &str) -> Result<Vec<(String, ParamValue)>, ArgsError> {
+/// What a parameter file gives one node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileParams {
+    /// The parameters of every section that matches the node, in file order (later wins),
+    /// nested keys joined with dots.
+    pub params: Vec<(String, ParamValue)>,
+    /// The node names of the sections that match no node of this name (`/ns/other`), as the
+    /// file spells them after nesting.
+    pub unmatched: Vec<String>,
+}
+
+/// Parameters a YAML file gives the node `node_fqn` (e.g. `/camera/sp_dust3r`), with rcl's
+/// rules: a section's node name is its keys down to `ros__parameters` joined with `/` (so the
+/// nested `/camera: sp_dust3r: ros__parameters:` is `/camera/sp_dust3r`), a leading `/` is
+/// implied, and it must name the whole fully qualified name, where `/*` stands for one name
+/// token and `/**` for any number (`/**`, `/**/sp_dust3r`, `/camera/**`, `/*/sp_dust3r`).
+pub fn load_params_file(path: &Path, node_fqn: &str) -> Result<FileParams, ArgsError> {
     let err = |reason: String| ArgsError::ParamsFile { path: path.to_path_buf(), reason };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let docs = YamlLoader::load_from_str(&text).map_err(|e| err(e.to_string()))?;
-    let node_name = node_fqn.rsplit('/').next().unwrap_or(node_fqn);
-    let mut out = Vec::new();
+    let mut sections = Vec::new();
     for doc in &docs {
         let Some(top) = doc.as_hash() else { return Err(err("top level is not a mapping".into())) };
-        for (key, section) in top {
-            let key = key.as_str().unwrap_or("");
-            let applies = key == "/**"
-                || key == node_name
-                || key == node_fqn
-                || key.trim_start_matches('/') == node_fqn.trim_start_matches('/')
-                || (key.ends_with("/**") && node_fqn.starts_with(key.trim_end_matches("**")));
-            if !applies {
-                continue;
-            }
-            let params = &section["ros__parameters"];
-            let Some(params) = params.as_hash() else {
-                return Err(err(format!("section {key:?} has no ros__parameters mapping")));
-            };
-            flatten(path, "", params, &mut out)?;
+        node_sections(top, "", &mut sections).map_err(err)?;
+    }
+    let mut out = FileParams::default();
+    for (name, params) in sections {
+        if node_name_matches(&name, node_fqn) {
+            flatten(path, "", params, &mut out.params)?;
+        } else if !out.unmatched.contains(&name) {
+            out.unmatched.push(name);
         }
     }
     Ok(out)
+}
+
+/// The `ros__parameters` mappings under `map`, each with its node name (keys joined by `/`
+/// below `prefix`, a leading `/` added).
+fn node_sections<'a>(
+    map: &'a yaml_rust2::yaml::Hash,
+    prefix: &str,
+    out: &mut Vec<(String, &'a yaml_rust2::yaml::Hash)>,
+) -> Result<(), String> {
+    for (key, value) in map {
+        let Some(key) = key.as_str() else { return Err(format!("node name {key:?} is not a string")) };
+        if key.starts_with(PARAMS_KEY) {
+            if prefix.is_empty() {
+                return Err(format!("{PARAMS_KEY} without a node name above it"));
+            }
+            let params = value.as_hash().ok_or_else(|| format!("{prefix}: {PARAMS_KEY} is not a mapping"))?;
+            let name = if prefix.starts_with('/') { prefix.to_string() } else { format!("/{prefix}") };
+            out.push((name, params));
+            continue;
+        }
+        let name = match prefix {
+            "" => key.to_string(),
+            p if p.ends_with('/') => format!("{p}{key}"),
+            p => format!("{p}/{key}"),
+        };
+        match value {
+            Yaml::Hash(inner) => node_sections(inner, &name, out)?,
+            _ => return Err(format!("{name}: a value where a node name or {PARAMS_KEY} was expected")),
+        }
+    }
+    Ok(())
+}
+
+/// The key under which a node's parameters sit.
+const PARAMS_KEY: &str = "ros__parameters";
+
+/// Whether a section's node name (`/a/*/b`, `/**`) names the whole of `fqn`: rclcpp turns
+/// `/*` into one `/token` and `/**` into any number of them and matches the full name.
+pub fn node_name_matches(pattern: &str, fqn: &str) -> bool {
+    fn tokens(name: &str) -> Vec<&str> {
+        name.split('/').filter(|t| !t.is_empty()).collect()
+    }
+    fn matches(pattern: &[&str], name: &[&str]) -> bool {
+        match pattern.split_first() {
+            None => name.is_empty(),
+            Some((&"**", rest)) => (0..=name.len()).any(|skip| matches(rest, &name[skip..])),
+            Some((&"*", rest)) => !name.is_empty() && matches(rest, &name[1..]),
+            Some((literal, rest)) => name.first() == Some(literal) && matches(rest, &name[1..]),
+        }
+    }
+    matches(&tokens(pattern), &tokens(fqn))
 }
 
 /// The parameters of a `ros__parameters` mapping of the file `path`, nested keys joined with dots.

@@ -34,7 +34,7 @@ use super::outputs::{check_camera_info, frame_outputs, pair_outputs, Output, Out
 use super::param_services::{ParamServiceError, ParamServices};
 use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
-use super::topics::{CAMERA_INFO, CLOCK, DIAGNOSTICS, IMAGE, IMAGE_COMPRESSED, ROSOUT};
+use super::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT};
 use crate::backend::build::{build_backends, Backends, BuildError};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
@@ -113,17 +113,6 @@ fn domain_id() -> u16 {
 fn localhost_only() -> bool {
     std::env::var("ROS_LOCALHOST_ONLY").is_ok_and(|v| v == "1")
         || std::env::var("ROS_AUTOMATIC_DISCOVERY_RANGE").is_ok_and(|v| v.eq_ignore_ascii_case("LOCALHOST"))
-}
-
-/// The name a topic gets: absolute names stay, relative ones go under the node's namespace,
-/// after `-r from:=to` remapping (matched on the relative or the resolved name).
-pub fn resolve_topic(ros: &RosArgs, namespace: &str, name: &str) -> String {
-    let ns = namespace.trim_end_matches('/');
-    let full = |n: &str| if n.starts_with('/') { n.to_string() } else { format!("{ns}/{n}") };
-    let resolved = full(name);
-    let target =
-        ros.remaps.iter().rev().find(|(from, _)| *from == name || full(from) == resolved).map(|(_, to)| full(to));
-    target.unwrap_or(resolved)
 }
 
 fn ros_name(resolved: &str) -> Result<Name, NodeError> {
@@ -497,12 +486,13 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     tracing::info!("SuperPoint on {}; DUSt3R on {dust3r_on}", features.describe());
 
     let mut node = create_node(&namespace, &name)?;
-    let topic = |n: &str| resolve_topic(ros, &namespace, n);
-    let input = if params.compressed_input { topic(IMAGE_COMPRESSED) } else { topic(IMAGE) };
+    let topic = |n: &str| resolve(&ros.remaps, &namespace, n);
+    let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
+    let input = &inputs.image;
     let io = Io {
-        raw: (!params.compressed_input).then(|| subscribe(&mut node, &input, sensor_qos())).transpose()?,
-        compressed: params.compressed_input.then(|| subscribe(&mut node, &input, sensor_qos())).transpose()?,
-        camera_info: subscribe(&mut node, &topic(CAMERA_INFO), sensor_qos())?,
+        raw: (!params.compressed_input).then(|| subscribe(&mut node, input, sensor_qos())).transpose()?,
+        compressed: params.compressed_input.then(|| subscribe(&mut node, input, sensor_qos())).transpose()?,
+        camera_info: subscribe(&mut node, &inputs.camera_info, sensor_qos())?,
         clock: params
             .use_sim_time
             .then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default()))
@@ -515,7 +505,11 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     // The spinner keeps ros2-client's view of the ROS graph current.
     let spinner = node.spinner().map_err(dds("the node's spinner"))?;
     let spin_thread = std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
-    tracing::info!("node {fqn} up (input {input}, DUSt3R {})", if dust3r.is_some() { "on" } else { "off" });
+    tracing::info!(
+        "node {fqn} up (input {input} with {}, DUSt3R {})",
+        inputs.camera_info,
+        if dust3r.is_some() { "on" } else { "off" }
+    );
 
     let shared = Shared {
         initial: params,

@@ -371,7 +371,14 @@ impl ParamStore {
         let mut warnings = Vec::new();
         let mut given: Vec<(String, ParamValue)> = Vec::new();
         for file in &ros.params_files {
-            given.extend(load_params_file(file, node_fqn)?);
+            let from_file = load_params_file(file, node_fqn)?;
+            for section in from_file.unmatched {
+                warnings.push(format!(
+                    "parameter file {}: section {section} matches no node named {node_fqn}; not applied",
+                    file.display()
+                ));
+            }
+            given.extend(from_file.params);
         }
         given.extend(ros.params.iter().cloned());
         for (name, value) in given {

@@ -3,7 +3,7 @@
 //! replay); absolute ones stay as they are.
 
 use super::msg::{
-    diagnostic_msgs, geometry_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, sp_dust3r_msgs, tf2_msgs, RosMessage,
+    diagnostic_msgs, geometry_msgs, node_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, tf2_msgs, RosMessage,
 };
 
 /// Raw camera frames (`image_transport: raw`).
@@ -61,15 +61,72 @@ pub const TOPICS: &[Topic] = &[
     topic::<sensor_msgs::CompressedImage>(IMAGE_COMPRESSED, Direction::Input),
     topic::<sensor_msgs::CameraInfo>(CAMERA_INFO, Direction::Input),
     topic::<rosgraph_msgs::Clock>(CLOCK, Direction::Input),
-    topic::<sp_dust3r_msgs::Keypoints>(KEYPOINTS, Direction::Output),
+    topic::<node_msgs::Keypoints>(KEYPOINTS, Direction::Output),
     topic::<sensor_msgs::Image>(KEYPOINTS_IMAGE, Direction::Output),
     topic::<sensor_msgs::PointCloud2>(POINTCLOUD, Direction::Output),
-    topic::<sp_dust3r_msgs::PairPose>(PAIR_POSE, Direction::Output),
+    topic::<node_msgs::PairPose>(PAIR_POSE, Direction::Output),
     topic::<geometry_msgs::PoseStamped>(POSE, Direction::Output),
     topic::<tf2_msgs::TFMessage>(TF, Direction::Output),
     topic::<diagnostic_msgs::DiagnosticArray>(DIAGNOSTICS, Direction::Output),
     topic::<rcl_interfaces::Log>(ROSOUT, Direction::Output),
 ];
+
+/// The name `name` gets in a node of `namespace`: absolute names stay, relative ones go under
+/// the namespace, then the last `-r from:=to` whose `from` is `name` or resolves to the same
+/// name applies (rcl's remapping; `to` resolved the same way).
+pub fn resolve(remaps: &[(String, String)], namespace: &str, name: &str) -> String {
+    remapped(remaps, namespace, &absolute(namespace, name))
+}
+
+/// `name` under `namespace` unless it is absolute.
+fn absolute(namespace: &str, name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_string()
+    } else {
+        format!("{}/{name}", namespace.trim_end_matches('/'))
+    }
+}
+
+/// An already resolved name after the remappings that match it.
+fn remapped(remaps: &[(String, String)], namespace: &str, resolved: &str) -> String {
+    remaps
+        .iter()
+        .rev()
+        .find(|(from, _)| absolute(namespace, from) == resolved)
+        .map_or_else(|| resolved.to_string(), |(_, to)| absolute(namespace, to))
+}
+
+/// The camera topics a node subscribes to, paired as image_transport pairs them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputTopics {
+    /// The frames: the resolved `image`, with `/compressed` appended for the compressed
+    /// transport (so remapping `image` moves both).
+    pub image: String,
+    /// The intrinsics: `camera_info` beside the resolved `image` (`/cam/image_raw` ->
+    /// `/cam/camera_info`), unless `camera_info` itself is remapped.
+    pub camera_info: String,
+}
+
+/// The inputs of a node in `namespace` with `remaps`, reading `compressed` frames or raw ones.
+pub fn input_topics(remaps: &[(String, String)], namespace: &str, compressed: bool) -> InputTopics {
+    let base = resolve(remaps, namespace, IMAGE);
+    let image = if compressed {
+        let transport = IMAGE_COMPRESSED.strip_prefix(IMAGE).unwrap_or("/compressed");
+        remapped(remaps, namespace, &format!("{base}{transport}"))
+    } else {
+        base.clone()
+    };
+    let default_info = absolute(namespace, CAMERA_INFO);
+    let explicit = remaps.iter().rev().find(|(from, _)| absolute(namespace, from) == default_info);
+    let camera_info = match explicit {
+        Some((_, to)) => absolute(namespace, to),
+        None => {
+            let parent = base.rsplit_once('/').map_or("", |(parent, _)| parent);
+            remapped(remaps, namespace, &format!("{parent}/{CAMERA_INFO}"))
+        }
+    };
+    InputTopics { image, camera_info }
+}
 
 /// Where an output goes in a replay: beside the image topic, as the node's would under the
 /// camera's namespace (`/cam/image_raw` -> `/cam/keypoints`); absolute names stay.

@@ -1,0 +1,198 @@
+//! The launch files' argument logic and the node's input topics, from `ros2 launch` arguments to
+//! what the node subscribes: remappings as image_transport pairs the topics, parameters where a
+//! user's file wins over launch defaults. launch_ros cannot be installed here, so the launch
+//! file's own `node_settings` runs under Python; the expected topics are written by hand from
+//! the conventions (REP 144 names, image_transport's `/compressed` and camera_info pairing).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{json, Value};
+use sp_dust3r::ros::args::{ParamValue, RosArgs};
+use sp_dust3r::ros::params::{declared, NodeParams};
+use sp_dust3r::ros::topics::{input_topics, resolve, InputTopics, KEYPOINTS, KEYPOINTS_IMAGE};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The launch file's module, loaded without ROS, applied to `given` launch arguments (the
+/// others take their declared defaults; the package's params.yaml is `PKG/params.yaml`).
+fn launch(given: Value) -> Result<Value, String> {
+    let script = r#"
+import importlib.util, json, sys
+sys.dont_write_bytecode = True
+spec = importlib.util.spec_from_file_location("launch_file", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+config = {name: ("PKG/params.yaml" if default is None else default) for name, default, _ in module.ARGUMENTS}
+config.update(json.loads(sys.argv[2]))
+try:
+    print(json.dumps({"settings": module.node_settings(config), "parameter_arguments":
+        {a: list(p) for a, (p, _) in module.PARAMETER_ARGUMENTS.items()}}))
+except ValueError as e:
+    print(json.dumps({"error": str(e)}))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(root().join("launch/sp_dust3r.launch.py"))
+        .arg(given.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    match v.get("error") {
+        Some(e) => Err(e.as_str().unwrap().to_string()),
+        None => Ok(v),
+    }
+}
+
+/// The remappings of a launch result as the node's command line carries them.
+fn remaps(settings: &Value) -> Vec<(String, String)> {
+    settings["remappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// What the node subscribes with these launch arguments and the transport.
+fn inputs(settings: &Value, compressed: bool) -> InputTopics {
+    input_topics(&remaps(settings), settings["namespace"].as_str().unwrap(), compressed)
+}
+
+fn topics(image: &str, camera_info: &str) -> InputTopics {
+    InputTopics { image: image.into(), camera_info: camera_info.into() }
+}
+
+#[test]
+fn launch_arguments_become_remappings_that_find_a_drivers_topics() {
+    // Defaults: a driver in /camera publishing image_raw and camera_info.
+    let s = &launch(json!({})).unwrap()["settings"];
+    assert_eq!((s["name"].as_str(), s["namespace"].as_str()), (Some("sp_dust3r"), Some("/camera")));
+    assert_eq!(inputs(s, false), topics("/camera/image_raw", "/camera/camera_info"));
+    assert_eq!(inputs(s, true), topics("/camera/image_raw/compressed", "/camera/camera_info"));
+
+    // A RealSense-style driver: colour under a sub-namespace; compressed and camera_info follow.
+    let s = &launch(json!({"camera_namespace": "/robot/front", "image_topic": "color/image_raw"})).unwrap()["settings"];
+    assert_eq!(s["namespace"], "/robot/front");
+    assert_eq!(inputs(s, true), topics("/robot/front/color/image_raw/compressed", "/robot/front/color/camera_info"));
+
+    // Absolute image topic, camera_info elsewhere, outputs in the node's own namespace.
+    let s = &launch(json!({
+        "image_topic": "/cam/image_rect", "camera_info_topic": "/cam/calibration/camera_info",
+        "namespace": "/perception", "node_name": "features",
+    }))
+    .unwrap()["settings"];
+    assert_eq!((s["name"].as_str(), s["namespace"].as_str()), (Some("features"), Some("/perception")));
+    assert_eq!(inputs(s, false), topics("/cam/image_rect", "/cam/calibration/camera_info"));
+    assert_eq!(inputs(s, true), topics("/cam/image_rect/compressed", "/cam/calibration/camera_info"));
+    // The image remapping does not catch the node's own `keypoints/image` output.
+    assert_eq!(resolve(&remaps(s), "/perception", KEYPOINTS_IMAGE), "/perception/keypoints/image");
+    assert_eq!(resolve(&remaps(s), "/perception", KEYPOINTS), "/perception/keypoints");
+
+    // A relative camera namespace is taken from the root, as a driver's would be.
+    let s = &launch(json!({"camera_namespace": "cam"})).unwrap()["settings"];
+    assert_eq!(inputs(s, false), topics("/cam/image_raw", "/cam/camera_info"));
+}
+
+/// image_transport's pairing on the node's own command line (what `ros2 run ... -r` gives).
+#[test]
+fn compressed_and_camera_info_follow_the_remapped_image() {
+    let r = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+    assert_eq!(input_topics(&[], "/", false), topics("/image", "/camera_info"));
+    assert_eq!(input_topics(&[], "/camera", true), topics("/camera/image/compressed", "/camera/camera_info"));
+    let m = r(&[("image", "/cam/left/image_raw")]);
+    assert_eq!(input_topics(&m, "/", true), topics("/cam/left/image_raw/compressed", "/cam/left/camera_info"));
+    // Remapping by the resolved name works as well as by the relative one.
+    let m = r(&[("/camera/image", "image_color")]);
+    assert_eq!(input_topics(&m, "/camera", false), topics("/camera/image_color", "/camera/camera_info"));
+    // An explicit camera_info remapping wins; so does one of the transport topic itself.
+    let m = r(&[("image", "/cam/image_raw"), ("camera_info", "/calib/info")]);
+    assert_eq!(input_topics(&m, "/", false), topics("/cam/image_raw", "/calib/info"));
+    let m = r(&[("image", "/cam/image_raw"), ("/cam/image_raw/compressed", "/cam/jpeg")]);
+    assert_eq!(input_topics(&m, "/", true), topics("/cam/jpeg", "/cam/camera_info"));
+    // The last matching rule applies.
+    let m = r(&[("image", "/a/image"), ("image", "/b/image")]);
+    assert_eq!(input_topics(&m, "/", false), topics("/b/image", "/b/camera_info"));
+}
+
+/// Launch arguments set parameters only when given, after the params file, so a user's file is
+/// not overwritten by launch defaults; what they set is declared by the node.
+#[test]
+fn a_users_params_file_wins_over_launch_defaults() {
+    let out = launch(json!({})).unwrap();
+    assert_eq!(out["settings"]["parameters"], json!(["PKG/params.yaml"]));
+    let names: Vec<&str> = declared().iter().map(|s| s.name).collect();
+    for (argument, parameters) in out["parameter_arguments"].as_object().unwrap() {
+        for p in parameters.as_array().unwrap() {
+            assert!(names.contains(&p.as_str().unwrap()), "{argument} sets {p}, which the node does not declare");
+        }
+    }
+
+    let given =
+        launch(json!({"params_file": "/home/me/robot.yaml", "backend": "tt-server", "use_sim_time": "True"})).unwrap();
+    assert_eq!(
+        given["settings"]["parameters"],
+        json!(["/home/me/robot.yaml", {
+            "superpoint_backend": "tt-server", "dust3r_backend": "tt-server", "use_sim_time": true
+        }])
+    );
+    let e = launch(json!({"use_sim_time": "sometimes"})).unwrap_err();
+    assert!(e.contains("use_sim_time:='sometimes' is not a boolean"), "{e}");
+
+    // The node's view: launch_ros passes the file, then the dictionary as a file of its own under
+    // the node's full name. The user's file sets the backend and sim time.
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("robot.yaml");
+    std::fs::write(
+        &user,
+        "/**/sp_dust3r:\n  ros__parameters:\n    dust3r_backend: tt-server\n    use_sim_time: true\n",
+    )
+    .unwrap();
+    let run = |given: Value| {
+        let settings = launch(given).unwrap()["settings"].clone();
+        let fqn = format!("{}/{}", settings["namespace"].as_str().unwrap(), settings["name"].as_str().unwrap());
+        let mut files = vec![user.clone()];
+        if let Some(dict) = settings["parameters"].get(1) {
+            let path = dir.path().join("launch_params.yaml");
+            let mut yaml = format!("{fqn}:\n  ros__parameters:\n");
+            for (k, v) in dict.as_object().unwrap() {
+                yaml += &format!("    {k}: {v}\n");
+            }
+            std::fs::write(&path, yaml).unwrap();
+            files.push(path);
+        }
+        let (p, warnings) = NodeParams::resolve(&RosArgs { params_files: files, ..RosArgs::default() }, &fqn).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        p
+    };
+    let p = run(json!({"params_file": user.to_str().unwrap()}));
+    assert_eq!((p.dust3r_backend.name(), p.superpoint_backend.name(), p.use_sim_time), ("tt-server", "cpu", true));
+    // Given on the command line, a launch argument wins over the file.
+    let p = run(json!({"params_file": user.to_str().unwrap(), "backend": "cpu", "use_sim_time": "false"}));
+    assert_eq!((p.dust3r_backend.name(), p.use_sim_time), ("cpu", false));
+    // A value the node refuses is refused there, with the parameter's name.
+    let p = NodeParams::resolve(
+        &RosArgs {
+            params: vec![("image_transport".into(), ParamValue::String("theora".into()))],
+            ..Default::default()
+        },
+        "/camera/sp_dust3r",
+    );
+    assert!(p.unwrap_err().to_string().contains("image_transport"));
+}
+
+/// The XML launch file is the Python one's arguments and logic: it includes it and adds nothing.
+#[test]
+fn xml_launch_includes_the_python_one() {
+    let text = std::fs::read_to_string(root().join("launch/sp_dust3r.launch.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let elements: Vec<_> = doc.root_element().children().filter(|n| n.is_element()).collect();
+    assert_eq!(elements.len(), 1, "{text}");
+    assert!(elements[0].has_tag_name("include"));
+    let file = elements[0].attribute("file").unwrap();
+    let relative = file.strip_prefix("$(find-pkg-share sp_dust3r)/").unwrap();
+    assert!(root().join(relative).is_file(), "{file}");
+}
