@@ -1,5 +1,6 @@
-//! Generates the Rust types of the ROS 2 messages from their .msg files: our own (`msg/`, package
-//! `sp_dust3r_msgs`, the single source of truth shared with the ament interface package) and the
+//! Generates the Rust types of the ROS 2 messages from their .msg files: our own (`msg/`, which
+//! the root ament package also hands to rosidl, so both read one copy; ROS package named by
+//! package.xml, Rust module [`OWN_MODULE`]) and the
 //! standard ones the node uses (`src/ros/interfaces/<package>/`). Each type gets serde derives
 //! (CDR through ros2-client), its ROS and DDS names, and its full ros2msg definition text (the
 //! schema MCAP files carry).
@@ -101,18 +102,39 @@ fn parse(package: &str, name: &str, text: &str) -> Msg {
     Msg { package: package.to_string(), name: name.to_string(), text: text.to_string(), fields, constants }
 }
 
-fn rust_type(ty: &str) -> String {
+/// The Rust module of our own package's messages: not the package's name, which is the crate's
+/// (`use sp_dust3r::ros::msg::sp_dust3r` would shadow the crate in every user).
+const OWN_MODULE: &str = "node_msgs";
+
+/// The ROS package `msg/` belongs to: the root package.xml's `<name>`.
+fn own_package(root: &Path) -> String {
+    let xml = std::fs::read_to_string(root.join("package.xml")).expect("package.xml");
+    let start = xml.find("<name>").expect("package.xml has <name>") + "<name>".len();
+    let end = xml[start..].find("</name>").expect("package.xml: </name>") + start;
+    xml[start..end].trim().to_string()
+}
+
+/// The Rust module of a ROS package's messages.
+fn module(pkg: &str, own: &str) -> String {
+    if pkg == own {
+        OWN_MODULE.to_string()
+    } else {
+        pkg.to_string()
+    }
+}
+
+fn rust_type(ty: &str, own: &str) -> String {
     match primitive(ty) {
         Some(p) => p.to_string(),
         None => {
             let (pkg, name) = ty.split_once('/').expect("pkg/Type");
-            format!("super::{pkg}::{name}")
+            format!("super::{}::{name}", module(pkg, own))
         }
     }
 }
 
-fn field_type(f: &Field) -> String {
-    let t = rust_type(&f.ty);
+fn field_type(f: &Field, own: &str) -> String {
+    let t = rust_type(&f.ty, own);
     match f.array {
         None => t,
         Some(None) => format!("Vec<{t}>"),
@@ -166,8 +188,10 @@ fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("manifest dir"));
     println!("cargo:rerun-if-changed=msg");
     println!("cargo:rerun-if-changed=src/ros/interfaces");
+    println!("cargo:rerun-if-changed=package.xml");
+    let own = own_package(&root);
     let mut all = BTreeMap::new();
-    collect(&root.join("msg"), "sp_dust3r_msgs", &mut all);
+    collect(&root.join("msg"), &own, &mut all);
     let std_dir = root.join("src/ros/interfaces");
     let mut packages: Vec<PathBuf> = std::fs::read_dir(&std_dir)
         .expect("interfaces")
@@ -187,7 +211,7 @@ fn main() {
     let mut code = String::new();
     for (pkg, msgs) in &by_package {
         writeln!(code, "/// The messages of the ROS package `{pkg}`.").unwrap();
-        writeln!(code, "pub mod {pkg} {{").unwrap();
+        writeln!(code, "pub mod {} {{", module(pkg, &own)).unwrap();
         for m in msgs {
             let key = format!("{}/{}", m.package, m.name);
             writeln!(code, "    /// `{key}`, generated from its .msg file.").unwrap();
@@ -198,7 +222,7 @@ fn main() {
                     writeln!(code, "        #[serde(with = \"serde_bytes\")]").unwrap();
                 }
                 writeln!(code, "        /// `{}` of the .msg file.", f.name).unwrap();
-                writeln!(code, "        pub {}: {},", rust_ident(&f.name), field_type(f)).unwrap();
+                writeln!(code, "        pub {}: {},", rust_ident(&f.name), field_type(f, &own)).unwrap();
             }
             writeln!(code, "    }}").unwrap();
             writeln!(code, "    impl Default for {} {{\n        fn default() -> Self {{\n            Self {{", m.name)

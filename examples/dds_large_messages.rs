@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use large_messages::{cloud, keypoints, latencies, node_writer, quantile, send, Reader};
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, Subscription};
-use sp_dust3r::ros::msg::{sensor_msgs, sp_dust3r_msgs, RosMessage};
+use sp_dust3r::ros::msg::{node_msgs, sensor_msgs, RosMessage};
 use sp_dust3r::ros::node::{reliable_qos, sensor_qos};
 
 fn main() -> anyhow::Result<()> {
@@ -212,7 +212,7 @@ fn fastdds(python: &str, args: &[String]) -> anyhow::Result<()> {
     let seconds: f64 = args.get(1).map_or(Ok(20.0), |s| s.parse())?;
     let hz: f64 = args.get(2).map_or(Ok(5.0), |s| s.parse())?;
     let sent = (seconds * hz).round() as usize;
-    let (topic, dds_type) = ("rt/big/keypoints", sp_dust3r_msgs::Keypoints::DDS_TYPE);
+    let (topic, dds_type) = ("rt/big/keypoints", node_msgs::Keypoints::DDS_TYPE);
     let reader = Reader::fastdds(topic, dds_type, sent, seconds + 30.0)?;
     let (_participant, writer) = node_writer(topic, dds_type)?;
     send(&writer, sent, 1.0 / hz, |k| keypoints(n, k))?;

@@ -17,7 +17,7 @@ mod common;
 mod large_messages;
 
 use large_messages::{cloud, keypoints, latencies, node_writer, quantile, send, Reader};
-use sp_dust3r::ros::msg::{sensor_msgs, sp_dust3r_msgs, RosMessage};
+use sp_dust3r::ros::msg::{node_msgs, sensor_msgs, RosMessage};
 
 /// Set in the namespaced re-run.
 const INSIDE: &str = "SP_DUST3R_TEST_INSIDE_NETNS";
@@ -114,7 +114,7 @@ fn keypoints_reach_a_fast_dds_subscriber_with_default_settings() {
     }
     // 1024 keypoints (1.06 MB, the node's default) at 5 Hz.
     let (count, hz) = (25, 5.0);
-    let (topic, dds_type) = ("rt/cam/keypoints", sp_dust3r_msgs::Keypoints::DDS_TYPE);
+    let (topic, dds_type) = ("rt/cam/keypoints", node_msgs::Keypoints::DDS_TYPE);
     let reader = Reader::fastdds(topic, dds_type, count, 60.0).unwrap();
     let (_participant, writer) = node_writer(topic, dds_type).unwrap();
     send(&writer, count, 1.0 / hz, |k| keypoints(1024, k)).unwrap();

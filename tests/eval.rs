@@ -10,7 +10,7 @@ use sp_dust3r::bag::BagWriter;
 use sp_dust3r::dust3r::Pointmap;
 use sp_dust3r::geometry::{PairPose, PoseMode, TCam1Cam2};
 use sp_dust3r::ros::convert::{pointcloud_msg, pose_msgs, ColouredPoints};
-use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, to_cdr};
+use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr};
 
 fn header(sec: i32) -> std_msgs::Header {
     std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec: 0 }, frame_id: "cam_optical".into() }
@@ -41,7 +41,7 @@ fn metrics_match_hand_computed_values() {
     let p = TCam1Cam2::new(Rotation3::new(Vector3::new(0.02, -0.1, 0.01)), Vector3::new(0.2, 0.0, 0.05));
     let bag = dir.path().join("out.mcap");
     let mut w = BagWriter::create(&bag).unwrap();
-    w.add_typed_topic::<sp_dust3r_msgs::PairPose>("/cam/pair_pose").unwrap();
+    w.add_typed_topic::<node_msgs::PairPose>("/cam/pair_pose").unwrap();
     w.add_typed_topic::<sensor_msgs::PointCloud2>("/cam/pointcloud").unwrap();
     let map = Pointmap { height: 1, width: 1, points: vec![0.0, 0.0, 1.0], confidence: vec![5.0] };
     for (s1, s2, with_pose) in [(100, 101, true), (101, 103, true), (103, 104, false)] {

@@ -103,7 +103,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     assert_eq!(r["/cam/pair_pose"]["stamps"], json!([[101, 0], [103, 0]]), "{r}");
     assert_eq!(r["/cam/pose"]["stamps"], json!([[101, 0], [103, 0]]), "{r}");
     assert_eq!(r["/tf"]["count"].as_u64(), Some(2));
-    assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r_msgs/msg/Keypoints");
+    assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r/msg/Keypoints");
 
     // Foxglove's own MCAP libraries decode every message from the embedded definitions alone,
     // with the CRCs checked, and see what rosbags sees.

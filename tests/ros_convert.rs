@@ -98,7 +98,7 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
 
     // The pose: header = view 2's stamp in view 1's frame, reference = view 1's stamp, and the
     // quaternion rosbags reads is the rotation we had.
-    let pv = &r["sp_dust3r_msgs/msg/PairPose"]["value"];
+    let pv = &r["sp_dust3r/msg/PairPose"]["value"];
     assert_eq!((pv["header"]["stamp"]["sec"].as_i64(), pv["reference_stamp"]["sec"].as_i64()), (Some(101), Some(100)));
     assert_eq!(pv["header"]["frame_id"], "cam1_optical");
     assert_eq!(pv["num_inliers"].as_u64(), Some(1234));
@@ -118,7 +118,7 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     );
     assert_eq!(r["geometry_msgs/msg/PoseStamped"]["value"]["pose"], pv["pose"]);
 
-    let kv = &r["sp_dust3r_msgs/msg/Keypoints"]["value"];
+    let kv = &r["sp_dust3r/msg/Keypoints"]["value"];
     assert_eq!(
         (kv["width"].as_u64(), kv["height"].as_u64(), kv["descriptor_dim"].as_u64()),
         (Some(640), Some(480), Some(2))

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::{rosbags_read, CdrEntry};
 use serde_json::Value;
 use sp_dust3r::ros::msg::*;
@@ -146,7 +144,7 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
                 values: vec![diagnostic_msgs::KeyValue { key: "drops".into(), value: "3".into() }],
             }],
         }),
-        sample(sp_dust3r_msgs::Keypoints {
+        sample(node_msgs::Keypoints {
             header: header(19, 20, "cam"),
             height: 480,
             width: 640,
@@ -156,7 +154,7 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
             descriptor_dim: 2,
             descriptors: vec![1.0, 0.0, 0.0, 1.0, 0.6, 0.8],
         }),
-        sample(sp_dust3r_msgs::PairPose {
+        sample(node_msgs::PairPose {
             header: header(21, 22, "cam1"),
             reference_stamp: builtin_interfaces::Time { sec: 20, nanosec: 5 },
             pose,
@@ -178,17 +176,17 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
         same(json, &r["value"], s.ros_type);
         assert_eq!(&s.cdr[..4], &[0, 1, 0, 0]);
     }
-    let kp: sp_dust3r_msgs::Keypoints = from_cdr(&samples[11].0.cdr).unwrap();
+    let kp: node_msgs::Keypoints = from_cdr(&samples[11].0.cdr).unwrap();
     assert_eq!(kp.descriptor_dim, 2);
-    assert!(from_cdr::<sp_dust3r_msgs::Keypoints>(&[9, 9, 9]).is_err());
+    assert!(from_cdr::<node_msgs::Keypoints>(&[9, 9, 9]).is_err());
 }
 
 #[test]
 fn type_names_follow_ros2_conventions() {
-    assert_eq!(sp_dust3r_msgs::Keypoints::DDS_TYPE, "sp_dust3r_msgs::msg::dds_::Keypoints_");
+    assert_eq!(node_msgs::Keypoints::DDS_TYPE, "sp_dust3r::msg::dds_::Keypoints_");
     assert_eq!(sensor_msgs::PointCloud2::ROS_TYPE, "sensor_msgs/msg/PointCloud2");
     // The schema text MCAP carries: the type's own definition, then every nested one once.
-    let def = sp_dust3r_msgs::PairPose::DEFINITION;
+    let def = node_msgs::PairPose::DEFINITION;
     for nested in [
         "MSG: std_msgs/Header",
         "MSG: builtin_interfaces/Time",
@@ -199,33 +197,4 @@ fn type_names_follow_ros2_conventions() {
         assert_eq!(def.matches(nested).count(), 1, "{nested} in\n{def}");
     }
     assert_eq!(geometry_msgs::Quaternion::default().w, 1.0);
-}
-
-/// The ament interface package builds exactly the .msg files the Rust node is generated from,
-/// and depends on every package they reference.
-#[test]
-fn interface_package_lists_every_message_and_dependency() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut ours: Vec<String> = std::fs::read_dir(root.join("msg"))
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".msg"))
-        .map(|n| format!("msg/{n}"))
-        .collect();
-    ours.sort();
-    let cmake = std::fs::read_to_string(root.join("interfaces/sp_dust3r_msgs/CMakeLists.txt")).unwrap();
-    let mut listed: Vec<String> =
-        cmake.split('"').filter_map(|s| s.strip_prefix("${MSG_BASE}:")).map(str::to_string).collect();
-    listed.sort();
-    assert_eq!(listed, ours, "CMakeLists.txt and msg/ disagree");
-
-    let package = std::fs::read_to_string(root.join("interfaces/sp_dust3r_msgs/package.xml")).unwrap();
-    for def in [sp_dust3r_msgs::Keypoints::DEFINITION, sp_dust3r_msgs::PairPose::DEFINITION] {
-        for line in def.lines().filter(|l| l.starts_with("MSG: ")) {
-            let pkg = line[5..].split('/').next().unwrap();
-            assert!(package.contains(&format!("<depend>{pkg}</depend>")), "package.xml lacks {pkg}");
-            assert!(cmake.contains(&format!("find_package({pkg} REQUIRED)")), "CMakeLists.txt lacks {pkg}");
-        }
-    }
-    assert!(package.contains("<name>sp_dust3r_msgs</name>") && package.contains("rosidl_interface_packages"));
 }

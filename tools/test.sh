@@ -8,9 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages: cmake and libclang-dev build Cyclone DDS (the cyclors crate compiles it from its
 # bundled source; the node's outputs go out through it), g++ and libfastrtps-dev build the Fast DDS
-# subscriber peer of tests/dds_transport.rs.
+# subscriber peer of tests/dds_transport.rs, colcon with its ROS and CMake support, ament-cmake and
+# python3-rosidl (rosidl's .msg parser) build and check the package as a workspace would
+# (tests/colcon.rs).
 missing=()
-for p in cmake libclang-dev g++ libfastrtps-dev; do
+for p in cmake libclang-dev g++ libfastrtps-dev colcon python3-colcon-ros python3-colcon-cmake \
+    python3-colcon-test-result ament-cmake python3-rosidl; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

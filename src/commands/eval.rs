@@ -12,7 +12,7 @@ pub const DEFAULT_TOLERANCE_S: f64 = 0.05;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The replay's output bag (or any bag with sp_dust3r_msgs/PairPose and the clouds).
+    /// The replay's output bag (or any bag with sp_dust3r/msg/PairPose and the clouds).
     #[arg(long)]
     bag: PathBuf,
     /// Ground truth of the camera's optical frame in a fixed frame: a TUM trajectory file

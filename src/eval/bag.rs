@@ -9,7 +9,7 @@ use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
 use super::{parse_tum, EvalError, PairEstimate, StampedPose};
 use crate::bag::{mcap_files, McapFile};
 use crate::geometry::{TCam1Cam2, Transform};
-use crate::ros::msg::{from_cdr, geometry_msgs, sensor_msgs, sp_dust3r_msgs, tf2_msgs, RosMessage};
+use crate::ros::msg::{from_cdr, geometry_msgs, node_msgs, sensor_msgs, tf2_msgs, RosMessage};
 
 const POSE_STAMPED: &str = geometry_msgs::PoseStamped::ROS_TYPE;
 const TF_MESSAGE: &str = tf2_msgs::TFMessage::ROS_TYPE;
@@ -59,7 +59,7 @@ fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
     (rotation_of(&p.orientation), Vector3::new(p.position.x, p.position.y, p.position.z))
 }
 
-/// The pairs of a replay's output bag: those with a pose (sp_dust3r_msgs/PairPose) and those
+/// The pairs of a replay's output bag: those with a pose (sp_dust3r/msg/PairPose) and those
 /// without (a cloud whose view-1 stamp has no PairPose: the pipeline reconstructed the pair but
 /// found no pose).
 pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
@@ -69,8 +69,8 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
         for m in f.messages()? {
             let m = m?;
             match m.ros_type.as_str() {
-                t if t == sp_dust3r_msgs::PairPose::ROS_TYPE => {
-                    let p: sp_dust3r_msgs::PairPose = decode(&m.data, &m.topic)?;
+                t if t == node_msgs::PairPose::ROS_TYPE => {
+                    let p: node_msgs::PairPose = decode(&m.data, &m.topic)?;
                     let (r, t) = pose_of(&p.pose);
                     with_pose.push(PairEstimate {
                         t1: p.reference_stamp.seconds(),

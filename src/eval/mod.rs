@@ -61,7 +61,7 @@ pub enum EvalError {
         reason: String,
     },
     /// The bag has no pairs to score.
-    #[error("{0} has no pairs (no sp_dust3r_msgs/msg/PairPose or sensor_msgs/msg/PointCloud2 messages)")]
+    #[error("{0} has no pairs (no sp_dust3r/msg/PairPose or sensor_msgs/msg/PointCloud2 messages)")]
     NoPairs(String),
     /// The ground-truth topic is missing, ambiguous or of the wrong type.
     #[error("{0}")]

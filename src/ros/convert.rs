@@ -3,16 +3,16 @@
 
 use nalgebra::UnitQuaternion;
 
-use super::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs};
+use super::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs};
 use crate::dust3r::Pointmap;
 use crate::geometry::{PairPose, TCam1Cam2};
 use crate::image::draw::draw_markers;
 use crate::image::Frame;
 use crate::superpoint::Keypoints;
 
-/// `sp_dust3r_msgs/Keypoints` of one image (`width x height`, keypoints in its pixels).
-pub fn keypoints_msg(header: std_msgs::Header, width: u32, height: u32, kp: &Keypoints) -> sp_dust3r_msgs::Keypoints {
-    sp_dust3r_msgs::Keypoints {
+/// `sp_dust3r/msg/Keypoints` of one image (`width x height`, keypoints in its pixels).
+pub fn keypoints_msg(header: std_msgs::Header, width: u32, height: u32, kp: &Keypoints) -> node_msgs::Keypoints {
+    node_msgs::Keypoints {
         header,
         height,
         width,
@@ -99,10 +99,10 @@ pub fn pose_msgs(
     view2_stamp: builtin_interfaces::Time,
     child_frame: &str,
     mean_confidence: f32,
-) -> (sp_dust3r_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped) {
+) -> (node_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped) {
     let header = std_msgs::Header { stamp: view2_stamp, frame_id: view1.frame_id.clone() };
     let p = pose_of(&pose.t_cam1_cam2);
-    let pair = sp_dust3r_msgs::PairPose {
+    let pair = node_msgs::PairPose {
         header: header.clone(),
         reference_stamp: view1.stamp.clone(),
         pose: p.clone(),

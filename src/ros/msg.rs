@@ -1,6 +1,6 @@
 //! ROS 2 message types, generated at build time from .msg files (see build.rs): `msg/` for our
-//! `sp_dust3r_msgs`, `src/ros/interfaces/` for the standard ones. The ROS layer converts between
-//! these and the pipeline's domain types; nothing else sees them.
+//! own (`sp_dust3r/msg/*`, module `node_msgs`), `src/ros/interfaces/` for the standard ones. The
+//! ROS layer converts between these and the pipeline's domain types; nothing else sees them.
 
 /// What every generated message knows about itself.
 pub trait RosMessage {

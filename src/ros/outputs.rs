@@ -3,7 +3,7 @@
 //! (its topic, type and builder here) and one publisher in the node.
 
 use super::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
-use super::msg::{geometry_msgs, sensor_msgs, sp_dust3r_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
+use super::msg::{geometry_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
 use super::params::NodeParams;
 use super::topics;
 use crate::backend::{BackendError, CameraK, PairReconstructor, PairRequest};
@@ -15,13 +15,13 @@ use crate::superpoint::Keypoints;
 #[derive(Clone, Debug)]
 pub enum Output {
     /// A frame's keypoints (the frame's header).
-    Keypoints(sp_dust3r_msgs::Keypoints),
+    Keypoints(node_msgs::Keypoints),
     /// A frame with its keypoints drawn (the frame's header).
     DebugImage(sensor_msgs::Image),
     /// A pair's cloud (view 1's header).
     Cloud(sensor_msgs::PointCloud2),
     /// A pair's pose with its evidence (view 2's stamp in view 1's frame).
-    PairPose(sp_dust3r_msgs::PairPose),
+    PairPose(node_msgs::PairPose),
     /// A pair's pose (as `PairPose`'s header).
     Pose(geometry_msgs::PoseStamped),
     /// View 1's frame to view 2's.
@@ -64,10 +64,10 @@ impl OutputKind {
             (T::ROS_TYPE, T::DDS_TYPE, T::DEFINITION)
         }
         match self {
-            OutputKind::Keypoints => of::<sp_dust3r_msgs::Keypoints>(),
+            OutputKind::Keypoints => of::<node_msgs::Keypoints>(),
             OutputKind::DebugImage => of::<sensor_msgs::Image>(),
             OutputKind::Cloud => of::<sensor_msgs::PointCloud2>(),
-            OutputKind::PairPose => of::<sp_dust3r_msgs::PairPose>(),
+            OutputKind::PairPose => of::<node_msgs::PairPose>(),
             OutputKind::Pose => of::<geometry_msgs::PoseStamped>(),
             OutputKind::Tf => of::<tf2_msgs::TFMessage>(),
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context as _};
 use sp_dust3r::ros::cyclone::{self, WriterQos};
-use sp_dust3r::ros::msg::{builtin_interfaces, sensor_msgs, sp_dust3r_msgs, std_msgs, to_cdr, RosMessage};
+use sp_dust3r::ros::msg::{builtin_interfaces, node_msgs, sensor_msgs, std_msgs, to_cdr, RosMessage};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -50,8 +50,8 @@ pub fn cloud(mb: f64) -> sensor_msgs::PointCloud2 {
 }
 
 /// `n` keypoints with 256-d descriptors, stamped now (1024: 1.06 MB, the node's default).
-pub fn keypoints(n: usize, k: usize) -> sp_dust3r_msgs::Keypoints {
-    sp_dust3r_msgs::Keypoints {
+pub fn keypoints(n: usize, k: usize) -> node_msgs::Keypoints {
+    node_msgs::Keypoints {
         header: std_msgs::Header { stamp: stamp_now(), frame_id: "cam_optical".into() },
         height: 480,
         width: 640,

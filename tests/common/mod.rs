@@ -113,7 +113,7 @@ impl CdrEntry {
         Self {
             ros_type: T::ROS_TYPE,
             definition: T::DEFINITION.split("\n====").next().unwrap_or(""),
-            custom: T::ROS_TYPE.starts_with("sp_dust3r_msgs/"),
+            custom: T::ROS_TYPE.starts_with("sp_dust3r/"),
             cdr: sp_dust3r::ros::msg::to_cdr(msg).expect("CDR"),
         }
     }

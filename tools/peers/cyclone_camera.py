@@ -1,6 +1,6 @@
 """Cyclone DDS peer (PyPI cyclonedds) for tests/node_dds.rs: an independent DDS stack that plays
 a camera. Publishes sensor_msgs/Image frames (mono8 from a PNG's raw bytes given as .npy) on
-rt/<ns>/image, with interleaved bad frames, and collects sp_dust3r_msgs/Keypoints from
+rt/<ns>/image, with interleaved bad frames, and collects sp_dust3r/msg/Keypoints from
 rt/<ns>/keypoints. Prints one JSON line with what arrived.
 
 Run only inside a private network namespace (the test uses `unshare -n`); CYCLONEDDS_URI is set

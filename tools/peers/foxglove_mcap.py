@@ -31,7 +31,7 @@ def read(args):
             h = getattr(msg, "header", None)
             if h is not None:
                 e["stamps"].append([h.stamp.sec, h.stamp.nanosec])
-            if schema.name == "sp_dust3r_msgs/msg/Keypoints":
+            if schema.name == "sp_dust3r/msg/Keypoints":
                 e.setdefault("n", []).append(len(msg.x))
             elif schema.name == "sensor_msgs/msg/PointCloud2":
                 e.setdefault("clouds", []).append({
@@ -39,7 +39,7 @@ def read(args):
                     "fields": [[fl.name, fl.offset, fl.datatype, fl.count] for fl in msg.fields],
                     "bytes": len(msg.data),
                 })
-            elif schema.name == "sp_dust3r_msgs/msg/PairPose":
+            elif schema.name == "sp_dust3r/msg/PairPose":
                 p = msg.pose
                 e.setdefault("poses", []).append({
                     "reference_stamp": [msg.reference_stamp.sec, msg.reference_stamp.nanosec],

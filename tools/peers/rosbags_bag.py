@@ -70,7 +70,7 @@ def read(args):
             header = getattr(msg, "header", None)
             if header is not None:
                 entry["stamps"].append([header.stamp.sec, header.stamp.nanosec])
-            if conn.msgtype == "sp_dust3r_msgs/msg/Keypoints":
+            if conn.msgtype == "sp_dust3r/msg/Keypoints":
                 entry.setdefault("n", []).append(len(msg.x))
                 entry["dim"] = int(msg.descriptor_dim)
             if conn.msgtype == "sensor_msgs/msg/PointCloud2":
