@@ -124,10 +124,13 @@ fn compressed_and_camera_info_follow_the_remapped_image() {
 fn a_users_params_file_wins_over_launch_defaults() {
     let out = launch(json!({})).unwrap();
     assert_eq!(out["settings"]["parameters"], json!(["PKG/params.yaml"]));
-    let names: Vec<&str> = declared().iter().map(|s| s.name).collect();
+    let names: Vec<String> = declared().iter().map(|s| s.name.to_string()).collect();
     for (argument, parameters) in out["parameter_arguments"].as_object().unwrap() {
         for p in parameters.as_array().unwrap() {
-            assert!(names.contains(&p.as_str().unwrap()), "{argument} sets {p}, which the node does not declare");
+            assert!(
+                names.iter().any(|n| Some(n.as_str()) == p.as_str()),
+                "{argument} sets {p}, which the node does not declare"
+            );
         }
     }
 

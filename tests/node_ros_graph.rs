@@ -10,6 +10,9 @@ mod common;
 
 use common::{peer_python, run_in_netns, NetnsRun};
 use serde_json::json;
+use sp_dust3r::ros::outputs::OutputKind;
+use sp_dust3r::ros::params::qos_override_name;
+use sp_dust3r::ros::topics::resolve;
 
 #[test]
 fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
@@ -21,6 +24,17 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     // scene and pose, so that every pair has a pose whose value is known; SuperPoint on a
     // superpoint-p150 double answering with the fixture's reference keypoints.
     let server = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
+    // QoS overrides as rclcpp reads them, in a parameter file's nested form: the poses kept for
+    // late joiners, the pair poses kept whole; one for a topic the node does not publish.
+    let qos_file = dir.path().join("qos.yaml");
+    std::fs::write(
+        &qos_file,
+        "/cam:\n  sp_dust3r:\n    ros__parameters:\n      qos_overrides:\n\
+         \x20       /cam/pose:\n          publisher:\n            durability: transient_local\n            depth: 3\n\
+         \x20       /cam/pair_pose:\n          publisher:\n            history: keep_all\n\
+         \x20       /cam/elsewhere:\n          publisher:\n            depth: 1\n",
+    )
+    .unwrap();
     let port_file = dir.path().join("port");
     let sp_port_file = dir.path().join("sp_port");
     let script = format!(
@@ -31,7 +45,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
          {py} {server} --model superpoint --port-file {sp_port_file} > /dev/null 2> {dir}/sp_server.log &\n\
          sppid=$!\n\
          t=0; while ( [ ! -s {port_file} ] || [ ! -s {sp_port_file} ] ) && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
-         RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+         RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam --params-file {qos_file} \
            -p superpoint_backend:=tt-server -p superpoint_url:=http://127.0.0.1:$(cat {sp_port_file}) -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {port_file}) -p fallback:=none \
            -p use_sim_time:=true -p publish_tf:=true -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 > {log} 2>&1 &\n\
          pid=$!\n\
@@ -43,6 +57,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         dir = dir.path().display(),
         sp_port_file = sp_port_file.display(),
         port_file = port_file.display(),
+        qos_file = qos_file.display(),
         log = dir.path().join("node.log").display(),
         py = peer_python().display(),
         server = server.display(),
@@ -69,7 +84,14 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     // get and list
     assert_eq!(report["get"], json!([[2, 1024], [4, "raw"], [3, 0.005]]), "{ctx}");
     let names: Vec<&str> = report["list"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    let declared: Vec<&str> = sp_dust3r::ros::params::declared().iter().map(|s| s.name).collect();
+    // The declared parameters, then the QoS overrides of each output (read-only, as rclcpp's).
+    let mut declared: Vec<String> = sp_dust3r::ros::params::declared().iter().map(|s| s.name.to_string()).collect();
+    for kind in OutputKind::ALL {
+        let topic = resolve(&[], "/cam", kind.topic());
+        for policy in ["reliability", "history", "depth", "durability"] {
+            declared.push(qos_override_name(&topic, policy));
+        }
+    }
     assert_eq!(names, declared);
     // set: read-only refused, out of range refused, wrong type refused, a valid one applied...
     let set = report["set"].as_array().unwrap_or_else(|| panic!("no set reply: {ctx}"));
@@ -180,6 +202,29 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     for topic in ["rt/diagnostics", "rt/rosout"] {
         assert_eq!(writers(topic), json!(["/cam/sp_dust3r"]), "{topic}: {graph}");
     }
+    // The QoS the output writers offer: the overrides where given, the node's profile elsewhere.
+    let offered = |topic: &str| {
+        let q = &graph["qos"][topic][0];
+        let policy = |i: usize| q[i].as_str().unwrap_or_else(|| panic!("{topic}: no QoS in {graph}")).to_string();
+        (policy(0), policy(1), policy(2))
+    };
+    let reliable = |(r, _, _): &(String, String, String)| r.starts_with("Policy.Reliability.Reliable");
+    let (pose, pair_pose, cloud) = (offered("rt/cam/pose"), offered("rt/cam/pair_pose"), offered("rt/cam/pointcloud"));
+    assert!(reliable(&pose) && reliable(&pair_pose) && reliable(&cloud), "{graph}");
+    assert_eq!(
+        (pose.1.as_str(), pose.2.as_str()),
+        ("Policy.History.KeepLast(depth=3)", "Policy.Durability.TransientLocal")
+    );
+    assert_eq!((pair_pose.1.as_str(), pair_pose.2.as_str()), ("Policy.History.KeepAll", "Policy.Durability.Volatile"));
+    assert_eq!(
+        (cloud.1.as_str(), cloud.2.as_str()),
+        ("Policy.History.KeepLast(depth=10)", "Policy.Durability.Volatile")
+    );
+    assert!(log.contains("publisher on /cam/pose: reliable, keep last 3, transient local (qos_overrides)"), "{log}");
+    assert!(
+        log.contains("parameter qos_overrides./cam/elsewhere.publisher.depth is not declared by this node; ignored"),
+        "{log}"
+    );
     // ros2-client's node keeps a /parameter_events writer of its own beside the one our
     // parameter services publish on: both are the node's.
     let events = writers("rt/parameter_events");

@@ -249,7 +249,7 @@ fn declared_parameters_check_type_and_range() {
     let err = with("nms_radius", ParamValue::Integer(65)).unwrap_err().to_string();
     assert!(err.contains("nms_radius") && err.contains("65") && err.contains("[0, 64]"), "{err}");
     // The names, all declared, each with a description.
-    let names: Vec<&str> = declared().iter().map(|s| s.name).collect();
+    let names: Vec<String> = declared().iter().map(|s| s.name.to_string()).collect();
     for n in [
         "image_transport",
         "superpoint_backend",
@@ -266,7 +266,7 @@ fn declared_parameters_check_type_and_range() {
         "publish_tf",
         "use_sim_time",
     ] {
-        assert!(names.contains(&n), "{n} not declared");
+        assert!(names.iter().any(|d| d == n), "{n} not declared");
     }
     assert!(declared().iter().all(|s| !s.description.is_empty()));
     let (defaults, _) = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
@@ -284,7 +284,7 @@ fn shipped_params_file_is_valid_and_states_the_defaults() {
     let specs = declared();
     assert_eq!(given.len(), specs.len(), "params.yaml should list every declared parameter");
     for (name, value) in &given {
-        let spec = specs.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{name} is not declared"));
+        let spec = specs.iter().find(|s| s.name == *name).unwrap_or_else(|| panic!("{name} is not declared"));
         assert_eq!(value, &spec.default, "{name}: params.yaml and the declaration disagree");
     }
     let (p, warnings) =
@@ -343,4 +343,56 @@ fn log_level_maps_to_tracing() {
     assert_eq!(level("loud"), None);
     let (_, ros) = split_ros_args(["--ros-args", "--disable-rosout-logs"].map(String::from)).unwrap();
     assert!(ros.disable_rosout);
+}
+
+/// `qos_overrides.<topic>.publisher.<policy>` for the node's outputs, as rclcpp reads them:
+/// declared per output (read-only, the node's profile as default), checked, applied.
+#[test]
+fn qos_overrides_apply_to_the_outputs_they_name() {
+    use sp_dust3r::ros::cyclone::WriterQos;
+    use sp_dust3r::ros::params::ParamStore;
+    let outputs =
+        vec![("/cam/pointcloud".to_string(), WriterQos::OUTPUTS), ("/cam/pose".to_string(), WriterQos::OUTPUTS)];
+    let resolve = |params: &[(&str, ParamValue)]| {
+        let ros =
+            RosArgs { params: params.iter().map(|(n, v)| (n.to_string(), v.clone())).collect(), ..Default::default() };
+        ParamStore::resolve_with_outputs(&ros, "/cam/sp_dust3r", &outputs)
+    };
+    let s = |v: &str| ParamValue::String(v.into());
+    let (store, warnings) = resolve(&[
+        ("qos_overrides./cam/pointcloud.publisher.reliability", s("best_effort")),
+        ("qos_overrides./cam/pointcloud.publisher.depth", ParamValue::Integer(1)),
+        ("qos_overrides./cam/pose.publisher.history", s("keep_all")),
+        ("qos_overrides./cam/pose.publisher.durability", s("transient_local")),
+        ("qos_overrides./cam/keypoints.publisher.depth", ParamValue::Integer(2)),
+    ])
+    .unwrap();
+    assert_eq!(
+        store.output_qos("/cam/pointcloud", WriterQos::OUTPUTS),
+        WriterQos { reliable: false, keep_all: false, depth: 1, transient_local: false }
+    );
+    assert_eq!(
+        store.output_qos("/cam/pose", WriterQos::OUTPUTS),
+        WriterQos { reliable: true, keep_all: true, depth: 10, transient_local: true }
+    );
+    // Not an output given to the store: not declared, so warned about and not applied.
+    assert_eq!(
+        warnings,
+        vec!["parameter qos_overrides./cam/keypoints.publisher.depth is not declared by this node; ignored".to_string()]
+    );
+    let (spec, value) = store.get("qos_overrides./cam/pose.publisher.depth").unwrap();
+    assert!(spec.read_only);
+    assert_eq!(value, &ParamValue::Integer(10));
+    // Values rclcpp would refuse are refused with the parameter's name.
+    for (name, bad) in [
+        ("qos_overrides./cam/pose.publisher.reliability", s("sometimes")),
+        ("qos_overrides./cam/pose.publisher.depth", ParamValue::Integer(0)),
+        ("qos_overrides./cam/pose.publisher.durability", ParamValue::Bool(true)),
+    ] {
+        let e = resolve(&[(name, bad)]).unwrap_err().to_string();
+        assert!(e.contains(name), "{e}");
+    }
+    // Nothing given: the node's profile.
+    let (store, _) = resolve(&[]).unwrap();
+    assert_eq!(store.output_qos("/cam/pose", WriterQos::OUTPUTS), WriterQos::OUTPUTS);
 }

@@ -130,6 +130,8 @@ pub fn config(localhost_only: bool) -> String {
 pub struct WriterQos {
     /// Reliable (else best effort).
     pub reliable: bool,
+    /// Keep every sample until delivered (else the last `depth`).
+    pub keep_all: bool,
     /// Keep last this many.
     pub depth: i32,
     /// Late joiners get the last `depth` samples.
@@ -138,9 +140,21 @@ pub struct WriterQos {
 
 impl WriterQos {
     /// The outputs' profile, what RViz subscribes with: reliable, volatile, keep last 10.
-    pub const OUTPUTS: Self = Self { reliable: true, depth: 10, transient_local: false };
+    pub const OUTPUTS: Self = Self { reliable: true, keep_all: false, depth: 10, transient_local: false };
     /// `ros_discovery_info`'s: reliable, transient local, keep last 1.
-    const DISCOVERY: Self = Self { reliable: true, depth: 1, transient_local: true };
+    const DISCOVERY: Self = Self { reliable: true, keep_all: false, depth: 1, transient_local: true };
+}
+
+impl std::fmt::Display for WriterQos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let reliability = if self.reliable { "reliable" } else { "best effort" };
+        let durability = if self.transient_local { "transient local" } else { "volatile" };
+        if self.keep_all {
+            write!(f, "{reliability}, keep all, {durability}")
+        } else {
+            write!(f, "{reliability}, keep last {}, {durability}", self.depth)
+        }
+    }
 }
 
 /// The domain and participant; deleted (and with them every writer) when the last handle goes.
@@ -225,7 +239,11 @@ impl Participant {
             };
             // rmw's max blocking time for reliable writers: 100 ms.
             cdds::dds_qset_reliability(q, kind, 100_000_000);
-            cdds::dds_qset_history(q, cdds::dds_history_kind_DDS_HISTORY_KEEP_LAST, qos.depth);
+            if qos.keep_all {
+                cdds::dds_qset_history(q, cdds::dds_history_kind_DDS_HISTORY_KEEP_ALL, 0);
+            } else {
+                cdds::dds_qset_history(q, cdds::dds_history_kind_DDS_HISTORY_KEEP_LAST, qos.depth);
+            }
             let durability = if qos.transient_local {
                 cdds::dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL
             } else {

@@ -179,11 +179,18 @@ struct Publishers {
 }
 
 impl Publishers {
-    /// A writer per output on `topic(name)`, announced as the node `<name>_outputs` in `namespace`.
-    fn advertise(namespace: &str, name: &str, topic: impl Fn(&str) -> String) -> Result<Self, NodeError> {
+    /// A writer per output on `topic(name)` with `qos(topic)`, announced as the node
+    /// `<name>_outputs` in `namespace`.
+    fn advertise(
+        namespace: &str,
+        name: &str,
+        topic: impl Fn(&str) -> String,
+        qos: impl Fn(&str) -> WriterQos,
+    ) -> Result<Self, NodeError> {
         let mut participant = cyclone::Participant::new(u32::from(domain_id()), &cyclone::config(localhost_only()))?;
         let writer = |kind: OutputKind| {
-            participant.writer(&format!("rt{}", topic(kind.topic())), kind.dds_type(), WriterQos::OUTPUTS)
+            let t = topic(kind.topic());
+            participant.writer(&format!("rt{t}"), kind.dds_type(), qos(&t))
         };
         let (keypoints, debug_image, cloud) =
             (writer(OutputKind::Keypoints)?, writer(OutputKind::DebugImage)?, writer(OutputKind::Cloud)?);
@@ -474,9 +481,19 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     let name = ros.node_name.clone().unwrap_or_else(|| "sp_dust3r".into());
     let namespace = ros.namespace.clone().unwrap_or_else(|| "/".into());
     let fqn = format!("{}/{name}", namespace.trim_end_matches('/'));
-    let (store, warnings) = ParamStore::resolve(ros, &fqn)?;
+    let topic = |n: &str| resolve(&ros.remaps, &namespace, n);
+    let outputs: Vec<(String, WriterQos)> =
+        OutputKind::ALL.iter().map(|k| (topic(k.topic()), WriterQos::OUTPUTS)).collect();
+    let (store, warnings) = ParamStore::resolve_with_outputs(ros, &fqn, &outputs)?;
     for w in warnings {
         tracing::warn!("{w}");
+    }
+    let output_qos: Vec<(String, WriterQos)> =
+        outputs.iter().map(|(t, default)| (t.clone(), store.output_qos(t, *default))).collect();
+    for ((t, qos), (_, default)) in output_qos.iter().zip(&outputs) {
+        if qos != default {
+            tracing::info!("publisher on {t}: {qos} (qos_overrides)");
+        }
     }
     let params = store.params().clone();
     let store = Arc::new(Mutex::new(store));
@@ -486,7 +503,6 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     tracing::info!("SuperPoint on {}; DUSt3R on {dust3r_on}", features.describe());
 
     let mut node = create_node(&namespace, &name)?;
-    let topic = |n: &str| resolve(&ros.remaps, &namespace, n);
     let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
     let input = &inputs.image;
     let io = Io {
@@ -500,7 +516,8 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
         diagnostics: advertise(&mut node, DIAGNOSTICS, reliable_qos())?,
         rosout: advertise(&mut node, ROSOUT, rosout_qos())?,
     };
-    let publishers = Publishers::advertise(&namespace, &name, topic)?;
+    let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(WriterQos::OUTPUTS, |(_, q)| *q);
+    let publishers = Publishers::advertise(&namespace, &name, topic, qos_of)?;
     let services = ParamServices::new(&mut node, &fqn, Arc::clone(&store))?;
     // The spinner keeps ros2-client's view of the ROS graph current.
     let spinner = node.spinner().map_err(dds("the node's spinner"))?;

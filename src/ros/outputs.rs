@@ -46,6 +46,16 @@ pub enum OutputKind {
 }
 
 impl OutputKind {
+    /// Every kind, in the order the node advertises them.
+    pub const ALL: [OutputKind; 6] = [
+        OutputKind::Keypoints,
+        OutputKind::DebugImage,
+        OutputKind::Cloud,
+        OutputKind::PairPose,
+        OutputKind::Pose,
+        OutputKind::Tf,
+    ];
+
     /// The topic (see [`topics`]).
     pub fn topic(self) -> &'static str {
         match self {

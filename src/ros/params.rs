@@ -1,9 +1,11 @@
 //! The node's parameters: declared with type, range and description (what `ros2 param describe`
 //! shows), resolved from parameter files and `-p` overrides, validated before anything starts.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use super::args::{load_params_file, ArgsError, ParamValue, RosArgs};
+use super::cyclone::WriterQos;
 use crate::backend::build::{BackendConfig, BackendKind};
 use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
@@ -35,7 +37,7 @@ pub enum Constraint {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamSpec {
     /// The name, as `ros2 param` shows it.
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// What it does, as `ros2 param describe` shows it.
     pub description: &'static str,
     /// Its value when nothing sets it.
@@ -101,7 +103,7 @@ macro_rules! parameters {
         /// Every parameter the node declares.
         pub fn declared() -> Vec<ParamSpec> {
             vec![$(ParamSpec {
-                name: stringify!($name),
+                name: Cow::Borrowed(stringify!($name)),
                 description: $description,
                 default: <$ty as Typed>::to_value(<$ty>::from($default)),
                 constraint: $constraint,
@@ -352,6 +354,42 @@ impl NodeParams {
     }
 }
 
+/// The policies of an output's QoS a parameter may override, as rclcpp names them:
+/// `qos_overrides.<fully qualified topic>.publisher.<policy>` (read at start-up, read-only).
+const QOS_POLICIES: [(&str, Constraint); 4] = [
+    ("reliability", Constraint::OneOf(&["reliable", "best_effort"])),
+    ("history", Constraint::OneOf(&["keep_last", "keep_all"])),
+    ("depth", Constraint::Integer { min: 1, max: 100_000 }),
+    ("durability", Constraint::OneOf(&["volatile", "transient_local"])),
+];
+
+/// The parameter that overrides `policy` of the publisher on `topic`.
+pub fn qos_override_name(topic: &str, policy: &str) -> String {
+    format!("qos_overrides.{topic}.publisher.{policy}")
+}
+
+/// The declarations of `topic`'s QoS overrides, their defaults the node's own profile.
+fn qos_specs(topic: &str, qos: WriterQos) -> Vec<ParamSpec> {
+    QOS_POLICIES
+        .iter()
+        .map(|(policy, constraint)| {
+            let default = match *policy {
+                "reliability" => ParamValue::String(if qos.reliable { "reliable" } else { "best_effort" }.into()),
+                "history" => ParamValue::String(if qos.keep_all { "keep_all" } else { "keep_last" }.into()),
+                "depth" => ParamValue::Integer(i64::from(qos.depth)),
+                _ => ParamValue::String(if qos.transient_local { "transient_local" } else { "volatile" }.into()),
+            };
+            ParamSpec {
+                name: Cow::Owned(qos_override_name(topic, policy)),
+                description: "QoS policy of this output's publisher (rclcpp's qos_overrides), applied at start-up",
+                default,
+                constraint: constraint.clone(),
+                read_only: FIXED,
+            }
+        })
+        .collect()
+}
+
 /// The declared parameters with their current values: what the parameter services read and
 /// write. Every change is checked (declared, writable, type, range, the interval pair) and
 /// applied whole or not at all.
@@ -366,7 +404,20 @@ impl ParamStore {
     /// Defaults, then every parameter file in order, then `-p` overrides. Returns warnings for
     /// parameters the node does not declare (they are ignored, as rclcpp does).
     pub fn resolve(ros: &RosArgs, node_fqn: &str) -> Result<(Self, Vec<String>), ParamError> {
-        let specs = declared();
+        Self::resolve_with_outputs(ros, node_fqn, &[])
+    }
+
+    /// As [`resolve`](Self::resolve), also declaring the QoS overrides of the publishers on
+    /// `outputs` (fully qualified topics, each with the QoS it has unless overridden).
+    pub fn resolve_with_outputs(
+        ros: &RosArgs,
+        node_fqn: &str,
+        outputs: &[(String, WriterQos)],
+    ) -> Result<(Self, Vec<String>), ParamError> {
+        let mut specs = declared();
+        for (topic, qos) in outputs {
+            specs.extend(qos_specs(topic, *qos));
+        }
         let mut values: Vec<ParamValue> = specs.iter().map(|s| s.default.clone()).collect();
         let mut warnings = Vec::new();
         let mut given: Vec<(String, ParamValue)> = Vec::new();
@@ -392,6 +443,24 @@ impl ParamStore {
         Ok((Self { specs, values, params }, warnings))
     }
 
+    /// The QoS of the publisher on `topic`: `default` with the overrides declared for it.
+    pub fn output_qos(&self, topic: &str, default: WriterQos) -> WriterQos {
+        let get = |policy: &str| self.get(&qos_override_name(topic, policy)).map(|(_, v)| v.clone());
+        let text = |policy: &str| match get(policy) {
+            Some(ParamValue::String(s)) => Some(s),
+            _ => None,
+        };
+        WriterQos {
+            reliable: text("reliability").map_or(default.reliable, |v| v == "reliable"),
+            keep_all: text("history").map_or(default.keep_all, |v| v == "keep_all"),
+            depth: match get("depth") {
+                Some(ParamValue::Integer(d)) => i32::try_from(d).unwrap_or(i32::MAX),
+                _ => default.depth,
+            },
+            transient_local: text("durability").map_or(default.transient_local, |v| v == "transient_local"),
+        }
+    }
+
     /// The typed parameters as they are now.
     pub fn params(&self) -> &NodeParams {
         &self.params
@@ -413,7 +482,7 @@ impl ParamStore {
         let mut values = self.values.clone();
         let mut applied = Vec::new();
         for (name, value) in changes {
-            let i = self.specs.iter().position(|s| s.name == name).ok_or_else(|| ParamError::Invalid {
+            let i = self.specs.iter().position(|s| s.name == *name).ok_or_else(|| ParamError::Invalid {
                 name: name.clone(),
                 detail: "not declared by this node".into(),
             })?;
@@ -442,13 +511,13 @@ fn check(spec: &ParamSpec, value: ParamValue) -> Result<ParamValue, ParamError> 
     };
     if std::mem::discriminant(&spec.default) != std::mem::discriminant(&value) {
         return Err(ParamError::Type {
-            name: spec.name.into(),
+            name: spec.name.to_string(),
             expected: spec.default.type_name(),
             got: value.type_name(),
             value,
         });
     }
-    let out_of = |v: String, range: String| Err(ParamError::Range { name: spec.name.into(), value: v, range });
+    let out_of = |v: String, range: String| Err(ParamError::Range { name: spec.name.to_string(), value: v, range });
     match (&spec.constraint, &value) {
         (Constraint::Integer { min, max }, ParamValue::Integer(i)) if i < min || i > max => {
             out_of(i.to_string(), format!("[{min}, {max}]"))
@@ -491,7 +560,7 @@ mod tests {
     #[test]
     fn every_declared_parameter_is_read() {
         let specs = declared();
-        let names: std::collections::BTreeSet<&str> = specs.iter().map(|s| s.name).collect();
+        let names: std::collections::BTreeSet<&str> = specs.iter().map(|s| s.name.as_ref()).collect();
         assert_eq!(names.len(), specs.len(), "parameter names are unique");
         let defaults: Vec<ParamValue> = specs.iter().map(|s| s.default.clone()).collect();
         let base = NodeParams::from_values(&defaults).expect("the defaults are valid");

@@ -74,13 +74,17 @@ def ros_graph(discovery, publications):
             participants[bytes(info.gid.data)] = info.node_entities_info_seq
     nodes = sorted(f"{n.node_namespace.rstrip('/')}/{n.node_name}" for seq in participants.values() for n in seq)
     writers = {}
+    qos = {}
     for pub in publications.read(N=1000):
+        # The QoS the writer offers, as discovery carries it (`ros2 topic info -v`).
+        qos.setdefault(pub.topic_name, []).append(
+            [str(pub.qos[policy]) for policy in (Policy.Reliability, Policy.History, Policy.Durability)])
         owner = "_NODE_NAME_UNKNOWN_"
         for n in participants.get(pub.participant_key.bytes, []):
             if any(bytes(g.data) == pub.key.bytes for g in n.writer_gid_seq):
                 owner = f"{n.node_namespace.rstrip('/')}/{n.node_name}"
         writers.setdefault(pub.topic_name, []).append(owner)
-    return {"nodes": nodes, "writers": writers}
+    return {"nodes": nodes, "writers": writers, "qos": qos}
 
 
 def camera_info(stamp, w, h, fx):
