@@ -92,15 +92,17 @@ fn colcon_builds_installs_and_tests_the_package_from_a_workspace() {
     let share = ws.path().join("install/sp_dust3r/share");
     let node = ws.path().join("install/sp_dust3r/lib/sp_dust3r/sp_dust3r");
     assert!(node.metadata().unwrap().permissions().mode() & 0o111 != 0, "{} is not executable", node.display());
-    for file in ["launch/sp_dust3r.launch.py", "launch/sp_dust3r.launch.xml", "config/params.yaml", "package.xml"] {
+    for file in [
+        "launch/sp_dust3r.launch.py",
+        "launch/sp_dust3r.launch.xml",
+        "config/params.yaml",
+        "config/sample.rviz",
+        "config/camera.rviz",
+        "package.xml",
+    ] {
         let installed = share.join("sp_dust3r").join(file);
         assert_eq!(std::fs::read(&installed).unwrap(), std::fs::read(root().join(file)).unwrap(), "{file}");
     }
-    let rviz = std::fs::read_dir(share.join("sp_dust3r/config"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .any(|e| e.path().extension().is_some_and(|x| x == "rviz"));
-    assert!(rviz, "no RViz config installed");
     assert!(share.join("ament_index/resource_index/packages/sp_dust3r").is_file(), "ament index entry");
     // The installed executable is the node: `ros2 run sp_dust3r sp_dust3r --ros-args ...`.
     let out = Command::new(&node).args(["--ros-args", "--log-level", "loud"]).output().unwrap();

@@ -35,8 +35,8 @@ fn python_launch_compiles_and_starts_the_packages_executable() {
 }
 
 #[test]
-fn rviz_config_shows_topics_the_node_uses() {
-    let text = std::fs::read_to_string(root().join("config/sp_dust3r.rviz")).unwrap();
+fn camera_rviz_config_shows_topics_the_node_uses() {
+    let text = std::fs::read_to_string(root().join("config/camera.rviz")).unwrap();
     let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
     let displays = docs[0]["Visualization Manager"]["Displays"].as_vec().unwrap();
     let node_topics: Vec<String> = TOPICS

@@ -124,6 +124,9 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
         (summary.pairs as usize, 0, 0),
         "{report:?}"
     );
+    if camera_info {
+        rviz_config_fits_the_bag(&out_path);
+    }
     report
 }
 
@@ -227,6 +230,42 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(40), "{r}");
     assert_eq!(r["/cam/image_raw"]["count"].as_u64(), Some(40), "{r}");
     assert_eq!(r["/cam/pointcloud"]["count"].as_u64(), Some(pairs), "{r}");
+}
+
+/// config/sample.rviz against the replay's bag as rosbags read it: every display's topic is in
+/// the bag with messages of the type that display draws, and every 3D display's messages are
+/// in the fixed frame (the bag has no TF, so any other frame would show nothing).
+fn rviz_config_fits_the_bag(bag_path: &Path) {
+    let read = Command::new(peer_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_bag.py"))
+        .args(["read", "--bag", bag_path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    let bag: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sample.rviz");
+    let docs = yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let manager = &docs[0]["Visualization Manager"];
+    let fixed = manager["Global Options"]["Fixed Frame"].as_str().unwrap();
+    let mut shown = Vec::new();
+    for d in manager["Displays"].as_vec().unwrap() {
+        let class = d["Class"].as_str().unwrap();
+        let Some(topic) = d["Topic"]["Value"].as_str() else { continue };
+        let drawn = match class {
+            "rviz_default_plugins/PointCloud2" => "sensor_msgs/msg/PointCloud2",
+            "rviz_default_plugins/Pose" => "geometry_msgs/msg/PoseStamped",
+            "rviz_default_plugins/Image" => "sensor_msgs/msg/Image",
+            other => panic!("{other}: no expectation for this display"),
+        };
+        let entry = &bag[topic];
+        assert_eq!(entry["type"].as_str(), Some(drawn), "{class} on {topic}");
+        assert!(entry["count"].as_u64() > Some(0), "{topic} has no messages");
+        if class != "rviz_default_plugins/Image" {
+            assert_eq!(entry["frames"], serde_json::json!([fixed]), "{topic} is not in the fixed frame {fixed}");
+        }
+        shown.push(topic);
+    }
+    assert_eq!(shown, ["/cam/pointcloud", "/cam/pose", "/cam/image_raw"]);
 }
 
 #[test]

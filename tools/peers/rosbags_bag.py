@@ -62,7 +62,7 @@ def read(args):
     out = {}
     with AnyReader([Path(args.bag)], default_typestore=TS) as reader:
         for conn in reader.connections:
-            out[conn.topic] = {"type": conn.msgtype, "count": 0, "stamps": []}
+            out[conn.topic] = {"type": conn.msgtype, "count": 0, "stamps": [], "frames": []}
         for conn, t, raw in reader.messages():
             entry = out[conn.topic]
             entry["count"] += 1
@@ -70,6 +70,8 @@ def read(args):
             header = getattr(msg, "header", None)
             if header is not None:
                 entry["stamps"].append([header.stamp.sec, header.stamp.nanosec])
+                if header.frame_id not in entry["frames"]:
+                    entry["frames"].append(header.frame_id)
             if conn.msgtype == "sp_dust3r/msg/Keypoints":
                 entry.setdefault("n", []).append(len(msg.x))
                 entry["dim"] = int(msg.descriptor_dim)
