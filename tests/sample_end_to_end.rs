@@ -220,29 +220,28 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     let png = image::open(&plot).unwrap();
     assert!(png.width() >= 400 && png.height() >= 300);
     // rosbags reads the bag: the camera copied, a keypoints message per frame, a cloud per pair.
+    let r = rosbags_read(&bag);
+    assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(40), "{r}");
+    assert_eq!(r["/cam/image_raw"]["count"].as_u64(), Some(40), "{r}");
+    assert_eq!(r["/cam/pointcloud"]["count"].as_u64(), Some(pairs), "{r}");
+}
+
+/// A bag as rosbags reads it: per topic its type, count, stamps and frames.
+fn rosbags_read(bag: &Path) -> serde_json::Value {
     let read = Command::new(peer_python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_bag.py"))
         .args(["read", "--bag", bag.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
-    let r: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
-    assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(40), "{r}");
-    assert_eq!(r["/cam/image_raw"]["count"].as_u64(), Some(40), "{r}");
-    assert_eq!(r["/cam/pointcloud"]["count"].as_u64(), Some(pairs), "{r}");
+    serde_json::from_slice(&read.stdout).unwrap()
 }
 
 /// config/sample.rviz against the replay's bag as rosbags read it: every display's topic is in
 /// the bag with messages of the type that display draws, and every 3D display's messages are
 /// in the fixed frame (the bag has no TF, so any other frame would show nothing).
 fn rviz_config_fits_the_bag(bag_path: &Path) {
-    let read = Command::new(peer_python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_bag.py"))
-        .args(["read", "--bag", bag_path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
-    let bag: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    let bag = rosbags_read(bag_path);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sample.rviz");
     let docs = yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let manager = &docs[0]["Visualization Manager"];
