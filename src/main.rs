@@ -68,9 +68,9 @@ fn run_node(args: Vec<String>) -> anyhow::Result<()> {
     if !own.is_empty() {
         anyhow::bail!("unexpected arguments before --ros-args: {own:?}");
     }
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = sp_dust3r::pipeline::cancel::Cancel::new();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, std::sync::Arc::clone(&stop))?;
+        signal_hook::flag::register(signal, std::sync::Arc::clone(stop.flag()))?;
     }
     sp_dust3r::ros::node::run(&ros, stop)?;
     Ok(())

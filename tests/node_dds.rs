@@ -118,3 +118,17 @@ fn compressed_input_with_corrupt_jpegs() {
     assert_eq!(log.matches("cannot decode image").count(), 3, "{log}");
     assert!(stdout.contains("node_exit=0"), "clean exit on SIGTERM: {stdout}");
 }
+
+/// SIGINT while DUSt3R is reconstructing a pair on the CPU (the tiny geometry still takes
+/// seconds: its DPT heads have the real shapes): the node abandons the pair between two steps
+/// and exits cleanly within 2 s, instead of finishing the pair first.
+#[test]
+fn sigint_while_a_pair_is_in_flight_ends_the_node_within_two_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let dust3r = dir.path().join("dust3r");
+    std::fs::create_dir_all(&dust3r).unwrap();
+    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
+    let params = format!("-p dust3r_weights:={}", dust3r.display());
+    let seconds = common::interrupt_mid_pair(dir.path(), "", &params);
+    eprintln!("SIGINT to exit: {seconds:.2} s");
+}

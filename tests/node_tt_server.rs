@@ -81,3 +81,26 @@ fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
     assert!(log.contains("tt-model server http://127.0.0.1:9 (superpoint-p150)"), "{ctx}");
     assert!(stdout.contains("node_exit=0"), "{stdout}");
 }
+
+/// SIGINT while the mast3r-blackhole double takes 30 s over a pair (server_timeout 60 s): the
+/// node gives the request up and exits within 2 s instead of waiting for the answer.
+#[test]
+fn sigint_while_the_server_computes_a_pair_ends_the_node_within_two_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("port");
+    let setup = format!(
+        "{py} {double} --model dust3r --faults slow:30 --port-file {pf} > /dev/null 2> {d}/server.log &\n\
+         spid=$!\n\
+         t=0; while [ ! -s {pf} ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n",
+        py = peer_python().display(),
+        double = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py").display(),
+        pf = port_file.display(),
+        d = dir.path().display(),
+    );
+    let params = format!(
+        "-p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {}) -p fallback:=none -p server_timeout:=60.0",
+        port_file.display()
+    );
+    let seconds = common::interrupt_mid_pair(dir.path(), &setup, &params);
+    eprintln!("SIGINT to exit: {seconds:.2} s");
+}

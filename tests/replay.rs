@@ -260,3 +260,70 @@ fn camera_topics_are_chosen_like_a_person_would() {
     assert_eq!(output_topic("/cam/image_raw/compressed", "keypoints"), "/cam/keypoints");
     assert_eq!(output_topic("/image", "pose"), "/pose");
 }
+
+/// SIGINT while DUSt3R is reconstructing a pair: the replay stops within 2 s (the pair is
+/// abandoned between two steps, nothing of it written), says it was interrupted, and leaves a
+/// finished MCAP with every frame it had done, which rosbags and Foxglove's reader (CRCs
+/// checked) both read.
+#[test]
+fn sigint_mid_pair_stops_the_replay_and_leaves_a_finished_bag() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let dust3r = dir.path().join("dust3r");
+    std::fs::create_dir_all(&dust3r).unwrap();
+    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
+    let out = dir.path().join("out.mcap");
+    let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample/sequence.mcap");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .args(["replay", "--bag", sample.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args(["--superpoint-weights", fixture_dir("superpoint").to_str().unwrap()])
+        .args(["--dust3r-weights", dust3r.to_str().unwrap()])
+        .env("HF_HUB_OFFLINE", "1")
+        .env("RUST_LOG", "info,sp_dust3r::bag::replay=debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("DUSt3R: pair ending at frame") && line.contains("started") {
+                let _ = tx.send(());
+            }
+            lines.push(line);
+        }
+        lines.join("\n")
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120)).expect("a pair starts");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = i32::try_from(child.id()).unwrap();
+    let signalled = std::time::Instant::now();
+    // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    let seconds = signalled.elapsed().as_secs_f64();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let log = reader.join().unwrap();
+    let ctx = format!("{stdout}\n{log}");
+    assert!(seconds <= 2.0, "stopping took {seconds:.2} s: {ctx}");
+    assert!(!status.success(), "an interrupted replay is not a success: {ctx}");
+    assert!(log.contains("abandoned: interrupted") && log.contains("interrupted; the"), "{ctx}");
+    let summary: Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    assert_eq!(summary["interrupted"], true, "{summary}");
+    let frames = summary["frames"].as_u64().unwrap();
+    assert!((2..40).contains(&frames), "{summary}");
+    // The bag is finished: both readers open it and find every frame done before the signal,
+    // and only the pairs that were complete.
+    let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
+    assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(frames), "{r}");
+    assert_eq!(r["/cam/pointcloud"]["count"].as_u64(), summary["pairs"].as_u64(), "{r}");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/foxglove_mcap.py");
+    let fox = Command::new(peer_python()).arg(script).args(["read", "--bag", out.to_str().unwrap()]).output().unwrap();
+    assert!(fox.status.success(), "Foxglove's reader: {}", String::from_utf8_lossy(&fox.stderr));
+    let fox: Value = serde_json::from_slice(&fox.stdout).unwrap();
+    assert_eq!(fox["topics"]["/cam/keypoints"]["count"].as_u64(), Some(frames), "{fox}");
+    eprintln!("SIGINT to exit: {seconds:.2} s after {frames} frames, {} pairs", summary["pairs"]);
+}

@@ -17,13 +17,14 @@ use std::process::Command;
 use common::{fixture_dir, peer_python};
 use sp_dust3r::backend::cpu::{pair_output, CpuFeatures};
 use sp_dust3r::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
-use sp_dust3r::bag::replay::{choose_topics, replay};
+use sp_dust3r::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r::bag::{BagWriter, McapFile};
 use sp_dust3r::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
 use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
 use sp_dust3r::eval::evaluate;
 use sp_dust3r::geometry::Transform;
 use sp_dust3r::image::Frame;
+use sp_dust3r::pipeline::cancel::Cancel;
 use sp_dust3r::ros::args::RosArgs;
 use sp_dust3r::ros::params::NodeParams;
 use sp_dust3r::sample::{camera_pose, render, surface_point, CameraOptical, Room, HEIGHT, WIDTH};
@@ -109,7 +110,16 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("out.mcap");
     let mut out = BagWriter::create(&out_path).unwrap();
-    let (summary, stopped) = replay(&input, &cameras, &mut out, &features, Some(&truth), &params, |_| {}).unwrap();
+    let (summary, stopped) = replay(
+        &input,
+        &cameras,
+        &mut out,
+        Models { features: &features, pairs: Some(&truth) },
+        &params,
+        &Cancel::new(),
+        |_| {},
+    )
+    .unwrap();
     out.finish().unwrap();
     assert!(stopped.is_none());
     assert_eq!(summary.frames, 40);

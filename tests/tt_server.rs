@@ -61,6 +61,7 @@ fn options(port: u16, timeout_s: f64) -> ServerOptions {
         url: format!("http://127.0.0.1:{port}"),
         timeout: Duration::from_secs_f64(timeout_s),
         jpeg_quality: 90,
+        cancel: sp_dust3r::pipeline::cancel::Cancel::new(),
     }
 }
 

@@ -8,6 +8,7 @@ use super::cpu::{CpuFeatures, CpuPairs};
 use super::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
 use super::{FeatureExtractor, PairReconstructor, WithFallback};
 use crate::dust3r::{Dust3r, Dust3rError};
+use crate::pipeline::cancel::Cancel;
 use crate::superpoint::{SuperPoint, SuperPointError};
 use crate::weights::WeightsError;
 
@@ -71,6 +72,8 @@ pub struct BackendConfig {
     pub server_timeout: Duration,
     /// JPEG quality of colour frames sent to the servers; 0 sends colour as PNG.
     pub jpeg_quality: u8,
+    /// Set by the driver's signal handler: a pair in flight is abandoned between two steps.
+    pub cancel: Cancel,
 }
 
 /// Why a model's backend could not be built (boxed sources: they are large and rare).
@@ -123,7 +126,7 @@ pub fn cpu_superpoint(config: &BackendConfig) -> Result<CpuFeatures, BuildError>
 /// DUSt3R on the CPU with the weights `config` names (or finds).
 pub fn cpu_dust3r(config: &BackendConfig) -> Result<CpuPairs, BuildError> {
     let dir = crate::weights::resolve(&crate::dust3r::HUB_MODEL, config.dust3r_weights.as_deref())?.dir;
-    Ok(CpuPairs(Dust3r::load(&dir)?))
+    Ok(CpuPairs(Dust3r::load(&dir)?.with_cancel(config.cancel.clone())))
 }
 
 /// The two backends `config` asks for. A server backend gets the CPU behind it when
@@ -133,6 +136,7 @@ pub fn build_backends(config: &BackendConfig) -> Result<Backends, BuildError> {
         url: url.to_string(),
         timeout: config.server_timeout,
         jpeg_quality: config.jpeg_quality,
+        cancel: config.cancel.clone(),
     };
     let features: Box<dyn FeatureExtractor> = match config.superpoint {
         BackendKind::Cpu => Box::new(cpu_superpoint(config)?),

@@ -21,6 +21,9 @@ pub enum BackendError {
     /// DUSt3R on the CPU failed.
     #[error(transparent)]
     Dust3r(Box<Dust3rError>),
+    /// The work was given up on request (shutdown), not failed.
+    #[error("cancelled (shutting down)")]
+    Cancelled,
     /// The server cannot be reached (refused, reset, timed out).
     #[error("server {url} unreachable: {reason}")]
     Unreachable {
@@ -82,7 +85,10 @@ impl From<SuperPointError> for BackendError {
 
 impl From<Dust3rError> for BackendError {
     fn from(e: Dust3rError) -> Self {
-        Self::Dust3r(Box::new(e))
+        match e {
+            Dust3rError::Cancelled(_) => Self::Cancelled,
+            e => Self::Dust3r(Box::new(e)),
+        }
     }
 }
 
@@ -93,10 +99,16 @@ impl BackendError {
         matches!(self, Self::Unreachable { .. } | Self::Starting { .. })
     }
 
+    /// The work was abandoned on request (shutdown), not failed.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Self::Cancelled)
+    }
+
     /// Short name for /diagnostics counters.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::SuperPoint(_) | Self::Dust3r(_) => "cpu",
+            Self::Cancelled => "cancelled",
             Self::Unreachable { .. } => "server_unreachable",
             Self::Starting { .. } => "server_starting",
             Self::Rejected { .. } => "server_rejected",

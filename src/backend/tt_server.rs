@@ -19,6 +19,7 @@ use super::{BackendError, FeatureExtractor, PairOutput, PairReconstructor, PairR
 use crate::dust3r::Pointmap;
 use crate::geometry::{NoPose, PairPose, PoseMode, TCam2Cam1};
 use crate::image::{Frame, PixelFormat};
+use crate::pipeline::cancel::{Cancel, Cancelled};
 use crate::superpoint::{Keypoints, PostParams};
 
 /// Where `tt-model serve changh95/superpoint-p150` listens by default.
@@ -35,6 +36,9 @@ pub struct ServerOptions {
     pub timeout: Duration,
     /// JPEG quality for colour frames; 0 sends colour as PNG (lossless, larger, slower).
     pub jpeg_quality: u8,
+    /// Set at shutdown: a request in flight is given up at once (its thread is left to the
+    /// timeout) instead of holding the node for up to `timeout`.
+    pub cancel: Cancel,
 }
 
 /// Answers larger than this are refused (DUSt3R's pointmaps are ~10 MB of base64).
@@ -75,12 +79,40 @@ enum ExchangeError {
     /// The answer is larger than [`MAX_BODY`].
     #[error("answer larger than {MAX_BODY} bytes")]
     TooLarge,
+    /// Given up on request (shutdown).
+    #[error(transparent)]
+    Cancelled(#[from] Cancelled),
 }
 
 /// The answer of one HTTP exchange, before classification.
 enum Reply {
     Ok(Vec<u8>),
     Status(u16, String),
+}
+
+/// How often a waiting exchange looks at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
+
+/// The HTTP exchange itself (blocking, bounded by the agent's timeout).
+fn blocking_exchange(agent: &ureq::Agent, method: &str, url: &str, body: Option<&str>) -> Result<Reply, ExchangeError> {
+    let req = agent.request(method, url);
+    let result = match body {
+        Some(b) => req.set("Content-Type", "application/json").send_string(b),
+        None => req.call(),
+    };
+    let read = |r: ureq::Response| -> Result<Vec<u8>, ExchangeError> {
+        let mut buf = Vec::new();
+        r.into_reader().take(MAX_BODY + 1).read_to_end(&mut buf).map_err(ExchangeError::Read)?;
+        if buf.len() as u64 > MAX_BODY {
+            return Err(ExchangeError::TooLarge);
+        }
+        Ok(buf)
+    };
+    match result {
+        Ok(r) => read(r).map(Reply::Ok),
+        Err(ureq::Error::Status(code, r)) => Ok(Reply::Status(code, r.into_string().unwrap_or_default())),
+        Err(ureq::Error::Transport(t)) => Err(ExchangeError::Transport(Box::new(t))),
+    }
 }
 
 impl Link {
@@ -108,25 +140,26 @@ impl Link {
         &self.opts.url
     }
 
+    /// One HTTP exchange on a thread of its own, so that a shutdown does not wait for it: the
+    /// caller polls the answer and [`ServerOptions::cancel`].
     fn exchange(&self, method: &str, path: &str, body: Option<&str>) -> Result<Reply, ExchangeError> {
-        let url = format!("{}{path}", self.opts.url);
-        let req = self.agent.request(method, &url);
-        let result = match body {
-            Some(b) => req.set("Content-Type", "application/json").send_string(b),
-            None => req.call(),
-        };
-        let read = |r: ureq::Response| -> Result<Vec<u8>, ExchangeError> {
-            let mut buf = Vec::new();
-            r.into_reader().take(MAX_BODY + 1).read_to_end(&mut buf).map_err(ExchangeError::Read)?;
-            if buf.len() as u64 > MAX_BODY {
-                return Err(ExchangeError::TooLarge);
+        let (agent, method, url) = (self.agent.clone(), method.to_string(), format!("{}{path}", self.opts.url));
+        let body = body.map(str::to_string);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // The receiver is gone when the exchange was given up; nothing is left to tell.
+            let _ = tx.send(blocking_exchange(&agent, &method, &url, body.as_deref()));
+        });
+        loop {
+            match rx.recv_timeout(CANCEL_POLL) {
+                Ok(reply) => return reply,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => self.opts.cancel.check()?,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(ExchangeError::Read(std::io::Error::other(
+                        "the request thread ended without an answer",
+                    )))
+                }
             }
-            Ok(buf)
-        };
-        match result {
-            Ok(r) => read(r).map(Reply::Ok),
-            Err(ureq::Error::Status(code, r)) => Ok(Reply::Status(code, r.into_string().unwrap_or_default())),
-            Err(ureq::Error::Transport(t)) => Err(ExchangeError::Transport(Box::new(t))),
         }
     }
 
@@ -174,6 +207,7 @@ impl Link {
             }
         }
         let health = match self.exchange("GET", "/health", None) {
+            Err(ExchangeError::Cancelled(_)) => return Err(BackendError::Cancelled),
             Err(e) => return Err(self.unavailable(&mut st, false, e.to_string())),
             Ok(Reply::Status(code, body)) => {
                 return Err(self.unavailable(
@@ -274,7 +308,8 @@ impl Link {
         let text = body.to_string();
         let t = Instant::now();
         let mut outcome = self.exchange("POST", "/predict", Some(&text));
-        if outcome.is_err() && t.elapsed() < self.opts.timeout.mul_f64(0.9) {
+        let retry = outcome.as_ref().is_err_and(|e| !matches!(e, ExchangeError::Cancelled(_)));
+        if retry && t.elapsed() < self.opts.timeout.mul_f64(0.9) {
             outcome = self.exchange("POST", "/predict", Some(&text));
         }
         let url = self.opts.url.clone();
@@ -300,6 +335,7 @@ impl Link {
             Ok(Reply::Status(400, b)) => Err(BackendError::Rejected { url, message: message(&b) }),
             Ok(Reply::Status(500, b)) => Err(BackendError::ServerFailure { url, message: message(&b) }),
             Ok(Reply::Status(status, b)) => Err(BackendError::Status { url, status, message: message(&b) }),
+            Err(ExchangeError::Cancelled(_)) => Err(BackendError::Cancelled),
             Err(e) => {
                 let reason = e.to_string();
                 let mut st = self

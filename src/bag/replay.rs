@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::{BagError, BagWriter, McapFile};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
+use crate::pipeline::cancel::Cancel;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::ros::msg::{from_cdr, sensor_msgs, std_msgs, CdrError, RosMessage};
 use crate::ros::outputs::{
@@ -161,17 +162,30 @@ pub struct ReplaySummary {
     pub superpoint_ms: Vec<f64>,
     /// DUSt3R time per pair, ms.
     pub dust3r_ms: Vec<f64>,
+    /// Stopped by `cancel` (SIGINT) before the end; what came before is in the output.
+    pub interrupted: bool,
+}
+
+/// The models a replay runs: SuperPoint on every frame, DUSt3R (when there is one) on the
+/// keyframe pairs.
+#[derive(Clone, Copy)]
+pub struct Models<'a> {
+    /// SuperPoint.
+    pub features: &'a dyn FeatureExtractor,
+    /// DUSt3R; `None`: keypoints only.
+    pub pairs: Option<&'a dyn PairReconstructor>,
 }
 
 /// Replays `input` into `out`. Returns the summary, and the error that stopped it early (a
 /// corrupt or truncated input; what was written before stays a valid bag once `out` finishes).
+/// `cancel` (SIGINT) stops it between two frames or two DUSt3R steps, with `interrupted` set.
 pub fn replay(
     input: &[McapFile],
     topics: &CameraTopics,
     out: &mut BagWriter,
-    features: &dyn FeatureExtractor,
-    pairs: Option<&dyn PairReconstructor>,
+    Models { features, pairs }: Models<'_>,
     params: &NodeParams,
+    cancel: &Cancel,
     mut progress: impl FnMut(&ReplaySummary),
 ) -> Result<(ReplaySummary, Option<BagError>), BagError> {
     let mut sink = BagSink { out, image_topic: &topics.image, log_time: 0 };
@@ -186,6 +200,10 @@ pub fn replay(
     let mut s = ReplaySummary::default();
     for file in input {
         for m in file.messages()? {
+            if cancel.is_cancelled() {
+                s.interrupted = true;
+                return Ok((s, None));
+            }
             let m = match m {
                 Ok(m) => m,
                 Err(e) => return Ok((s, Some(e))),
@@ -248,7 +266,15 @@ pub fn replay(
                         s.keyframes += 1;
                         let t = Instant::now();
                         let first = (&previous.0, previous.1.as_ref());
-                        match pair_outputs(model, first, (&header, &frame), camera_info.as_ref(), params) {
+                        tracing::debug!("DUSt3R: pair ending at frame {} started", s.frames);
+                        let result = pair_outputs(model, first, (&header, &frame), camera_info.as_ref(), params);
+                        if cancel.is_cancelled() {
+                            // Abandoned between two blocks: nothing of this pair is written.
+                            tracing::info!("DUSt3R: pair ending at frame {} abandoned: interrupted", s.frames);
+                            s.interrupted = true;
+                            return Ok((s, None));
+                        }
+                        match result {
                             Ok(r) => {
                                 s.dust3r_ms.push(t.elapsed().as_secs_f64() * 1e3);
                                 s.pairs += 1;

@@ -45,6 +45,7 @@ impl ServerArgs {
             url: url.to_string(),
             timeout: std::time::Duration::from_secs_f64(self.server_timeout),
             jpeg_quality: self.jpeg_quality,
+            cancel: sp_dust3r::pipeline::cancel::Cancel::new(),
         }
     }
 }

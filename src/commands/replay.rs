@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use serde_json::json;
 
-use sp_dust3r::backend::build::{build_backends, BackendKind, Backends};
-use sp_dust3r::bag::replay::{choose_topics, replay, ReplaySummary};
+use sp_dust3r::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
+use sp_dust3r::bag::replay::{choose_topics, replay, Models, ReplaySummary};
 use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
 use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
 use sp_dust3r::eval::evaluate;
+use sp_dust3r::pipeline::cancel::Cancel;
 use sp_dust3r::ros::args::{ParamValue, RosArgs};
 use sp_dust3r::ros::params::{name, NodeParams};
 
@@ -104,7 +105,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let cameras = choose_topics(&topics, args.image_topic.as_deref(), args.camera_info_topic.as_deref())?;
     tracing::info!("replaying {} (camera_info: {})", cameras.image, cameras.camera_info.as_deref().unwrap_or("none"));
-    let Backends { features, dust3r } = build_backends(&params.backend_config())?;
+    // SIGINT/SIGTERM stop the replay between two frames or two DUSt3R blocks; the output is
+    // finished either way.
+    let cancel = Cancel::new();
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(cancel.flag()))?;
+    }
+    let Backends { features, dust3r } =
+        build_backends(&BackendConfig { cancel: cancel.clone(), ..params.backend_config() })?;
     let dust3r = match dust3r {
         Ok(d) => Some(d),
         Err(e) if ground_truth.is_some() => {
@@ -137,7 +145,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bar.set_position(s.frames);
         bar.set_message(format!("{} keyframes, {} pairs, {} poses", s.keyframes, s.pairs, s.poses));
     };
-    let result = replay(&files, &cameras, &mut out, features.as_ref(), dust3r.as_deref(), &params, show);
+    let models = Models { features: features.as_ref(), pairs: dust3r.as_deref() };
+    let result = replay(&files, &cameras, &mut out, models, &params, &cancel, show);
     bar.finish_and_clear();
     // The output is finished in every case, so what was written is a readable bag.
     out.finish().with_context(|| format!("finishing {}", out_path.display()))?;
@@ -151,6 +160,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = stopped {
         println!("{report}");
         bail!("{e}; the {} frames before it are in {}", summary.frames, out_path.display());
+    }
+    if summary.interrupted {
+        report["interrupted"] = json!(true);
+        println!("{report}");
+        bail!(
+            "interrupted; the {} frames before it are in {} (finished, readable)",
+            summary.frames,
+            out_path.display()
+        );
     }
     if let Some(gt) = ground_truth {
         let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());

@@ -4,6 +4,7 @@
 
 use super::layers::{BranchHooks, Encoded, Loader};
 use super::Dust3rError;
+use crate::pipeline::cancel::Cancel;
 use crate::tensor::{Conv1x1, Conv3x3, ConvTransposeBlock, FeatureMap};
 
 /// Channel widths of the reassembled maps and of the fusion path (dust3r's `create_dpt_head`).
@@ -122,7 +123,15 @@ impl DptHead {
     }
 
     /// The 4-channel output map at image resolution (16x the token grid).
-    pub fn forward(&self, encoded: &Encoded, branch: &BranchHooks, dec_dim: usize) -> Result<FeatureMap, Dust3rError> {
+    pub fn forward(
+        &self,
+        encoded: &Encoded,
+        branch: &BranchHooks,
+        dec_dim: usize,
+        cancel: Option<&Cancel>,
+    ) -> Result<FeatureMap, Dust3rError> {
+        // A head is a fifth of a pair's time: checked between its stages, not only before it.
+        let step = || cancel.map_or(Ok(()), Cancel::check);
         let (h, w) = (encoded.rows, encoded.cols);
         let map = |tokens: &[f32], c: usize| FeatureMap::from_dense(h, w, c, tokens);
         let m0 = self.project[0].forward(&map(&encoded.tokens, encoded.width)?, false)?;
@@ -132,14 +141,20 @@ impl DptHead {
         let l2 = self.project[2].forward(&map(&branch.hooks[1], dec_dim)?, false)?;
         let m3 = self.project[3].forward(&map(&branch.hooks[2], dec_dim)?, false)?;
         let l3 = self.down.forward_stride2(&m3, false)?;
+        step()?;
 
         let [r0, r1, r2, r3] = &self.layer_rn;
         let (l0, l1, l2, l3) =
             (r0.forward(&l0, false)?, r1.forward(&l1, false)?, r2.forward(&l2, false)?, r3.forward(&l3, false)?);
+        step()?;
         let p4 = self.fusion[3].forward(l3, None)?.crop(l2.height(), l2.width());
+        step()?;
         let p3 = self.fusion[2].forward(p4, Some(&l2))?;
+        step()?;
         let p2 = self.fusion[1].forward(p3, Some(&l1))?;
+        step()?;
         let p1 = self.fusion[0].forward(p2, Some(&l0))?;
+        step()?;
 
         let x = self.head0.forward(&p1, false)?.upsample_bilinear_2x();
         let x = self.head2.forward(&x, true)?;

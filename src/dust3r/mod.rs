@@ -54,4 +54,7 @@ pub enum Dust3rError {
     /// The two views' token grids differ.
     #[error("the two views have different token grids ({0:?} vs {1:?})")]
     GridMismatch((usize, usize), (usize, usize)),
+    /// The pair was abandoned between two steps (the node or replay is shutting down).
+    #[error(transparent)]
+    Cancelled(#[from] crate::pipeline::cancel::Cancelled),
 }

@@ -5,6 +5,7 @@ use super::dpt::DptHead;
 use super::layers::{BranchHooks, Encoded, Loader, Norm};
 use super::post::Pointmap;
 use super::{Dust3rConfig, Dust3rError};
+use crate::pipeline::cancel::Cancel;
 use crate::tensor::{attention, gelu, Heads, Linear, Rope2d};
 use crate::weights::WeightFile;
 
@@ -185,6 +186,8 @@ pub struct Dust3r {
     heads: [DptHead; 2],
     enc_rope: Rope2d,
     dec_rope: Rope2d,
+    /// Checked between blocks and head stages: a set flag abandons the pair.
+    cancel: Option<Cancel>,
 }
 
 /// Largest token grid side the RoPE tables cover (a 4096-pixel image side at patch 16).
@@ -232,7 +235,20 @@ impl Dust3r {
             enc_rope: Rope2d::new(base, e / config.enc_num_heads, MAX_GRID)?,
             dec_rope: Rope2d::new(base, d / config.dec_num_heads, MAX_GRID)?,
             config,
+            cancel: None,
         })
+    }
+
+    /// The same network, abandoning its work with [`Dust3rError::Cancelled`] between two blocks
+    /// (or head stages) once `cancel` is set.
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// `Err(Cancelled)` once the work was asked to stop.
+    fn check(&self) -> Result<(), Dust3rError> {
+        Ok(self.cancel.as_ref().map_or(Ok(()), Cancel::check)?)
     }
 
     /// The config it was built with.
@@ -277,6 +293,7 @@ impl Dust3r {
         let pos = enc.positions();
         let shape = AttnShape { width: self.config.enc_embed_dim, heads: self.config.enc_num_heads };
         for block in &self.enc_blocks {
+            self.check()?;
             block.forward(&mut x, &pos, shape, &self.enc_rope)?;
         }
         Ok(Encoded { tokens: self.enc_norm.apply(&x)?, ..enc })
@@ -334,6 +351,7 @@ impl Dust3r {
         let mut f2 = self.decoder_embed.forward(&second.tokens, pos2.len(), second.width)?;
         let shape = AttnShape { width: d, heads: self.config.dec_num_heads };
         for (l, (b1, b2)) in self.dec_blocks[0].iter().zip(&self.dec_blocks[1]).enumerate() {
+            self.check()?;
             let mut n1 = f1.clone();
             b1.forward(&mut n1, &f2, &pos1, &pos2, shape, &self.dec_rope)?;
             let mut n2 = f2.clone();
@@ -348,7 +366,8 @@ impl Dust3r {
     /// DPT head `index` (0 for branch 1, 1 for branch 2) and the pointmap post-processing.
     pub fn head(&self, index: usize, encoded: &Encoded, hooks: &BranchHooks) -> Result<Pointmap, Dust3rError> {
         let head = &self.heads[index.min(1)];
-        let raw = head.forward(encoded, hooks, self.config.dec_embed_dim)?;
+        self.check()?;
+        let raw = head.forward(encoded, hooks, self.config.dec_embed_dim, self.cancel.as_ref())?;
         Ok(Pointmap::from_head_output(&raw, self.config.conf_min()))
     }
 

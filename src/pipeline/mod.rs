@@ -1,5 +1,6 @@
 //! The transport-agnostic pipeline pieces both drivers (live node, bag replay) share: keyframe
-//! selection and the newest-wins hand-off to workers.
+//! selection, the newest-wins hand-off to workers, and cancellation of work in flight.
 
+pub mod cancel;
 pub mod keyframes;
 pub mod slot;

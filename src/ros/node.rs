@@ -13,7 +13,7 @@
 //! ```
 
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,9 +35,10 @@ use super::param_services::{ParamServiceError, ParamServices};
 use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
 use super::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT};
-use crate::backend::build::{build_backends, Backends, BuildError};
+use crate::backend::build::{build_backends, BackendConfig, Backends, BuildError};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
+use crate::pipeline::cancel::Cancel;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::pipeline::slot::LatestSlot;
 
@@ -320,15 +321,29 @@ fn superpoint_worker(shared: &Shared, features: &dyn FeatureExtractor, publisher
     shared.pairs.close();
 }
 
-/// DUSt3R worker: the newest keyframe pair's cloud, pose and TF.
-fn dust3r_worker(shared: &Shared, model: &dyn PairReconstructor, publishers: &Publishers) {
+/// DUSt3R worker: the newest keyframe pair's cloud, pose and TF. A pair in flight at shutdown
+/// is abandoned (the CPU model checks `stop` between blocks) and publishes nothing.
+fn dust3r_worker(shared: &Shared, model: &dyn PairReconstructor, publishers: &Publishers, stop: &Cancel) {
     let stats = &shared.stats;
     while let Some(job) = shared.pairs.next() {
         let p = shared.current();
         let t = Instant::now();
         let first = (&job.first.header, job.first.frame.as_ref());
         let second = (&job.second.header, job.second.frame.as_ref());
-        match pair_outputs(model, first, second, job.camera_info.as_ref(), &p) {
+        let stamps = (job.first.header.stamp.seconds(), job.second.header.stamp.seconds());
+        tracing::debug!("DUSt3R: pair {:.3} -> {:.3} started", stamps.0, stamps.1);
+        let result = pair_outputs(model, first, second, job.camera_info.as_ref(), &p);
+        if result.as_ref().is_err_and(|e| e.is_cancelled()) || stop.is_cancelled() {
+            let elapsed = t.elapsed().as_secs_f64();
+            let what = if result.is_ok() { "finished" } else { "abandoned" };
+            tracing::info!(
+                "DUSt3R: pair {:.3} -> {:.3} {what} after {elapsed:.2} s: shutting down",
+                stamps.0,
+                stamps.1
+            );
+            break;
+        }
+        match result {
             Ok(out) => {
                 if out.camera_info_mismatch {
                     stats.bump(Counter::CameraInfoMismatch);
@@ -378,13 +393,13 @@ struct Loop<'a> {
 
 /// The DDS loop: newest frame wins; camera info and clock kept; parameter requests answered;
 /// log records to /rosout; diagnostics at 1 Hz. Returns when `stop` is set.
-fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &AtomicBool) {
+fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
     let stats = &shared.stats;
     let use_sim_time = shared.initial.use_sim_time;
     let mut sim_time: Option<builtin_interfaces::Time> = None;
     let mut last_diag = Instant::now();
     let mut frames_at_last_diag = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_cancelled() {
         let mut got = false;
         // Every frame is counted; a bad one is reported and skipped, never fatal.
         let mut accept = |header: std_msgs::Header, frame: Result<Frame, crate::image::ImageError>| {
@@ -474,8 +489,9 @@ impl Loop<'_> {
     }
 }
 
-/// Runs until `stop` is set (SIGINT/SIGTERM).
-pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
+/// Runs until `stop` is set (SIGINT/SIGTERM); a DUSt3R pair on the CPU in flight then is
+/// abandoned between two blocks, so the node ends within a block's time.
+pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     // Records from here on reach /rosout once it exists (transient local: late joiners too).
     let log_records = rosout::collect(1000);
     let name = ros.node_name.clone().unwrap_or_else(|| "sp_dust3r".into());
@@ -497,7 +513,8 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     }
     let params = store.params().clone();
     let store = Arc::new(Mutex::new(store));
-    let Backends { features, dust3r } = build_backends(&params.backend_config())?;
+    let Backends { features, dust3r } =
+        build_backends(&BackendConfig { cancel: stop.clone(), ..params.backend_config() })?;
     let dust3r = dust3r.map_err(|e| tracing::warn!("DUSt3R disabled: {e}")).ok();
     let dust3r_on = dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe());
     tracing::info!("SuperPoint on {}; DUSt3R on {dust3r_on}", features.describe());
@@ -548,7 +565,7 @@ pub fn run(ros: &RosArgs, stop: Arc<AtomicBool>) -> Result<(), NodeError> {
     std::thread::scope(|s| {
         s.spawn(|| superpoint_worker(&shared, features.as_ref(), &publishers, dust3r.is_some()));
         if let Some(model) = &dust3r {
-            s.spawn(|| dust3r_worker(&shared, model.as_ref(), &publishers));
+            s.spawn(|| dust3r_worker(&shared, model.as_ref(), &publishers, &stop));
         }
         dds_loop(&dds, &shared, &stop);
         shared.frames.close();

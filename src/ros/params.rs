@@ -281,6 +281,7 @@ impl NodeParams {
             cpu_fallback: self.cpu_fallback,
             server_timeout: std::time::Duration::from_secs_f64(self.server_timeout),
             jpeg_quality: self.server_jpeg_quality,
+            cancel: crate::pipeline::cancel::Cancel::new(),
         }
     }
 

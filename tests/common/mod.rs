@@ -206,3 +206,52 @@ pub fn run_replay(args: &[&str]) -> std::process::Output {
         .output()
         .expect("the sp_dust3r binary runs")
 }
+
+/// Starts the node (SuperPoint on the CPU with the fixture weights, every frame a keyframe,
+/// `params` for DUSt3R) inside a private network namespace with the camera peer sending
+/// frames, sends SIGINT 0.5 s after a DUSt3R pair has started, and checks what a user relies
+/// on: a clean exit (status 0) within 2 s, the pair abandoned rather than finished, and no
+/// DUSt3R error for it. `setup` runs first (a server double; it sets `spid` to be stopped at
+/// the end). Returns the seconds from SIGINT
+/// to exit.
+pub fn interrupt_mid_pair(dir: &std::path::Path, setup: &str, params: &str) -> f64 {
+    let plane = fixture_plane_npy(dir);
+    let log = dir.join("node.log");
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         spid=\n\
+         {setup}\
+         RUST_LOG=info,sp_dust3r::ros::node=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+           -p superpoint_weights:={weights} -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 {params} > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 30 > {dir}/peer.out 2>&1 &\n\
+         peer=$!\n\
+         t=0; while ! grep -q 'DUSt3R: pair .* started' {log} && [ $t -lt 600 ]; do sleep 0.05; t=$((t+1)); done\n\
+         sleep 0.5\n\
+         start=$(date +%s.%N)\n\
+         kill -INT $pid\n\
+         t=0; while kill -0 $pid 2>/dev/null && [ $t -lt 250 ]; do sleep 0.02; t=$((t+1)); done\n\
+         end=$(date +%s.%N)\n\
+         if kill -0 $pid 2>/dev/null; then code=timeout; kill -9 $pid; else wait $pid; code=$?; fi\n\
+         kill $peer $spid 2>/dev/null\n\
+         echo \"{{\\\"exit\\\": \\\"$code\\\", \\\"seconds\\\": $(awk \"BEGIN {{print $end - $start}}\")}}\"\n",
+        node = env!("CARGO_BIN_EXE_sp_dust3r"),
+        weights = fixture_dir("superpoint").display(),
+        log = log.display(),
+        dir = dir.display(),
+        py = peer_python().display(),
+        peer = cyclone_peer().display(),
+        plane = plane.display(),
+    );
+    let NetnsRun { report, log, .. } = run_in_netns(&script, &log);
+    let ctx = format!("{report}\nnode log:\n{log}");
+    assert_eq!(report["exit"], "0", "{ctx}");
+    let seconds = report["seconds"].as_f64().unwrap();
+    assert!(seconds <= 2.0, "exit took {seconds:.2} s: {ctx}");
+    // Abandoned between two steps (a pair that ran to its end would say "finished"), and not
+    // counted as a DUSt3R error.
+    let line = log.lines().find(|l| l.contains("abandoned after")).unwrap_or_else(|| panic!("{ctx}"));
+    assert!(line.contains("shutting down"), "{ctx}");
+    assert!(!log.lines().any(|l| l.contains("WARN") && l.contains("DUSt3R")), "{ctx}");
+    seconds
+}
