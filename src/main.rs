@@ -13,6 +13,7 @@
 mod commands;
 
 use clap::{Parser, Subcommand};
+use sp_dust3r::ros::args::RosArgs;
 
 #[derive(Parser)]
 #[command(name = "sp_dust3r", version, about = "SuperPoint + DUSt3R perception for ROS 2 camera streams")]
@@ -62,7 +63,7 @@ fn keep_freed_memory() {
 
 fn run_node(args: Vec<String>) -> anyhow::Result<()> {
     let (own, ros) = sp_dust3r::ros::args::split_ros_args(args)?;
-    if let Some(bad) = ros.log_level.as_deref().filter(|_| ros.tracing_level().is_none()) {
+    if let Some(bad) = ros.bad_log_level() {
         anyhow::bail!("--log-level {bad}: expected debug, info, warn, error or fatal");
     }
     if !own.is_empty() {
@@ -76,9 +77,9 @@ fn run_node(args: Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Logs to stderr at `RUST_LOG`, else at the node's `--log-level`, else info (the DDS stack at
-/// warn: it reports every socket and discovery event at info). The node's records also go to
-/// /rosout unless `--disable-rosout-logs`.
+/// Logs to stderr at `RUST_LOG`, else as `--log-level` asks ([`RosArgs::log_filter`]: our
+/// records at info, other crates' at error). The node's records also go to /rosout unless
+/// `--disable-rosout-logs`.
 fn init_logging(cli: &Cli) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -86,9 +87,9 @@ fn init_logging(cli: &Cli) {
         Command::Node { args } => sp_dust3r::ros::args::split_ros_args(args.clone()).ok().map(|(_, r)| r),
         _ => None,
     };
-    let level = ros.as_ref().and_then(|r| r.tracing_level()).unwrap_or("info");
+    let wanted = ros.as_ref().map_or_else(|| RosArgs::default().log_filter(), RosArgs::log_filter);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},rustdds=warn,ros2_client=warn")));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(wanted));
     let rosout = ros.is_some_and(|r| !r.disable_rosout).then_some(sp_dust3r::ros::rosout::RosoutLayer);
     tracing_subscriber::registry()
         .with(filter)

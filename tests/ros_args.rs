@@ -338,9 +338,20 @@ fn runtime_changes_are_checked_and_atomic() {
 fn log_level_maps_to_tracing() {
     let level = |l: &str| split_ros_args(["--ros-args", "--log-level", l].map(String::from)).unwrap().1.tracing_level();
     assert_eq!(level("DEBUG"), Some("debug"));
-    assert_eq!(level("sp_dust3r:=warn"), Some("warn"));
     assert_eq!(level("fatal"), Some("error"));
     assert_eq!(level("loud"), None);
+    // The filter: our records at the node's level, other crates' at error unless named.
+    let parsed = |a: &[&str]| {
+        let args = std::iter::once("--ros-args").chain(a.iter().copied()).map(String::from);
+        split_ros_args(args.collect::<Vec<_>>()).unwrap().1
+    };
+    assert_eq!(parsed(&[]).log_filter(), "error,sp_dust3r=info");
+    assert_eq!(parsed(&["--log-level", "DEBUG"]).log_filter(), "error,sp_dust3r=debug");
+    let named = parsed(&["--log-level", "warn", "--log-level", "rustdds:=info"]);
+    assert_eq!(named.log_filter(), "error,rustdds=info,sp_dust3r=warn");
+    assert_eq!(parsed(&["--log-level", "sp_dust3r:=warn"]).log_filter(), "error,sp_dust3r=warn");
+    assert_eq!(parsed(&["--log-level", "rustdds:=loud"]).bad_log_level(), Some("loud"));
+    assert_eq!(named.bad_log_level(), None);
     let (_, ros) = split_ros_args(["--ros-args", "--disable-rosout-logs"].map(String::from)).unwrap();
     assert!(ros.disable_rosout);
 }

@@ -121,8 +121,11 @@ pub struct RosArgs {
     pub params: Vec<(String, ParamValue)>,
     /// `--params-file FILE`s, in order.
     pub params_files: Vec<PathBuf>,
-    /// `--log-level [name:=]LEVEL` (debug, info, warn, error, fatal).
+    /// `--log-level LEVEL` (debug, info, warn, error, fatal): the node's own level.
     pub log_level: Option<String>,
+    /// `--log-level NAME:=LEVEL`, in order: a logger's level, NAME being a Rust crate or module
+    /// (`rustdds`, `cyclors`), whose records are otherwise shown at error level only.
+    pub logger_levels: Vec<(String, String)>,
     /// `--disable-rosout-logs`: log to stderr only.
     pub disable_rosout: bool,
 }
@@ -130,13 +133,40 @@ pub struct RosArgs {
 impl RosArgs {
     /// The `tracing` level of `--log-level` (fatal maps to error); `None` when absent or unknown.
     pub fn tracing_level(&self) -> Option<&'static str> {
-        match self.log_level.as_deref()?.to_ascii_lowercase().as_str() {
-            "debug" => Some("debug"),
-            "info" => Some("info"),
-            "warn" => Some("warn"),
-            "error" | "fatal" => Some("error"),
-            _ => None,
+        tracing_level(self.log_level.as_deref()?)
+    }
+
+    /// The first `--log-level` value (plain or named) that is not a level, for the error.
+    pub fn bad_log_level(&self) -> Option<&str> {
+        self.log_level
+            .iter()
+            .chain(self.logger_levels.iter().map(|(_, l)| l))
+            .map(String::as_str)
+            .find(|l| tracing_level(l).is_none())
+    }
+
+    /// The `tracing` filter these arguments ask for: the node's own records (crate `sp_dust3r`)
+    /// at `--log-level` (info by default), every other crate's at error unless named
+    /// (`--log-level rustdds:=warn`): DDS stacks report every socket, lease and retransmit.
+    pub fn log_filter(&self) -> String {
+        let mut levels = std::collections::BTreeMap::from([("sp_dust3r", self.tracing_level().unwrap_or("info"))]);
+        for (name, level) in &self.logger_levels {
+            if let Some(level) = tracing_level(level) {
+                levels.insert(name.as_str(), level);
+            }
         }
+        levels.iter().fold("error".to_string(), |f, (name, level)| format!("{f},{name}={level}"))
+    }
+}
+
+/// The `tracing` level of a ROS log level (fatal maps to error).
+fn tracing_level(level: &str) -> Option<&'static str> {
+    match level.to_ascii_lowercase().as_str() {
+        "debug" => Some("debug"),
+        "info" => Some("info"),
+        "warn" => Some("warn"),
+        "error" | "fatal" => Some("error"),
+        _ => None,
     }
 }
 
@@ -185,8 +215,10 @@ pub fn split_ros_args<I: IntoIterator<Item = String>>(args: I) -> Result<(Vec<St
                 "--params-file" => ros.params_files.push(PathBuf::from(value(&flag)?)),
                 "--log-level" => {
                     let v = value(&flag)?;
-                    // `--log-level name:=level` sets one logger; ours has one.
-                    ros.log_level = Some(v.rsplit_once(":=").map_or(v.clone(), |(_, l)| l.to_string()));
+                    match v.split_once(":=") {
+                        Some((name, level)) => ros.logger_levels.push((name.to_string(), level.to_string())),
+                        None => ros.log_level = Some(v),
+                    }
                 }
                 "-e" | "--enclave" => {
                     value(&flag)?;

@@ -53,6 +53,9 @@ counters! {
     BadFrames => "errors_bad_frame", true;
     /// CameraInfo messages that were ignored.
     BadCameraInfo => "errors_camera_info", true;
+    /// Samples on an input topic that do not decode as its type (a mismatched message
+    /// definition, a foreign writer); by topic as `errors_malformed_<topic>`.
+    MalformedSamples => "errors_malformed_sample", true;
     /// Pairs whose frames differ in size from the CameraInfo (focal estimated instead).
     CameraInfoMismatch => "camera_info_size_mismatch", false;
     /// Debug images published.

@@ -11,4 +11,5 @@ pub mod outputs;
 pub mod param_services;
 pub mod params;
 pub mod rosout;
+pub mod throttle;
 pub mod topics;

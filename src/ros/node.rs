@@ -314,7 +314,7 @@ fn superpoint_worker(shared: &Shared, features: &dyn FeatureExtractor, publisher
             Err(e) => {
                 stats.bump(Counter::SuperPointErrors);
                 stats.count_kind("superpoint", e.kind());
-                tracing::warn!("SuperPoint: {e}");
+                crate::warn_throttled!("SuperPoint: {e}");
             }
         }
     }
@@ -347,7 +347,7 @@ fn dust3r_worker(shared: &Shared, model: &dyn PairReconstructor, publishers: &Pu
             Ok(out) => {
                 if out.camera_info_mismatch {
                     stats.bump(Counter::CameraInfoMismatch);
-                    tracing::warn!(
+                    crate::warn_throttled!(
                         "camera_info is for another image size than the frames; estimating the focal instead"
                     );
                 }
@@ -363,18 +363,46 @@ fn dust3r_worker(shared: &Shared, model: &dyn PairReconstructor, publishers: &Pu
             Err(e) => {
                 stats.bump(Counter::Dust3rErrors);
                 stats.count_kind("dust3r", e.kind());
-                tracing::warn!("DUSt3R: {e}");
+                crate::warn_throttled!("DUSt3R: {e}");
             }
         }
     }
 }
 
-/// The node's DDS inputs and its own outputs besides the pipeline's (diagnostics, /rosout).
+/// Most samples one input topic gives one turn of the DDS loop (the newest frame wins anyway;
+/// the bound keeps a flooding writer from starving the other topics).
+const MAX_TAKE: usize = 1000;
+
+/// Takes the waiting samples of `sub` (on `topic`) into `each`. A sample that does not decode
+/// as the topic's type is counted on /diagnostics, by topic, and logged (throttled), never
+/// dropped silently; the reader has moved past it, so the next one is taken.
+fn take_all<T: serde::de::DeserializeOwned + 'static>(
+    sub: &Subscription<T>,
+    topic: &str,
+    stats: &Stats,
+    mut each: impl FnMut(T),
+) {
+    for _ in 0..MAX_TAKE {
+        match sub.take() {
+            Ok(Some((msg, _))) => each(msg),
+            Ok(None) => return,
+            Err(e) => {
+                stats.bump(Counter::MalformedSamples);
+                stats.count_kind("malformed", &topic.trim_start_matches('/').replace('/', "_"));
+                crate::warn_throttled!(key = topic;
+                    "a sample on {topic} does not decode as its type (another message definition?): {e}");
+            }
+        }
+    }
+}
+
+/// The node's DDS inputs (each with its resolved topic) and its own outputs besides the
+/// pipeline's (diagnostics, /rosout).
 struct Io {
-    raw: Option<Subscription<sensor_msgs::Image>>,
-    compressed: Option<Subscription<sensor_msgs::CompressedImage>>,
-    camera_info: Subscription<sensor_msgs::CameraInfo>,
-    clock: Option<Subscription<rosgraph_msgs::Clock>>,
+    raw: Option<(Subscription<sensor_msgs::Image>, String)>,
+    compressed: Option<(Subscription<sensor_msgs::CompressedImage>, String)>,
+    camera_info: (Subscription<sensor_msgs::CameraInfo>, String),
+    clock: Option<(Subscription<rosgraph_msgs::Clock>, String)>,
     diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
     rosout: Publisher<rcl_interfaces::Log>,
 }
@@ -413,42 +441,43 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
                 }
                 Err(e) => {
                     stats.bump(Counter::BadFrames);
-                    tracing::warn!("dropping a frame stamped {}.{:09}: {e}", header.stamp.sec, header.stamp.nanosec);
+                    crate::warn_throttled!(
+                        "dropping a frame stamped {}.{:09}: {e}",
+                        header.stamp.sec,
+                        header.stamp.nanosec
+                    );
                 }
             }
         };
-        if let Some(sub) = &l.io.raw {
-            while let Ok(Some((msg, _))) = sub.take() {
+        if let Some((sub, topic)) = &l.io.raw {
+            take_all(sub, topic, stats, |msg| {
                 let bigendian = msg.is_bigendian != 0;
                 let frame =
                     Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, bigendian, msg.data);
                 accept(msg.header, frame);
-            }
+            });
         }
-        if let Some(sub) = &l.io.compressed {
-            while let Ok(Some((msg, _))) = sub.take() {
+        if let Some((sub, topic)) = &l.io.compressed {
+            take_all(sub, topic, stats, |msg| {
                 let frame = Frame::decode(&msg.data);
                 accept(msg.header, frame);
-            }
+            });
         }
-        while let Ok(Some((info, _))) = l.io.camera_info.take() {
-            match check_camera_info(&info) {
-                Ok(()) => {
-                    if let Ok(mut c) = shared.camera_info.lock() {
-                        *c = Some(info);
-                    }
-                }
-                Err(e) => {
-                    stats.bump(Counter::BadCameraInfo);
-                    let stamp = &info.header.stamp;
-                    tracing::warn!("ignoring camera_info stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
+        let (sub, topic) = &l.io.camera_info;
+        take_all(sub, topic, stats, |info| match check_camera_info(&info) {
+            Ok(()) => {
+                if let Ok(mut c) = shared.camera_info.lock() {
+                    *c = Some(info);
                 }
             }
-        }
-        if let Some(sub) = &l.io.clock {
-            while let Ok(Some((clock, _))) = sub.take() {
-                sim_time = Some(clock.clock);
+            Err(e) => {
+                stats.bump(Counter::BadCameraInfo);
+                let stamp = &info.header.stamp;
+                crate::warn_throttled!("ignoring camera_info stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
             }
+        });
+        if let Some((sub, topic)) = &l.io.clock {
+            take_all(sub, topic, stats, |clock| sim_time = Some(clock.clock));
         }
         let stamp = if use_sim_time { sim_time.clone().unwrap_or_default() } else { wall_time() };
         if l.services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
@@ -522,14 +551,25 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let mut node = create_node(&namespace, &name)?;
     let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
     let input = &inputs.image;
+    fn with_topic<S>(topic: &str) -> impl FnOnce(S) -> (S, String) + '_ {
+        move |sub| (sub, topic.to_string())
+    }
     let io = Io {
-        raw: (!params.compressed_input).then(|| subscribe(&mut node, input, sensor_qos())).transpose()?,
-        compressed: params.compressed_input.then(|| subscribe(&mut node, input, sensor_qos())).transpose()?,
-        camera_info: subscribe(&mut node, &inputs.camera_info, sensor_qos())?,
+        raw: (!params.compressed_input)
+            .then(|| subscribe(&mut node, input, sensor_qos()))
+            .transpose()?
+            .map(with_topic(input)),
+        compressed: params
+            .compressed_input
+            .then(|| subscribe(&mut node, input, sensor_qos()))
+            .transpose()?
+            .map(with_topic(input)),
+        camera_info: (subscribe(&mut node, &inputs.camera_info, sensor_qos())?, inputs.camera_info.clone()),
         clock: params
             .use_sim_time
             .then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default()))
-            .transpose()?,
+            .transpose()?
+            .map(with_topic(CLOCK)),
         diagnostics: advertise(&mut node, DIAGNOSTICS, reliable_qos())?,
         rosout: advertise(&mut node, ROSOUT, rosout_qos())?,
     };
