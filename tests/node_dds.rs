@@ -67,8 +67,8 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     let no_pose = log.matches("no pose for the pair").count();
     assert_eq!(pairs.len() + no_pose, 2, "{report}\nnode log:\n{log}");
     for p in pairs {
-        let k = sent.iter().position(|s| s == &p["stamp"]).expect("pose stamp is a view-2 input stamp");
-        assert_eq!(&p["reference"], &sent[k - 1], "pose: view 2's stamp, view 1's as reference");
+        let k = sent.iter().position(|s| s == &p["stamp"]).expect("pose stamp is a view-1 input stamp");
+        assert_eq!(&p["view2"], &sent[k + 1], "pose: view 1's stamp, view 2's in its field");
         assert_eq!((p["frame_id"].as_str(), p["unit_quaternion"].as_bool()), (Some("cam_optical"), Some(true)));
     }
     assert!(stdout.contains("node_exit=0"), "clean exit on SIGINT within 2 s: {stdout}\nnode log:\n{log}");

@@ -96,10 +96,11 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
     assert_eq!(points.len(), 6);
     assert_eq!(r["sensor_msgs/msg/PointCloud2"]["value"]["header"]["frame_id"], "cam1_optical");
 
-    // The pose: header = view 2's stamp in view 1's frame, reference = view 1's stamp, and the
-    // quaternion rosbags reads is the rotation we had.
+    // The pose: header = view 1's stamp and frame (where and when it is expressed, as tf2 reads
+    // a header), view 2's stamp in its field, and the quaternion rosbags reads is the rotation
+    // we had.
     let pv = &r["sp_dust3r/msg/PairPose"]["value"];
-    assert_eq!((pv["header"]["stamp"]["sec"].as_i64(), pv["reference_stamp"]["sec"].as_i64()), (Some(101), Some(100)));
+    assert_eq!((pv["header"]["stamp"]["sec"].as_i64(), pv["view2_stamp"]["sec"].as_i64()), (Some(100), Some(101)));
     assert_eq!(pv["header"]["frame_id"], "cam1_optical");
     assert_eq!(pv["num_inliers"].as_u64(), Some(1234));
     let q = &pv["pose"]["orientation"];
@@ -117,6 +118,9 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
         (Some("cam1_optical"), Some("sp_dust3r_view2"))
     );
     assert_eq!(r["geometry_msgs/msg/PoseStamped"]["value"]["pose"], pv["pose"]);
+    for t in ["geometry_msgs/msg/PoseStamped", "geometry_msgs/msg/TransformStamped"] {
+        assert_eq!(r[t]["value"]["header"], pv["header"], "{t}: view 1's header");
+    }
 
     let kv = &r["sp_dust3r/msg/Keypoints"]["value"];
     assert_eq!(

@@ -156,7 +156,7 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
         }),
         sample(node_msgs::PairPose {
             header: header(21, 22, "cam1"),
-            reference_stamp: builtin_interfaces::Time { sec: 20, nanosec: 5 },
+            view2_stamp: builtin_interfaces::Time { sec: 20, nanosec: 5 },
             pose,
             focal_reference: 512.5,
             focal_query: 498.25,

@@ -73,8 +73,8 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
                     let p: node_msgs::PairPose = decode(&m.data, &m.topic)?;
                     let (r, t) = pose_of(&p.pose);
                     with_pose.push(PairEstimate {
-                        t1: p.reference_stamp.seconds(),
-                        t2: p.header.stamp.seconds(),
+                        t1: p.header.stamp.seconds(),
+                        t2: p.view2_stamp.seconds(),
                         t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
                     });
                 }

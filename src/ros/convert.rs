@@ -91,8 +91,9 @@ fn pose_of(t: &TCam1Cam2) -> geometry_msgs::Pose {
     }
 }
 
-/// The pair's pose as `PairPose` (header: view 2's stamp in view 1's frame), `PoseStamped` and
-/// the TF from view 1's frame to `child_frame` (camera 2).
+/// The pair's pose as `PairPose` and `PoseStamped` (header: view 1's, the frame and time the
+/// pose is expressed in; `PairPose.view2_stamp` names view 2's time) and the TF from view 1's
+/// frame to `child_frame` (camera 2), also at view 1's stamp.
 pub fn pose_msgs(
     pose: &PairPose,
     view1: &std_msgs::Header,
@@ -100,11 +101,12 @@ pub fn pose_msgs(
     child_frame: &str,
     mean_confidence: f32,
 ) -> (node_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped) {
-    let header = std_msgs::Header { stamp: view2_stamp, frame_id: view1.frame_id.clone() };
+    // Valid at view 1's time in view 1's frame (tf2's reading); view 2's time is a field.
+    let header = view1.clone();
     let p = pose_of(&pose.t_cam1_cam2);
     let pair = node_msgs::PairPose {
         header: header.clone(),
-        reference_stamp: view1.stamp.clone(),
+        view2_stamp,
         pose: p.clone(),
         focal_reference: pose.focal1,
         focal_query: pose.focal2,

@@ -20,7 +20,7 @@ pub enum Output {
     DebugImage(sensor_msgs::Image),
     /// A pair's cloud (view 1's header).
     Cloud(sensor_msgs::PointCloud2),
-    /// A pair's pose with its evidence (view 2's stamp in view 1's frame).
+    /// A pair's pose with its evidence (view 1's stamp and frame; view 2's stamp a field).
     PairPose(node_msgs::PairPose),
     /// A pair's pose (as `PairPose`'s header).
     Pose(geometry_msgs::PoseStamped),

@@ -173,7 +173,8 @@ parameters! {
          points, 10.5 MB per pair, which stock subscribers get in ~0.2 s; 3: a ninth, at most 1.2 MB, for \
          slow or lossy links)";
     publish_tf: bool = false, Constraint::None, TUNABLE,
-        "Broadcast TF from view 1's camera frame to a child frame for view 2";
+        "Broadcast TF from view 1's camera frame to <frame>_view2 for each pair, at view 1's stamp, in DUSt3R's \
+         (non-metric) scale; every pair redefines that child, so it is for looking at one pair, not a TF tree";
     use_sim_time: bool = false, Constraint::None, FIXED,
         "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`";
 }

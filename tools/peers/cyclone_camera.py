@@ -23,7 +23,7 @@ from cyclonedds.topic import Topic  # noqa: E402
 
 def pair_summary(p):
     q = p.pose.orientation
-    return {"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "reference": [p.reference_stamp.sec, p.reference_stamp.nanosec],
+    return {"stamp": [p.header.stamp.sec, p.header.stamp.nanosec], "view2": [p.view2_stamp.sec, p.view2_stamp.nanosec],
             "frame_id": p.header.frame_id, "inliers": p.num_inliers, "unit_quaternion": abs(q.x**2 + q.y**2 + q.z**2 + q.w**2 - 1) < 1e-6}
 
 

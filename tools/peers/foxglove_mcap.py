@@ -42,7 +42,7 @@ def read(args):
             elif schema.name == "sp_dust3r/msg/PairPose":
                 p = msg.pose
                 e.setdefault("poses", []).append({
-                    "reference_stamp": [msg.reference_stamp.sec, msg.reference_stamp.nanosec],
+                    "view2_stamp": [msg.view2_stamp.sec, msg.view2_stamp.nanosec],
                     "position": [p.position.x, p.position.y, p.position.z],
                     "orientation": [p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w],
                 })

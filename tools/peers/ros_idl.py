@@ -99,7 +99,7 @@ DiagnosticArray = msg("diagnostic_msgs", "DiagnosticArray", header=Header, statu
 
 Keypoints = msg("sp_dust3r", "Keypoints", header=Header, height=uint32, width=uint32, x=sequence[float32],
                 y=sequence[float32], scores=sequence[float32], descriptor_dim=uint32, descriptors=sequence[float32])
-PairPose = msg("sp_dust3r", "PairPose", header=Header, reference_stamp=Time, pose=Pose, focal_reference=float64,
+PairPose = msg("sp_dust3r", "PairPose", header=Header, view2_stamp=Time, pose=Pose, focal_reference=float64,
                focal_query=float64, used_known_intrinsics=bool, num_inliers=uint32, mean_confidence=float32)
 
 Log = msg("rcl_interfaces", "Log", stamp=Time, level=uint8, name=str, msg=str, file=str, function=str, line=uint32)
