@@ -70,9 +70,7 @@ fn run_node(args: Vec<String>) -> anyhow::Result<()> {
         anyhow::bail!("unexpected arguments before --ros-args: {own:?}");
     }
     let stop = sp_dust3r::pipeline::cancel::Cancel::new();
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, std::sync::Arc::clone(stop.flag()))?;
-    }
+    stop.set_on_termination_signals()?;
     sp_dust3r::ros::node::run(&ros, stop)?;
     Ok(())
 }

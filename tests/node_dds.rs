@@ -13,9 +13,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     let plane = common::fixture_plane_npy(dir.path());
 
     // Tiny deterministic DUSt3R weights (the real layout at a small geometry) so pairs run fast.
-    let dust3r = dir.path().join("dust3r");
-    std::fs::create_dir_all(&dust3r).unwrap();
-    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
+    let dust3r = common::tiny_dust3r(dir.path());
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
     let peer = common::cyclone_peer();
     let weights = fixture_dir("superpoint");
@@ -129,9 +127,7 @@ fn compressed_input_with_corrupt_jpegs() {
 #[test]
 fn sigint_while_a_pair_is_in_flight_ends_the_node_within_two_seconds() {
     let dir = tempfile::tempdir().unwrap();
-    let dust3r = dir.path().join("dust3r");
-    std::fs::create_dir_all(&dust3r).unwrap();
-    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
+    let dust3r = common::tiny_dust3r(dir.path());
     let params = format!("-p dust3r_weights:={}", dust3r.display());
     let seconds = common::interrupt_mid_pair(dir.path(), "", &params);
     eprintln!("SIGINT to exit: {seconds:.2} s");

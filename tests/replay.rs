@@ -270,9 +270,7 @@ fn camera_topics_are_chosen_like_a_person_would() {
 fn sigint_mid_pair_stops_the_replay_and_leaves_a_finished_bag() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let dust3r = dir.path().join("dust3r");
-    std::fs::create_dir_all(&dust3r).unwrap();
-    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
+    let dust3r = common::tiny_dust3r(dir.path());
     let out = dir.path().join("out.mcap");
     let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample/sequence.mcap");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))

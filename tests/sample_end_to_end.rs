@@ -198,9 +198,7 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     // Run from a scratch folder that sees the repository's data/, so the outputs land there.
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(Path::new(env!("CARGO_MANIFEST_DIR")).join("data"), dir.path().join("data")).unwrap();
-    let dust3r = dir.path().join("dust3r");
-    std::fs::create_dir_all(&dust3r).unwrap();
-    sp_dust3r::dust3r::synthetic::write_checkpoint(&dust3r, common::TINY_DUST3R).unwrap();
+    let dust3r = common::tiny_dust3r(dir.path());
     let run = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
         .args(&args)
         .current_dir(dir.path())

@@ -108,9 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // SIGINT/SIGTERM stop the replay between two frames or two DUSt3R blocks; the output is
     // finished either way.
     let cancel = Cancel::new();
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, std::sync::Arc::clone(cancel.flag()))?;
-    }
+    cancel.set_on_termination_signals()?;
     let Backends { features, dust3r } =
         build_backends(&BackendConfig { cancel: cancel.clone(), ..params.backend_config() })?;
     let dust3r = match dust3r {

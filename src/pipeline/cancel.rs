@@ -32,6 +32,14 @@ impl Cancel {
         &self.0
     }
 
+    /// Has SIGINT and SIGTERM set this flag (the node's and the replay's way to stop).
+    pub fn set_on_termination_signals(&self) -> std::io::Result<()> {
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(signal, Arc::clone(&self.0))?;
+        }
+        Ok(())
+    }
+
     /// Asks the work to stop.
     pub fn cancel(&self) {
         self.0.store(true, Ordering::Relaxed);

@@ -356,14 +356,24 @@ impl NodeParams {
     }
 }
 
+/// rclcpp's spellings of the two-valued policies: `[when the WriterQos flag is set, when not]`.
+const RELIABILITY: [&str; 2] = ["reliable", "best_effort"];
+const HISTORY: [&str; 2] = ["keep_all", "keep_last"];
+const DURABILITY: [&str; 2] = ["transient_local", "volatile"];
+
 /// The policies of an output's QoS a parameter may override, as rclcpp names them:
 /// `qos_overrides.<fully qualified topic>.publisher.<policy>` (read at start-up, read-only).
 const QOS_POLICIES: [(&str, Constraint); 4] = [
-    ("reliability", Constraint::OneOf(&["reliable", "best_effort"])),
-    ("history", Constraint::OneOf(&["keep_last", "keep_all"])),
+    ("reliability", Constraint::OneOf(&RELIABILITY)),
+    ("history", Constraint::OneOf(&HISTORY)),
     ("depth", Constraint::Integer { min: 1, max: 100_000 }),
-    ("durability", Constraint::OneOf(&["volatile", "transient_local"])),
+    ("durability", Constraint::OneOf(&DURABILITY)),
 ];
+
+/// The spelling of a two-valued policy whose flag is `set`.
+fn spelled(spellings: [&'static str; 2], set: bool) -> ParamValue {
+    ParamValue::String(spellings[usize::from(!set)].into())
+}
 
 /// The parameter that overrides `policy` of the publisher on `topic`.
 pub fn qos_override_name(topic: &str, policy: &str) -> String {
@@ -376,10 +386,10 @@ fn qos_specs(topic: &str, qos: WriterQos) -> Vec<ParamSpec> {
         .iter()
         .map(|(policy, constraint)| {
             let default = match *policy {
-                "reliability" => ParamValue::String(if qos.reliable { "reliable" } else { "best_effort" }.into()),
-                "history" => ParamValue::String(if qos.keep_all { "keep_all" } else { "keep_last" }.into()),
+                "reliability" => spelled(RELIABILITY, qos.reliable),
+                "history" => spelled(HISTORY, qos.keep_all),
                 "depth" => ParamValue::Integer(i64::from(qos.depth)),
-                _ => ParamValue::String(if qos.transient_local { "transient_local" } else { "volatile" }.into()),
+                _ => spelled(DURABILITY, qos.transient_local),
             };
             ParamSpec {
                 name: Cow::Owned(qos_override_name(topic, policy)),
@@ -448,18 +458,19 @@ impl ParamStore {
     /// The QoS of the publisher on `topic`: `default` with the overrides declared for it.
     pub fn output_qos(&self, topic: &str, default: WriterQos) -> WriterQos {
         let get = |policy: &str| self.get(&qos_override_name(topic, policy)).map(|(_, v)| v.clone());
-        let text = |policy: &str| match get(policy) {
-            Some(ParamValue::String(s)) => Some(s),
-            _ => None,
+        // A flag is set when its policy is spelled as the set one; otherwise the default holds.
+        let flag = |policy: &str, [set, _]: [&str; 2], default: bool| match get(policy) {
+            Some(ParamValue::String(s)) => s == set,
+            _ => default,
         };
         WriterQos {
-            reliable: text("reliability").map_or(default.reliable, |v| v == "reliable"),
-            keep_all: text("history").map_or(default.keep_all, |v| v == "keep_all"),
+            reliable: flag("reliability", RELIABILITY, default.reliable),
+            keep_all: flag("history", HISTORY, default.keep_all),
             depth: match get("depth") {
                 Some(ParamValue::Integer(d)) => i32::try_from(d).unwrap_or(i32::MAX),
                 _ => default.depth,
             },
-            transient_local: text("durability").map_or(default.transient_local, |v| v == "transient_local"),
+            transient_local: flag("durability", DURABILITY, default.transient_local),
         }
     }
 

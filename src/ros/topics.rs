@@ -89,11 +89,12 @@ fn absolute(namespace: &str, name: &str) -> String {
 
 /// An already resolved name after the remappings that match it.
 fn remapped(remaps: &[(String, String)], namespace: &str, resolved: &str) -> String {
-    remaps
-        .iter()
-        .rev()
-        .find(|(from, _)| absolute(namespace, from) == resolved)
-        .map_or_else(|| resolved.to_string(), |(_, to)| absolute(namespace, to))
+    remap_of(remaps, namespace, resolved).unwrap_or_else(|| resolved.to_string())
+}
+
+/// Where the last remapping whose `from` resolves to `resolved` sends it, if one does.
+fn remap_of(remaps: &[(String, String)], namespace: &str, resolved: &str) -> Option<String> {
+    remaps.iter().rev().find(|(from, _)| absolute(namespace, from) == resolved).map(|(_, to)| absolute(namespace, to))
 }
 
 /// The camera topics a node subscribes to, paired as image_transport pairs them.
@@ -116,15 +117,10 @@ pub fn input_topics(remaps: &[(String, String)], namespace: &str, compressed: bo
     } else {
         base.clone()
     };
-    let default_info = absolute(namespace, CAMERA_INFO);
-    let explicit = remaps.iter().rev().find(|(from, _)| absolute(namespace, from) == default_info);
-    let camera_info = match explicit {
-        Some((_, to)) => absolute(namespace, to),
-        None => {
-            let parent = base.rsplit_once('/').map_or("", |(parent, _)| parent);
-            remapped(remaps, namespace, &format!("{parent}/{CAMERA_INFO}"))
-        }
-    };
+    let camera_info = remap_of(remaps, namespace, &absolute(namespace, CAMERA_INFO)).unwrap_or_else(|| {
+        let parent = base.rsplit_once('/').map_or("", |(parent, _)| parent);
+        remapped(remaps, namespace, &format!("{parent}/{CAMERA_INFO}"))
+    });
     InputTopics { image, camera_info }
 }
 

@@ -197,6 +197,15 @@ pub fn run_in_netns(script: &str, log: &std::path::Path) -> NetnsRun {
 pub const TINY_DUST3R: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity],
  "patch_size": 16, "enc_embed_dim": 128, "enc_depth": 2, "enc_num_heads": 2, "dec_embed_dim": 128, "dec_depth": 12, "dec_num_heads": 2, "pos_embed": "RoPE100"}"#;
 
+/// Tiny DUSt3R weights ([`TINY_DUST3R`], deterministic, the real layout) written to
+/// `dir/dust3r`, whose path is returned.
+pub fn tiny_dust3r(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("dust3r");
+    std::fs::create_dir_all(&path).expect("create the weights folder");
+    sp_dust3r::dust3r::synthetic::write_checkpoint(&path, TINY_DUST3R).expect("write the tiny checkpoint");
+    path
+}
+
 /// `sp_dust3r replay ARGS` run offline (no weights download), its output captured.
 pub fn run_replay(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
