@@ -45,6 +45,12 @@ fn script(dir: &std::path::Path, start_server: bool, faults: &str, frames: u32, 
     )
 }
 
+/// The server's base URL as the node logged it (`tt-model server http://127.0.0.1:PORT (...`).
+fn log_url(log: &str) -> String {
+    let start = log.find("tt-model server http://").map(|i| i + "tt-model server ".len()).unwrap_or(0);
+    log[start..].split_whitespace().next().unwrap_or_default().to_string()
+}
+
 #[test]
 fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
     let dir = tempfile::tempdir().unwrap();
@@ -66,6 +72,12 @@ fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
         );
     }
     assert!(report["diagnostics"]["superpoint_backend"].as_str().unwrap().contains("superpoint-p150: ready"), "{ctx}");
+    // hardware_id names the server and the model and device its /health reports.
+    let status = &report["diagnostics"]["_status"];
+    let server = format!("{} superpoint-p150 on blackhole 0", log_url(&log));
+    assert_eq!(status["superpoint"]["hardware_id"].as_str(), Some(server.as_str()), "{ctx}");
+    assert_eq!(status["superpoint backend"]["hardware_id"].as_str(), Some(server.as_str()), "{ctx}");
+    assert_eq!(status["superpoint backend"]["level"].as_u64(), Some(0), "{ctx}");
     assert!(stdout.contains("node_exit=0"), "{stdout}");
 
     let dir = tempfile::tempdir().unwrap();
@@ -76,7 +88,18 @@ fn keypoints_from_the_server_and_a_pause_with_the_reason_when_it_is_gone() {
     let diag = &report["diagnostics"];
     assert_eq!(diag["superpoint_paused"].as_str(), Some("2"), "{ctx}");
     assert_eq!(diag["errors_superpoint"].as_str(), Some("0"), "a pause is not an input error: {ctx}");
-    assert_eq!(diag["_level"].as_u64(), Some(1), "WARN: {ctx}");
+    // Every frame skipped with `fallback: none`: SuperPoint cannot run at all, an ERROR that
+    // says why; the server's own status is an ERROR too.
+    let status = &diag["_status"];
+    assert_eq!(status["superpoint"]["level"].as_u64(), Some(2), "ERROR: {ctx}");
+    let message = status["superpoint"]["message"].as_str().unwrap();
+    assert!(message.starts_with("paused: its server cannot answer") && message.contains("no fallback"), "{ctx}");
+    assert_eq!(status["superpoint backend"]["level"].as_u64(), Some(2), "{ctx}");
+    assert_eq!(
+        status["superpoint backend"]["hardware_id"].as_str(),
+        Some("http://127.0.0.1:9 superpoint-p150 (not reported yet)"),
+        "{ctx}"
+    );
     assert!(diag["superpoint_backend"].as_str().unwrap().contains("127.0.0.1:9/health"), "{ctx}");
     assert!(log.contains("tt-model server http://127.0.0.1:9 (superpoint-p150)"), "{ctx}");
     assert!(stdout.contains("node_exit=0"), "{stdout}");

@@ -91,6 +91,9 @@ impl PairReconstructor for TruePointmaps {
     fn describe(&self) -> String {
         "the scene's true pointmaps".into()
     }
+    fn health(&self) -> Vec<sp_dust3r::backend::BackendHealth> {
+        Vec::new()
+    }
 }
 
 /// Replays the sample with the scene's true pointmaps and evaluates against the bag's ground

@@ -1,55 +1,17 @@
 //! Which backend runs each model, and building them: shared by the live node, the bag replayer
 //! and the CLI, so a backend is named, configured and constructed in one place.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::cpu::{CpuFeatures, CpuPairs};
 use super::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
+pub use super::BackendKind;
 use super::{FeatureExtractor, PairReconstructor, WithFallback};
 use crate::dust3r::{Dust3r, Dust3rError};
 use crate::pipeline::cancel::Cancel;
 use crate::superpoint::{SuperPoint, SuperPointError};
-use crate::weights::WeightsError;
-
-/// Where a model runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendKind {
-    /// In process, on this machine's CPU.
-    Cpu,
-    /// On a Tenstorrent p150 behind a tt-model HTTP server.
-    TtServer,
-}
-
-impl BackendKind {
-    /// Every kind, in the order the names are listed.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Cpu, BackendKind::TtServer];
-    /// The names parameters and command lines use, in [`BackendKind::ALL`]'s order.
-    pub const NAMES: [&'static str; 2] = [BackendKind::Cpu.name(), BackendKind::TtServer.name()];
-
-    /// The kind's name in parameters and on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BackendKind::Cpu => "cpu",
-            BackendKind::TtServer => "tt-server",
-        }
-    }
-
-    /// The kind called `name`, if any.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
-
-impl clap::ValueEnum for BackendKind {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Self::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()))
-    }
-}
+use crate::weights::{DownloadProgress, HubModel, WeightsError};
 
 /// What the node's parameters (or a command line) say about the backends.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,48 +79,87 @@ pub struct Backends {
     pub dust3r: Result<Box<dyn PairReconstructor>, BuildError>,
 }
 
+/// Told where building a model's backend stands (the node shows it on /diagnostics while it
+/// already serves the ROS graph).
+pub trait BuildProgress: DownloadProgress {
+    /// The weights are in `dir`; they load now.
+    fn loading(&self, dir: &Path);
+}
+
 /// SuperPoint on the CPU with the weights `config` names (or finds).
-pub fn cpu_superpoint(config: &BackendConfig) -> Result<CpuFeatures, BuildError> {
-    let dir = crate::weights::resolve(&crate::superpoint::HUB_MODEL, config.superpoint_weights.as_deref())?.dir;
+pub fn cpu_superpoint(config: &BackendConfig, progress: Option<&dyn BuildProgress>) -> Result<CpuFeatures, BuildError> {
+    let dir = cpu_weights(&crate::superpoint::HUB_MODEL, config.superpoint_weights.as_deref(), progress)?;
     Ok(CpuFeatures(SuperPoint::load(&dir)?))
 }
 
 /// DUSt3R on the CPU with the weights `config` names (or finds).
-pub fn cpu_dust3r(config: &BackendConfig) -> Result<CpuPairs, BuildError> {
-    let dir = crate::weights::resolve(&crate::dust3r::HUB_MODEL, config.dust3r_weights.as_deref())?.dir;
+pub fn cpu_dust3r(config: &BackendConfig, progress: Option<&dyn BuildProgress>) -> Result<CpuPairs, BuildError> {
+    let dir = cpu_weights(&crate::dust3r::HUB_MODEL, config.dust3r_weights.as_deref(), progress)?;
     Ok(CpuPairs(Dust3r::load(&dir)?.with_cancel(config.cancel.clone())))
 }
 
-/// The two backends `config` asks for. A server backend gets the CPU behind it when
-/// `cpu_fallback` is set and the CPU weights can be found.
-pub fn build_backends(config: &BackendConfig) -> Result<Backends, BuildError> {
-    let server = |url: &str| ServerOptions {
+fn cpu_weights(
+    model: &HubModel,
+    explicit: Option<&Path>,
+    progress: Option<&dyn BuildProgress>,
+) -> Result<PathBuf, BuildError> {
+    let dir = crate::weights::resolve_with(model, explicit, progress.map(|p| p as &dyn DownloadProgress))?.dir;
+    if let Some(p) = progress {
+        p.loading(&dir);
+    }
+    Ok(dir)
+}
+
+fn server_options(config: &BackendConfig, url: &str) -> ServerOptions {
+    ServerOptions {
         url: url.to_string(),
         timeout: config.server_timeout,
         jpeg_quality: config.jpeg_quality,
         cancel: config.cancel.clone(),
-    };
-    let features: Box<dyn FeatureExtractor> = match config.superpoint {
-        BackendKind::Cpu => Box::new(cpu_superpoint(config)?),
+    }
+}
+
+/// SuperPoint's backend as `config` asks for it: a server gets the CPU behind it when
+/// `cpu_fallback` is set and the CPU weights can be found.
+pub fn build_superpoint(
+    config: &BackendConfig,
+    progress: Option<&dyn BuildProgress>,
+) -> Result<Box<dyn FeatureExtractor>, BuildError> {
+    Ok(match config.superpoint {
+        BackendKind::Cpu => Box::new(cpu_superpoint(config, progress)?),
         BackendKind::TtServer => {
-            let fallback = config.cpu_fallback.then(|| cpu_superpoint(config)).transpose().unwrap_or_else(|e| {
-                tracing::warn!("no CPU fallback for SuperPoint: {e}");
-                None
-            });
-            Box::new(WithFallback { primary: TtSuperPoint::new(server(&config.superpoint_url)), fallback })
+            let fallback =
+                config.cpu_fallback.then(|| cpu_superpoint(config, progress)).transpose().unwrap_or_else(|e| {
+                    tracing::warn!("no CPU fallback for SuperPoint: {e}");
+                    None
+                });
+            let primary = TtSuperPoint::new(server_options(config, &config.superpoint_url));
+            Box::new(WithFallback { primary, fallback })
         }
-    };
-    let dust3r: Result<Box<dyn PairReconstructor>, BuildError> = match config.dust3r {
-        BackendKind::Cpu => cpu_dust3r(config).map(|m| Box::new(m) as Box<dyn PairReconstructor>),
+    })
+}
+
+/// DUSt3R's backend as `config` asks for it (a server with the CPU behind it as for SuperPoint).
+pub fn build_dust3r(
+    config: &BackendConfig,
+    progress: Option<&dyn BuildProgress>,
+) -> Result<Box<dyn PairReconstructor>, BuildError> {
+    Ok(match config.dust3r {
+        BackendKind::Cpu => Box::new(cpu_dust3r(config, progress)?),
         BackendKind::TtServer => {
-            let fallback = config.cpu_fallback.then(|| cpu_dust3r(config)).transpose().unwrap_or_else(|e| {
+            let fallback = config.cpu_fallback.then(|| cpu_dust3r(config, progress)).transpose().unwrap_or_else(|e| {
                 tracing::warn!("no CPU fallback for DUSt3R: {e}");
                 None
             });
-            Ok(Box::new(WithFallback { primary: TtDust3r::new(server(&config.dust3r_url)), fallback }))
+            Box::new(WithFallback { primary: TtDust3r::new(server_options(config, &config.dust3r_url)), fallback })
         }
-    };
-    Ok(Backends { features, dust3r })
+    })
+}
+
+/// The two backends `config` asks for, built one after the other (the command line and replay;
+/// the node builds each in the background).
+pub fn build_backends(config: &BackendConfig) -> Result<Backends, BuildError> {
+    Ok(Backends { features: build_superpoint(config, None)?, dust3r: build_dust3r(config, None) })
 }
 
 #[cfg(test)]

@@ -1,6 +1,11 @@
 //! The in-process CPU backend: our SuperPoint and DUSt3R, PairViewer for the pose.
 
-use super::{BackendError, FeatureExtractor, PairOutput, PairReconstructor, PairRequest};
+use std::sync::OnceLock;
+
+use super::{
+    BackendError, BackendHealth, BackendKind, BackendState, FeatureExtractor, PairOutput, PairReconstructor,
+    PairRequest,
+};
 use crate::dust3r::{prepare, Dust3r, Dust3rError, PairPrediction, PrepMode, PreparedView};
 use crate::geometry::{relative_pose, PoseOptions};
 use crate::image::Frame;
@@ -15,6 +20,9 @@ impl FeatureExtractor for CpuFeatures {
     }
     fn describe(&self) -> String {
         "cpu".into()
+    }
+    fn health(&self) -> Vec<BackendHealth> {
+        vec![cpu_health()]
     }
 }
 
@@ -36,6 +44,39 @@ impl PairReconstructor for CpuPairs {
     fn describe(&self) -> String {
         "cpu".into()
     }
+    fn health(&self) -> Vec<BackendHealth> {
+        vec![cpu_health()]
+    }
+}
+
+/// This machine's CPU as a backend: always ready.
+fn cpu_health() -> BackendHealth {
+    BackendHealth {
+        fallback: false,
+        kind: BackendKind::Cpu,
+        hardware_id: cpu_id().to_string(),
+        state: BackendState::Ready,
+        detail: "ready".into(),
+    }
+}
+
+/// The CPU's model name (`/proc/cpuinfo`, else the architecture) and the instruction set the
+/// kernels use on it: our machines of one kind differ, and speeds only compare within one.
+pub fn cpu_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        let model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                info.lines().find_map(|l| {
+                    l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
+                })
+            })
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        format!("{model}, {threads} threads, {} kernels", crate::tensor::simd::Level::best().name())
+    })
 }
 
 /// PairViewer on a pair's two predictions (forward: view 1's and view 2's points in camera 1's

@@ -120,12 +120,82 @@ impl BackendError {
     }
 }
 
+/// Where a model runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// In process, on this machine's CPU.
+    Cpu,
+    /// On a Tenstorrent p150 behind a tt-model HTTP server.
+    TtServer,
+}
+
+impl BackendKind {
+    /// Every kind, in the order the names are listed.
+    pub const ALL: [BackendKind; 2] = [BackendKind::Cpu, BackendKind::TtServer];
+    /// The names parameters and command lines use, in [`BackendKind::ALL`]'s order.
+    pub const NAMES: [&'static str; 2] = [BackendKind::Cpu.name(), BackendKind::TtServer.name()];
+
+    /// The kind's name in parameters and on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::TtServer => "tt-server",
+        }
+    }
+
+    /// The kind called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl clap::ValueEnum for BackendKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
+    }
+}
+
+/// Whether a backend can answer now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendState {
+    /// It answers (the CPU always; a server whose /health said `ok`).
+    Ready,
+    /// A server not asked yet (it is, with the first frame or pair).
+    NotContacted,
+    /// A server that is up but still loading its model.
+    Starting,
+    /// A server that cannot be reached.
+    Unreachable,
+}
+
+/// One backend as /diagnostics shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendHealth {
+    /// The CPU behind a server rather than the model's own backend.
+    pub fallback: bool,
+    /// Where it runs: `cpu` or `tt-server`.
+    pub kind: BackendKind,
+    /// The device: the CPU model and the kernels' instruction set, or the server's URL with
+    /// the model (and device) it reports.
+    pub hardware_id: String,
+    /// Whether it answers now.
+    pub state: BackendState,
+    /// Its state in words (a server's last reason).
+    pub detail: String,
+}
+
 /// SuperPoint: keypoints (input pixels, scores descending) and unit descriptors of a frame.
 pub trait FeatureExtractor: Send + Sync {
     /// Keypoints and descriptors of `frame` (scores descending, in the frame's pixels).
     fn detect(&self, frame: &Frame, params: &PostParams) -> Result<Keypoints, BackendError>;
     /// What runs it, for /diagnostics and logs.
     fn describe(&self) -> String;
+    /// Each backend involved (the model's own first, then any fallback).
+    fn health(&self) -> Vec<BackendHealth>;
 }
 
 /// A pinhole camera in a frame's own pixels (CameraInfo's K).
@@ -185,6 +255,13 @@ pub trait PairReconstructor: Send + Sync {
     fn reconstruct(&self, request: &PairRequest<'_>) -> Result<PairOutput, BackendError>;
     /// What runs it, for /diagnostics and logs.
     fn describe(&self) -> String;
+    /// Each backend involved (the model's own first, then any fallback).
+    fn health(&self) -> Vec<BackendHealth>;
+}
+
+fn with_fallback_health(primary: Vec<BackendHealth>, fallback: Option<Vec<BackendHealth>>) -> Vec<BackendHealth> {
+    let behind = fallback.into_iter().flatten().map(|h| BackendHealth { fallback: true, ..h });
+    primary.into_iter().chain(behind).collect()
 }
 
 /// A server backend with the CPU behind it: while the server cannot answer, the CPU does (when
@@ -209,6 +286,9 @@ impl<P: FeatureExtractor, F: FeatureExtractor> FeatureExtractor for WithFallback
             None => self.primary.describe(),
         }
     }
+    fn health(&self) -> Vec<BackendHealth> {
+        with_fallback_health(self.primary.health(), self.fallback.as_ref().map(F::health))
+    }
 }
 
 impl<P: PairReconstructor, F: PairReconstructor> PairReconstructor for WithFallback<P, F> {
@@ -223,5 +303,8 @@ impl<P: PairReconstructor, F: PairReconstructor> PairReconstructor for WithFallb
             Some(f) => format!("{} (fallback: {})", self.primary.describe(), f.describe()),
             None => self.primary.describe(),
         }
+    }
+    fn health(&self) -> Vec<BackendHealth> {
+        with_fallback_health(self.primary.health(), self.fallback.as_ref().map(F::health))
     }
 }

@@ -15,7 +15,10 @@ use nalgebra::{Matrix3, Vector3};
 use serde_json::{json, Value};
 
 use super::npz::{decode_base64, read_array, Array};
-use super::{BackendError, FeatureExtractor, PairOutput, PairReconstructor, PairRequest};
+use super::{
+    BackendError, BackendHealth, BackendKind, BackendState, FeatureExtractor, PairOutput, PairReconstructor,
+    PairRequest,
+};
 use crate::dust3r::Pointmap;
 use crate::geometry::{NoPose, PairPose, PoseMode, TCam2Cam1};
 use crate::image::{Frame, PixelFormat};
@@ -56,6 +59,8 @@ struct LinkState {
     /// Since when it has been unavailable, and why (for the log and `describe`).
     waiting_since: Option<Instant>,
     reason: String,
+    /// The model and device its last `/health` named, for `hardware_id`.
+    reported: Option<String>,
 }
 
 /// One tt-model server.
@@ -89,6 +94,9 @@ enum Reply {
     Ok(Vec<u8>),
     Status(u16, String),
 }
+
+/// A link's reason before its first request.
+const NOT_CONTACTED: &str = "not contacted yet";
 
 /// How often a waiting exchange looks at the cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(50);
@@ -125,7 +133,8 @@ impl Link {
             retry_at: None,
             backoff: MIN_BACKOFF,
             waiting_since: None,
-            reason: "not contacted yet".into(),
+            reason: NOT_CONTACTED.into(),
+            reported: None,
         };
         Self {
             opts: ServerOptions { url: opts.url.trim_end_matches('/').to_string(), ..opts },
@@ -236,6 +245,7 @@ impl Link {
             Some("starting") => return Err(self.unavailable(&mut st, true, "starting".into())),
             other => return Err(self.unavailable(&mut st, false, format!("/health status {other:?}"))),
         }
+        st.reported = Some(reported_device(&health, self.model));
         if let Some(model) = health.get("model").and_then(Value::as_str) {
             if model != self.model {
                 tracing::warn!("tt-model server {} serves {model}, expected {}", self.opts.url, self.model);
@@ -367,10 +377,50 @@ impl Link {
         }
     }
 
+    /// The server as a backend: the URL with the model and device it reports, and whether it
+    /// answers now.
+    pub fn health(&self) -> BackendHealth {
+        let (ready, reason, reported) = match self.state.lock() {
+            Ok(st) => (st.ready, st.reason.clone(), st.reported.clone()),
+            Err(_) => (false, "state poisoned".into(), None),
+        };
+        let state = if ready {
+            BackendState::Ready
+        } else if reason == NOT_CONTACTED {
+            BackendState::NotContacted
+        } else if reason.contains("starting") {
+            BackendState::Starting
+        } else {
+            BackendState::Unreachable
+        };
+        let device = reported.unwrap_or_else(|| format!("{} (not reported yet)", self.model));
+        BackendHealth {
+            fallback: false,
+            kind: BackendKind::TtServer,
+            hardware_id: format!("{} {device}", self.opts.url),
+            state,
+            detail: reason,
+        }
+    }
+
     /// The server and its state, for /diagnostics and logs.
     pub fn describe(&self) -> String {
         let state = self.state.lock().map(|s| s.reason.clone()).unwrap_or_default();
         format!("tt-server {} ({}: {state})", self.opts.url, self.model)
+    }
+}
+
+/// `model` as /health names it (or `expected`), with its `device {arch, id}` when given:
+/// `superpoint-p150 on blackhole 0`.
+fn reported_device(health: &Value, expected: &str) -> String {
+    let model = health.get("model").and_then(Value::as_str).unwrap_or(expected);
+    let device = health.get("device");
+    let field =
+        |k: &str| device.and_then(|d| d.get(k)).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string));
+    match (field("arch"), field("id")) {
+        (Some(arch), Some(id)) => format!("{model} on {arch} {id}"),
+        (Some(arch), None) => format!("{model} on {arch}"),
+        _ => model.to_string(),
     }
 }
 
@@ -574,6 +624,9 @@ impl FeatureExtractor for TtSuperPoint {
     fn describe(&self) -> String {
         self.link.describe()
     }
+    fn health(&self) -> Vec<BackendHealth> {
+        vec![self.link.health()]
+    }
 }
 
 /// DUSt3R on the `mast3r-blackhole` server (pointmaps and, with `return_pose`, its pose).
@@ -763,5 +816,8 @@ impl PairReconstructor for TtDust3r {
     }
     fn describe(&self) -> String {
         self.link.describe()
+    }
+    fn health(&self) -> Vec<BackendHealth> {
+        vec![self.link.health()]
     }
 }

@@ -1,6 +1,8 @@
 //! The transport-agnostic pipeline pieces both drivers (live node, bag replay) share: keyframe
-//! selection, the newest-wins hand-off to workers, and cancellation of work in flight.
+//! selection, the newest-wins hand-off to workers, cancellation of work in flight, and models
+//! that load in the background.
 
 pub mod cancel;
 pub mod keyframes;
+pub mod loading;
 pub mod slot;

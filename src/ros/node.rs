@@ -1,6 +1,11 @@
 //! The live driver: a ROS 2 node on ros2-client (pure-Rust DDS), its pipeline outputs on Cyclone
 //! DDS (see cyclone.rs for why).
 //!
+//! Start-up joins the ROS graph first (the node is listed, its parameters served, /diagnostics
+//! says what it waits for), then finds, downloads and loads each model's weights on a thread of
+//! its own; each model serves as soon as it is ready, and one that cannot run is an ERROR on
+//! /diagnostics, not the end of the node.
+//!
 //! Threads: the main loop takes frames off DDS and leaves the newest in a slot; the SuperPoint
 //! worker publishes keypoints for every frame it can keep up with and picks keyframes; the
 //! DUSt3R worker reconstructs each new keyframe pair (newest pair wins) and publishes the cloud,
@@ -26,7 +31,7 @@ use ros2_client::{
 
 use super::args::RosArgs;
 use super::cyclone::{self, CycloneError, WriterQos};
-use super::diagnostics::{diagnostics, Counter, Stats, Status};
+use super::diagnostics::{diagnostics, Counter, History, ModelStatus, Report, Stats};
 use super::msg::{
     builtin_interfaces, diagnostic_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, std_msgs, CdrError, RosMessage,
 };
@@ -35,11 +40,12 @@ use super::param_services::{ParamServiceError, ParamServices};
 use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
 use super::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT};
-use crate::backend::build::{build_backends, BackendConfig, Backends, BuildError};
-use crate::backend::{FeatureExtractor, PairReconstructor};
+use crate::backend::build::{build_dust3r, build_superpoint, BuildError, BuildProgress};
+use crate::backend::{BackendHealth, FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
 use crate::pipeline::cancel::Cancel;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
+use crate::pipeline::loading::{Loader, Phase};
 use crate::pipeline::slot::LatestSlot;
 
 /// Why the node could not start.
@@ -75,9 +81,6 @@ pub enum NodeError {
     /// The parameter services could not be created.
     #[error(transparent)]
     ParamServices(#[from] ParamServiceError),
-    /// A model's backend could not be built.
-    #[error(transparent)]
-    Backend(#[from] BuildError),
     /// The outputs' Cyclone DDS participant or a writer could not be created.
     #[error(transparent)]
     Cyclone(#[from] CycloneError),
@@ -259,6 +262,8 @@ struct Shared {
     frames: LatestSlot<Input>,
     pairs: LatestSlot<PairJob>,
     camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
+    superpoint: Arc<Loader<dyn FeatureExtractor>>,
+    dust3r: Arc<Loader<dyn PairReconstructor>>,
 }
 
 impl Shared {
@@ -284,8 +289,13 @@ impl Shared {
     }
 }
 
-/// SuperPoint worker: keypoints for every frame it takes, keyframes, pair jobs for DUSt3R.
-fn superpoint_worker(shared: &Shared, features: &dyn FeatureExtractor, publishers: &Publishers, pairs_wanted: bool) {
+/// SuperPoint worker, once the model is ready: keypoints for every frame it takes, keyframes,
+/// pair jobs for DUSt3R (unless DUSt3R cannot run).
+fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
+    let Some(features) = shared.superpoint.wait(stop) else {
+        shared.pairs.close();
+        return;
+    };
     let stats = &shared.stats;
     let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(shared.initial.keyframe_policy());
     while let Some(input) = shared.frames.next() {
@@ -298,7 +308,7 @@ fn superpoint_worker(shared: &Shared, features: &dyn FeatureExtractor, publisher
                 stats.bump(Counter::FramesDone);
                 let debug = publishers.wanted(OutputKind::DebugImage);
                 shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
-                if pairs_wanted {
+                if !matches!(shared.dust3r.phase(), Phase::Failed(_)) {
                     let stamp = input.header.stamp.seconds();
                     if let KeyframeDecision::New { previous, .. } = keyframes.decide(stamp, &kp, &input) {
                         let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());
@@ -321,9 +331,12 @@ fn superpoint_worker(shared: &Shared, features: &dyn FeatureExtractor, publisher
     shared.pairs.close();
 }
 
-/// DUSt3R worker: the newest keyframe pair's cloud, pose and TF. A pair in flight at shutdown
-/// is abandoned (the CPU model checks `stop` between blocks) and publishes nothing.
-fn dust3r_worker(shared: &Shared, model: &dyn PairReconstructor, publishers: &Publishers, stop: &Cancel) {
+/// DUSt3R worker, once the model is ready: the newest keyframe pair's cloud, pose and TF. A
+/// pair in flight at shutdown is abandoned (the CPU model checks `stop` between blocks) and
+/// publishes nothing.
+fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
+    let Some(model) = shared.dust3r.wait(stop) else { return };
+    let model = model.as_ref();
     let stats = &shared.stats;
     while let Some(job) = shared.pairs.next() {
         let p = shared.current();
@@ -414,9 +427,9 @@ struct Loop<'a> {
     log_records: Option<std::sync::mpsc::Receiver<rosout::Record>>,
     logger: String,
     fqn: &'a str,
-    /// The backends, described anew for each /diagnostics (a server's state changes).
-    features: &'a dyn FeatureExtractor,
-    dust3r: Option<&'a dyn PairReconstructor>,
+    /// The resolved input topics, for /diagnostics.
+    image_topic: &'a str,
+    camera_info_topic: &'a str,
 }
 
 /// The DDS loop: newest frame wins; camera info and clock kept; parameter requests answered;
@@ -426,7 +439,7 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
     let use_sim_time = shared.initial.use_sim_time;
     let mut sim_time: Option<builtin_interfaces::Time> = None;
     let mut last_diag = Instant::now();
-    let mut frames_at_last_diag = 0u64;
+    let mut history = History::new(last_diag);
     while !stop.is_cancelled() {
         let mut got = false;
         // Every frame is counted; a bad one is reported and skipped, never fatal.
@@ -485,25 +498,86 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
         }
         l.forward_log_records();
         if last_diag.elapsed() >= Duration::from_secs(1) {
-            let frames_in = stats.get(Counter::FramesIn);
-            let rate = (frames_in - frames_at_last_diag) as f64 / last_diag.elapsed().as_secs_f64();
-            stats.input_rate_mhz.store((rate * 1000.0) as u64, Ordering::Relaxed);
-            frames_at_last_diag = frames_in;
             last_diag = Instant::now();
-            let status = Status {
+            let limits = shared.current().diagnostic_limits;
+            // The window, and the rate's 5 s when the window is shorter.
+            let keep = Duration::from_secs_f64(limits.window).max(super::diagnostics::RATE_WINDOW);
+            history.record(last_diag, stats.snapshot(), keep);
+            let report = Report {
                 fqn: l.fqn,
                 stamp,
-                superpoint_backend: l.features.describe(),
-                dust3r_backend: l.dust3r.map(|d| d.describe()),
+                limits,
+                image_topic: l.image_topic,
+                camera_info_topic: l.camera_info_topic,
                 camera_info: describe_camera_info(&shared.camera_info.lock().map(|c| c.clone()).unwrap_or_default()),
+                superpoint: model_status(&shared.superpoint, |m| (m.describe(), m.health())),
+                dust3r: model_status(&shared.dust3r, |m| (m.describe(), m.health())),
             };
-            if l.io.diagnostics.publish(diagnostics(stats, status)).is_err() {
+            if l.io.diagnostics.publish(diagnostics(stats, &history, report)).is_err() {
                 stats.bump(Counter::PublishErrors);
             }
         }
         if !got {
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+}
+
+/// A model's loader as /diagnostics shows it; a ready model describes its backends anew each
+/// time (a server's state changes).
+fn model_status<M: ?Sized>(loader: &Loader<M>, ready: impl Fn(&M) -> (String, Vec<BackendHealth>)) -> ModelStatus {
+    match loader.phase() {
+        Phase::Loading(step) => ModelStatus::Loading { step, seconds: loader.started().elapsed().as_secs_f64() },
+        Phase::Ready(m) => {
+            let (backend, health) = ready(&m);
+            ModelStatus::Ready { backend, health }
+        }
+        Phase::Failed(why) => ModelStatus::Failed(why),
+    }
+}
+
+/// Tells a model's loader how finding, downloading and loading its weights go.
+struct LoadSteps<'a, M: ?Sized>(&'a Loader<M>);
+
+impl<M: ?Sized + Send + Sync> crate::weights::DownloadProgress for LoadSteps<'_, M> {
+    fn bytes(&self, file: &str, done: u64, total: u64) {
+        let pct = (done * 100).checked_div(total).unwrap_or(0);
+        self.0.step(format!("downloading {file}: {pct} % of {:.1} MB", total as f64 / 1e6));
+    }
+}
+
+impl<M: ?Sized + Send + Sync> BuildProgress for LoadSteps<'_, M> {
+    fn loading(&self, dir: &std::path::Path) {
+        self.0.step(format!("loading the weights in {}", dir.display()));
+    }
+}
+
+/// Builds a model on a thread of its own into `loader`. The thread is not joined: a download
+/// in progress at shutdown must not hold the node up.
+fn load_in_background<M: ?Sized + Send + Sync + 'static>(
+    model: &'static str,
+    loader: &Arc<Loader<M>>,
+    build: impl FnOnce(&dyn BuildProgress) -> Result<Box<M>, BuildError> + Send + 'static,
+    describe: fn(&M) -> String,
+) {
+    let mine = Arc::clone(loader);
+    let spawned = std::thread::Builder::new().name(format!("load {model}")).spawn(move || {
+        match build(&LoadSteps(mine.as_ref())) {
+            Ok(m) => {
+                let m: Arc<M> = Arc::from(m);
+                let took = mine.started().elapsed().as_secs_f64();
+                tracing::info!("{model} ready on {} ({took:.1} s after start)", describe(&m));
+                mine.ready(m);
+            }
+            Err(e) => {
+                tracing::error!("{model} cannot run: {e}");
+                mine.failed(e.to_string());
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::error!("{model} cannot run: no thread to load it: {e}");
+        loader.failed(format!("no thread to load it: {e}"));
     }
 }
 
@@ -542,11 +616,6 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     }
     let params = store.params().clone();
     let store = Arc::new(Mutex::new(store));
-    let Backends { features, dust3r } =
-        build_backends(&BackendConfig { cancel: stop.clone(), ..params.backend_config() })?;
-    let dust3r = dust3r.map_err(|e| tracing::warn!("DUSt3R disabled: {e}")).ok();
-    let dust3r_on = dust3r.as_ref().map_or("nothing (disabled)".into(), |d| d.describe());
-    tracing::info!("SuperPoint on {}; DUSt3R on {dust3r_on}", features.describe());
 
     let mut node = create_node(&namespace, &name)?;
     let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
@@ -579,11 +648,13 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     // The spinner keeps ros2-client's view of the ROS graph current.
     let spinner = node.spinner().map_err(dds("the node's spinner"))?;
     let spin_thread = std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
-    tracing::info!(
-        "node {fqn} up (input {input} with {}, DUSt3R {})",
-        inputs.camera_info,
-        if dust3r.is_some() { "on" } else { "off" }
-    );
+    tracing::info!("node {fqn} up (input {input} with {}); loading the models", inputs.camera_info);
+    let superpoint: Arc<Loader<dyn FeatureExtractor>> = Arc::new(Loader::new("finding the weights"));
+    let dust3r: Arc<Loader<dyn PairReconstructor>> = Arc::new(Loader::new("finding the weights"));
+    let config = crate::backend::build::BackendConfig { cancel: stop.clone(), ..params.backend_config() };
+    let c = config.clone();
+    load_in_background("SuperPoint", &superpoint, move |p| build_superpoint(&c, Some(p)), |m| m.describe());
+    load_in_background("DUSt3R", &dust3r, move |p| build_dust3r(&config, Some(p)), |m| m.describe());
 
     let shared = Shared {
         initial: params,
@@ -592,6 +663,8 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         frames: LatestSlot::new(),
         pairs: LatestSlot::new(),
         camera_info: Mutex::new(None),
+        superpoint,
+        dust3r,
     };
     let dds = Loop {
         io,
@@ -599,14 +672,12 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         log_records,
         logger: rosout::logger_name(&fqn),
         fqn: &fqn,
-        features: features.as_ref(),
-        dust3r: dust3r.as_deref(),
+        image_topic: input,
+        camera_info_topic: &inputs.camera_info,
     };
     std::thread::scope(|s| {
-        s.spawn(|| superpoint_worker(&shared, features.as_ref(), &publishers, dust3r.is_some()));
-        if let Some(model) = &dust3r {
-            s.spawn(|| dust3r_worker(&shared, model.as_ref(), &publishers, &stop));
-        }
+        s.spawn(|| superpoint_worker(&shared, &publishers, &stop));
+        s.spawn(|| dust3r_worker(&shared, &publishers, &stop));
         dds_loop(&dds, &shared, &stop);
         shared.frames.close();
     });

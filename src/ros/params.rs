@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use super::args::{load_params_file, ArgsError, ParamValue, RosArgs};
 use super::cyclone::WriterQos;
+use super::diagnostics::Limits;
 use crate::backend::build::{BackendConfig, BackendKind};
 use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
@@ -177,6 +178,16 @@ parameters! {
          (non-metric) scale; every pair redefines that child, so it is for looking at one pair, not a TF tree";
     use_sim_time: bool = false, Constraint::None, FIXED,
         "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`";
+    expected_rate: f64 = 0.0, Constraint::Double { min: 0.0, max: 10_000.0 }, TUNABLE,
+        "Frames per second the camera should deliver: /diagnostics warns when the input rate over 5 s is off \
+         by more than rate_tolerance (0: no check)";
+    rate_tolerance: f64 = 0.1, Constraint::Double { min: 0.0, max: 10.0 }, TUNABLE,
+        "How far the input rate may be from expected_rate, as a fraction of it";
+    stale_timeout: f64 = 5.0, Constraint::Double { min: 0.1, max: 3600.0 }, TUNABLE,
+        "Seconds without an input frame after which /diagnostics reports the input STALE";
+    diagnostic_window: f64 = 60.0, Constraint::Double { min: 1.0, max: 86_400.0 }, TUNABLE,
+        "Seconds of history the /diagnostics levels look at: a failure older than this no longer makes a \
+         status WARN (the counters are for the whole run)";
 }
 
 /// Why parameters are refused.
@@ -267,6 +278,8 @@ pub struct NodeParams {
     pub publish_tf: bool,
     /// Take time from /clock.
     pub use_sim_time: bool,
+    /// What the /diagnostics levels look at.
+    pub diagnostic_limits: Limits,
 }
 
 impl NodeParams {
@@ -342,6 +355,12 @@ impl NodeParams {
             cloud_stride: v.cloud_stride.max(1) as usize,
             publish_tf: v.publish_tf,
             use_sim_time: v.use_sim_time,
+            diagnostic_limits: Limits {
+                expected_rate: v.expected_rate,
+                rate_tolerance: v.rate_tolerance,
+                stale_timeout: v.stale_timeout,
+                window: v.diagnostic_window,
+            },
         };
         if params.keyframe_max_interval < params.keyframe_min_interval {
             return Err(ParamError::Invalid {

@@ -31,6 +31,15 @@ impl Level {
         Level::Baseline
     }
 
+    /// Its name in logs and /diagnostics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Baseline => "baseline",
+            Level::Avx2 => "avx2",
+            Level::Avx512 => "avx512",
+        }
+    }
+
     /// Every level this CPU runs, baseline first.
     pub fn supported() -> Vec<Level> {
         [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= Level::best()).collect()

@@ -66,6 +66,13 @@ fn offline() -> bool {
         .unwrap_or(false)
 }
 
+/// Told how a download goes (the node shows it on /diagnostics; without one the command line
+/// draws a progress bar).
+pub trait DownloadProgress: Sync {
+    /// `done` of `total` bytes of `file` are in.
+    fn bytes(&self, file: &str, done: u64, total: u64);
+}
+
 /// Finds the weights of `model`, in order: `explicit` (the `--weights` argument), the model's
 /// environment variable, the Hugging Face cache at the pinned revision, else a download of that
 /// revision into the cache (with a progress bar) unless `HF_HUB_OFFLINE` is set.
@@ -73,6 +80,16 @@ fn offline() -> bool {
 /// An explicit folder or variable that lacks a file is an error of its own, not a reason to go
 /// looking elsewhere: the user said where the weights are.
 pub fn resolve(model: &HubModel, explicit: Option<&Path>) -> Result<ResolvedWeights, WeightsError> {
+    resolve_with(model, explicit, None)
+}
+
+/// [`resolve`], telling `progress` (instead of drawing a bar) how a download goes; the log
+/// gets a line at every tenth of each file.
+pub fn resolve_with(
+    model: &HubModel,
+    explicit: Option<&Path>,
+    progress: Option<&dyn DownloadProgress>,
+) -> Result<ResolvedWeights, WeightsError> {
     if let Some(path) = explicit {
         return check_folder(model, path, "--weights".to_string(), WeightSource::Argument);
     }
@@ -88,7 +105,7 @@ pub fn resolve(model: &HubModel, explicit: Option<&Path>) -> Result<ResolvedWeig
     let why = if offline() {
         "HF_HUB_OFFLINE is set, so no download was tried.".to_string()
     } else {
-        match download(model, &cache) {
+        match download(model, &cache, progress) {
             Ok(dir) => return Ok(ResolvedWeights { dir, source: WeightSource::Downloaded }),
             Err(e) => format!("The download failed: {e}"),
         }
@@ -122,9 +139,9 @@ fn check_folder(
 
 /// Downloads the pinned revision into the cache (hf-hub writes the same blobs/snapshots layout
 /// as the Python client, so both share the files). `HF_ENDPOINT` selects a mirror.
-fn download(model: &HubModel, cache: &Path) -> Result<PathBuf, DownloadError> {
+fn download(model: &HubModel, cache: &Path, progress: Option<&dyn DownloadProgress>) -> Result<PathBuf, DownloadError> {
     let mut builder = hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::new(cache.to_path_buf()))
-        .with_progress(true)
+        .with_progress(progress.is_none())
         .with_retries(2);
     if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
         builder = builder.with_endpoint(endpoint);
@@ -139,12 +156,45 @@ fn download(model: &HubModel, cache: &Path) -> Result<PathBuf, DownloadError> {
     for file in model.files {
         tracing::info!("downloading {} {} from {}", model.repo, file, repo.url(file));
         // hf-hub asserts on some server answers; a bad mirror must not take the process down.
-        let path = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| repo.download(file)))
+        let fetch = || match progress {
+            Some(sink) => repo.download_with_progress(file, Observed { sink, file, done: 0, total: 0, tenths: 0 }),
+            None => repo.download(file),
+        };
+        let path = std::panic::catch_unwind(std::panic::AssertUnwindSafe(fetch))
             .map_err(|_| DownloadError::Panicked { file })?
             .map_err(|source| DownloadError::File { file, source })?;
         dir = path.parent().map(Path::to_path_buf);
     }
     dir.ok_or(DownloadError::NoFiles)
+}
+
+/// hf-hub's progress calls turned into [`DownloadProgress`] and a log line per tenth.
+struct Observed<'a> {
+    sink: &'a dyn DownloadProgress,
+    file: &'static str,
+    done: u64,
+    total: u64,
+    /// Tenths of the file logged so far.
+    tenths: u64,
+}
+
+impl hf_hub::api::Progress for Observed<'_> {
+    fn init(&mut self, size: usize, _filename: &str) {
+        self.total = size as u64;
+        self.sink.bytes(self.file, 0, self.total);
+    }
+
+    fn update(&mut self, size: usize) {
+        self.done = (self.done + size as u64).min(self.total);
+        self.sink.bytes(self.file, self.done, self.total);
+        let tenths = (self.done * 10).checked_div(self.total).unwrap_or(10);
+        if tenths > self.tenths {
+            self.tenths = tenths;
+            tracing::info!("downloading {}: {} % of {:.1} MB", self.file, tenths * 10, self.total as f64 / 1e6);
+        }
+    }
+
+    fn finish(&mut self) {}
 }
 
 /// Why a download of the pinned revision failed.

@@ -12,7 +12,7 @@ import os
 import time
 
 from ros_idl import (
-    CompressedImage, DiagnosticArray, Header, Image, Keypoints, PairPose, PointCloud2, Time, best_effort_qos, reliable_qos,
+    CompressedImage, DiagnosticArray, Header, Image, Keypoints, PairPose, PointCloud2, Time, best_effort_qos, reliable_qos, diagnostics_report,
 )
 import numpy as np  # noqa: E402
 from cyclonedds.domain import DomainParticipant  # noqa: E402
@@ -154,9 +154,7 @@ def main():
     t0 = time.time()
     while time.time() - t0 < 3.0:
         for d in diags.take(N=20):
-            for st in d.status:
-                diagnostics = {kv.key: kv.value for kv in st.values}
-                diagnostics["_level"] = st.level
+            diagnostics = diagnostics_report(d)
         time.sleep(0.1)
     print(json.dumps({"diagnostics": diagnostics, "sent": sent, "bad_sent": bad, "received": out, "clouds": got_clouds, "pairs": got_pairs}))
 

@@ -19,7 +19,8 @@ from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
-from ros_idl import (DiagnosticArray, Header, Image, Keypoints, Log, Time, best_effort_qos, msg, reliable_qos)
+from ros_idl import (
+    DiagnosticArray, Header, Image, Keypoints, Log, Time, best_effort_qos, diagnostics_report, msg, reliable_qos)
 
 # The node's types' DDS names with another body.
 WrongImage = msg("sensor_msgs", "Image", junk=uint32)
@@ -73,8 +74,7 @@ def main():
     diagnostics, t0 = {}, time.time()
     while time.time() - t0 < 3:
         for d in diags.take(N=20):
-            for st in d.status:
-                diagnostics = {kv.key: kv.value for kv in st.values}
+            diagnostics = diagnostics_report(d)
         time.sleep(0.1)
     print(json.dumps({"bad_sent": args.bad, "good_sent": sent, "keypoints": sorted(list(a) for a in answered),
                       "diagnostics": diagnostics}), flush=True)

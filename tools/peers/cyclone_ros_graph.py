@@ -19,7 +19,7 @@ import time
 from ros_idl import (
     CameraInfo, Clock, DescribeReq, DescribeResp, DiagnosticArray, GetReq, GetResp, Header, Image, Keypoints, ListReq,
     ListResp, Log, PairPose, ParameterValue, Parameter, ParticipantEntitiesInfo, PointCloud2, PoseStamped,
-    RegionOfInterest, SetReq, SetResp, TFMessage, Time, best_effort_qos, reliable_qos,
+    RegionOfInterest, SetReq, SetResp, TFMessage, Time, best_effort_qos, reliable_qos, diagnostics_report,
 )
 import numpy as np
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
@@ -228,8 +228,7 @@ def main():
     while time.time() - t0 < 2.5:
         for dg in diags.take(N=20):
             stamps.append(dg.header.stamp.sec + dg.header.stamp.nanosec * 1e-9)
-            for st in dg.status:
-                diagnostics = {kv.key: kv.value for kv in st.values}
+            diagnostics = diagnostics_report(dg)
         time.sleep(0.1)
     report["diagnostics"] = diagnostics
     report["diagnostics_stamps"] = stamps

@@ -124,3 +124,15 @@ SetReq, SetResp = service("SetParameters", {"parameters": sequence[Parameter]},
                           {"results": sequence[SetParametersResult]})
 ListReq, ListResp = service("ListParameters", {"prefixes": sequence[str], "depth": uint64},
                             {"result": ListParametersResult})
+
+
+def diagnostics_report(array):
+    """One /diagnostics array as the tests read it: every status's values in one dict (the node's
+    tasks use distinct keys) and `_status`: task (the name after `<node>: `) -> level, message,
+    hardware_id."""
+    report, status = {}, {}
+    for st in array.status:
+        report.update({kv.key: kv.value for kv in st.values})
+        status[st.name.split(": ", 1)[-1]] = {"level": st.level, "message": st.message, "hardware_id": st.hardware_id}
+    report["_status"] = status
+    return report
