@@ -119,6 +119,15 @@ fn server_options(config: &BackendConfig, url: &str) -> ServerOptions {
     }
 }
 
+/// The CPU behind a server when `cpu_fallback` is set; without its weights, none (a warning
+/// says why: the server alone still runs the model).
+fn cpu_fallback<T>(config: &BackendConfig, model: &str, cpu: impl FnOnce() -> Result<T, BuildError>) -> Option<T> {
+    config.cpu_fallback.then(cpu).transpose().unwrap_or_else(|e| {
+        tracing::warn!("no CPU fallback for {model}: {e}");
+        None
+    })
+}
+
 /// SuperPoint's backend as `config` asks for it: a server gets the CPU behind it when
 /// `cpu_fallback` is set and the CPU weights can be found.
 pub fn build_superpoint(
@@ -128,11 +137,7 @@ pub fn build_superpoint(
     Ok(match config.superpoint {
         BackendKind::Cpu => Box::new(cpu_superpoint(config, progress)?),
         BackendKind::TtServer => {
-            let fallback =
-                config.cpu_fallback.then(|| cpu_superpoint(config, progress)).transpose().unwrap_or_else(|e| {
-                    tracing::warn!("no CPU fallback for SuperPoint: {e}");
-                    None
-                });
+            let fallback = cpu_fallback(config, "SuperPoint", || cpu_superpoint(config, progress));
             let primary = TtSuperPoint::new(server_options(config, &config.superpoint_url));
             Box::new(WithFallback { primary, fallback })
         }
@@ -147,10 +152,7 @@ pub fn build_dust3r(
     Ok(match config.dust3r {
         BackendKind::Cpu => Box::new(cpu_dust3r(config, progress)?),
         BackendKind::TtServer => {
-            let fallback = config.cpu_fallback.then(|| cpu_dust3r(config, progress)).transpose().unwrap_or_else(|e| {
-                tracing::warn!("no CPU fallback for DUSt3R: {e}");
-                None
-            });
+            let fallback = cpu_fallback(config, "DUSt3R", || cpu_dust3r(config, progress));
             Box::new(WithFallback { primary: TtDust3r::new(server_options(config, &config.dust3r_url)), fallback })
         }
     })

@@ -59,6 +59,9 @@ struct LinkState {
     /// Since when it has been unavailable, and why (for the log and `describe`).
     waiting_since: Option<Instant>,
     reason: String,
+    /// Unavailable because it is still loading its model (503, `/health` "starting"), rather
+    /// than unreachable.
+    starting: bool,
     /// The model and device its last `/health` named, for `hardware_id`.
     reported: Option<String>,
 }
@@ -134,6 +137,7 @@ impl Link {
             backoff: MIN_BACKOFF,
             waiting_since: None,
             reason: NOT_CONTACTED.into(),
+            starting: false,
             reported: None,
         };
         Self {
@@ -189,6 +193,7 @@ impl Link {
         st.retry_at = Some(now + st.backoff);
         st.backoff = (st.backoff * 2).min(MAX_BACKOFF);
         st.reason = reason.clone();
+        st.starting = starting;
         if starting {
             BackendError::Starting { url: self.opts.url.clone() }
         } else {
@@ -208,7 +213,7 @@ impl Link {
         }
         if let Some(at) = st.retry_at {
             if Instant::now() < at {
-                return Err(if st.reason.contains("starting") {
+                return Err(if st.starting {
                     BackendError::Starting { url: self.opts.url.clone() }
                 } else {
                     BackendError::Unreachable { url: self.opts.url.clone(), reason: st.reason.clone() }
@@ -380,15 +385,15 @@ impl Link {
     /// The server as a backend: the URL with the model and device it reports, and whether it
     /// answers now.
     pub fn health(&self) -> BackendHealth {
-        let (ready, reason, reported) = match self.state.lock() {
-            Ok(st) => (st.ready, st.reason.clone(), st.reported.clone()),
-            Err(_) => (false, "state poisoned".into(), None),
+        let (ready, starting, reason, reported) = match self.state.lock() {
+            Ok(st) => (st.ready, st.starting, st.reason.clone(), st.reported.clone()),
+            Err(_) => (false, false, "state poisoned".into(), None),
         };
         let state = if ready {
             BackendState::Ready
         } else if reason == NOT_CONTACTED {
             BackendState::NotContacted
-        } else if reason.contains("starting") {
+        } else if starting {
             BackendState::Starting
         } else {
             BackendState::Unreachable

@@ -141,18 +141,13 @@ pub struct History {
     snapshots: VecDeque<(Instant, Vec<u64>)>,
     /// When each counter last grew (the start for one that never did), and whether it ever did.
     last_growth: Vec<(Instant, bool)>,
-    started: Instant,
 }
 
 impl History {
     /// Counters all zero at `start`.
     pub fn new(start: Instant) -> Self {
         let zeros = vec![0; Counter::ALL.len()];
-        Self {
-            snapshots: VecDeque::from([(start, zeros)]),
-            last_growth: vec![(start, false); Counter::ALL.len()],
-            started: start,
-        }
+        Self { snapshots: VecDeque::from([(start, zeros)]), last_growth: vec![(start, false); Counter::ALL.len()] }
     }
 
     /// Adds the counters as they were at `now`; forgets what is older than `keep` (one snapshot
@@ -186,8 +181,8 @@ impl History {
 
     /// How long `c` has not grown as of the last snapshot, and whether it ever did.
     pub fn quiet_for(&self, c: Counter) -> (Duration, bool) {
-        let now = self.snapshots.back().map_or(self.started, |(t, _)| *t);
         let (at, ever) = self.last_growth[c as usize];
+        let now = self.snapshots.back().map_or(at, |(t, _)| *t);
         (now.saturating_duration_since(at), ever)
     }
 }

@@ -541,8 +541,8 @@ struct LoadSteps<'a, M: ?Sized>(&'a Loader<M>);
 
 impl<M: ?Sized + Send + Sync> crate::weights::DownloadProgress for LoadSteps<'_, M> {
     fn bytes(&self, file: &str, done: u64, total: u64) {
-        let pct = (done * 100).checked_div(total).unwrap_or(0);
-        self.0.step(format!("downloading {file}: {pct} % of {:.1} MB", total as f64 / 1e6));
+        let percent = (done * 100).checked_div(total).unwrap_or(0);
+        self.0.step(crate::weights::download_step(file, percent, total));
     }
 }
 

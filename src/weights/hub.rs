@@ -168,6 +168,12 @@ fn download(model: &HubModel, cache: &Path, progress: Option<&dyn DownloadProgre
     dir.ok_or(DownloadError::NoFiles)
 }
 
+/// A download's progress in words, for the log and the node's /diagnostics:
+/// `downloading model.safetensors: 40 % of 5.2 MB`.
+pub fn download_step(file: &str, percent: u64, total_bytes: u64) -> String {
+    format!("downloading {file}: {percent} % of {:.1} MB", total_bytes as f64 / 1e6)
+}
+
 /// hf-hub's progress calls turned into [`DownloadProgress`] and a log line per tenth.
 struct Observed<'a> {
     sink: &'a dyn DownloadProgress,
@@ -190,7 +196,7 @@ impl hf_hub::api::Progress for Observed<'_> {
         let tenths = (self.done * 10).checked_div(self.total).unwrap_or(10);
         if tenths > self.tenths {
             self.tenths = tenths;
-            tracing::info!("downloading {}: {} % of {:.1} MB", self.file, tenths * 10, self.total as f64 / 1e6);
+            tracing::info!("{}", download_step(self.file, tenths * 10, self.total));
         }
     }
 

@@ -4,7 +4,9 @@
 mod hub;
 mod safetensors_file;
 
-pub use hub::{hub_cache_dir, resolve, resolve_with, DownloadProgress, HubModel, ResolvedWeights, WeightSource};
+pub use hub::{
+    download_step, hub_cache_dir, resolve, resolve_with, DownloadProgress, HubModel, ResolvedWeights, WeightSource,
+};
 pub use safetensors_file::{Param, WeightFile};
 
 use std::path::PathBuf;
