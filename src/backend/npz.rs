@@ -25,6 +25,9 @@ pub enum NpzError {
     /// The archive lacks the array.
     #[error("NPZ has no array `{0}`")]
     Missing(String),
+    /// An entry inflates past [`MAX_ENTRY_BYTES`] (a corrupt size or a decompression bomb).
+    #[error("NPZ entry `{0}` is larger than {MAX_ENTRY_BYTES} bytes")]
+    TooLarge(String),
     /// An array's .npy bytes are not usable.
     #[error("array `{name}`: {source}")]
     Npy {
@@ -76,13 +79,24 @@ pub fn decode_base64(text: &str) -> Result<Vec<u8>, NpzError> {
     base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| NpzError::Base64(e.to_string()))
 }
 
+/// The most one array entry may inflate to: 16x DUSt3R's largest answer (a 512x512x3 float64
+/// pointmap is 6 MiB). The zip's declared sizes are the sender's word, so neither they nor the
+/// inflated stream may decide how much the node allocates.
+pub const MAX_ENTRY_BYTES: u64 = 96 << 20;
+
 /// Array `name` (with or without `.npy`) from NPZ bytes.
 pub fn read_array(npz: &[u8], name: &str) -> Result<Array, NpzError> {
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(npz)).map_err(|e| NpzError::Zip(e.to_string()))?;
     let entry = if name.ends_with(".npy") { name.to_string() } else { format!("{name}.npy") };
-    let mut file = zip.by_name(&entry).map_err(|_| NpzError::Missing(name.to_string()))?;
+    let file = zip.by_name(&entry).map_err(|_| NpzError::Missing(name.to_string()))?;
+    if file.size() > MAX_ENTRY_BYTES {
+        return Err(NpzError::TooLarge(entry));
+    }
     let mut bytes = Vec::with_capacity(file.size() as usize);
-    file.read_to_end(&mut bytes).map_err(|e| NpzError::Zip(e.to_string()))?;
+    file.take(MAX_ENTRY_BYTES + 1).read_to_end(&mut bytes).map_err(|e| NpzError::Zip(e.to_string()))?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES {
+        return Err(NpzError::TooLarge(entry));
+    }
     parse_npy(&bytes).map_err(|source| NpzError::Npy { name: name.to_string(), source })
 }
 
@@ -128,8 +142,9 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Array, NpyError> {
         "<f8" => 8,
         other => return Err(NpyError::Dtype(other.to_string())),
     };
-    if body.len() != count * width {
-        return Err(NpyError::Length { got: body.len(), shape, descr: descr.to_string(), expected: count * width });
+    let expected = count.checked_mul(width).ok_or(NpyError::Shape(shape_text.to_string()))?;
+    if body.len() != expected {
+        return Err(NpyError::Length { got: body.len(), shape, descr: descr.to_string(), expected });
     }
     let data = match width {
         2 => body.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
@@ -172,5 +187,38 @@ mod tests {
         assert!(parse_npy(b"garbage").is_err());
         assert!(matches!(decode_base64("@@@"), Err(NpzError::Base64(_))));
         assert!(matches!(read_array(b"PK not really", "x"), Err(NpzError::Zip(_))));
+    }
+
+    fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        use std::io::Write;
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        for (name, bytes) in entries {
+            zip.start_file(*name, options).unwrap();
+            zip.write_all(bytes).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    /// Found by the fuzzer (tools/fuzz.sh, target npz): a few hundred bytes made the reader
+    /// allocate what the entry's declared size said, up to 4 GB; a deflated run of zeros (a
+    /// decompression bomb) inflates without bound. Both are refused now, before allocating.
+    #[test]
+    fn sizes_the_sender_declares_or_inflates_to_do_not_decide_allocation() {
+        let h: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
+        let good = zip_of(&[("a.npy", &npy("<f2", "(2,)", &h))]);
+        assert_eq!(read_array(&good, "a").unwrap().data, vec![1.0, 2.0]);
+        // The central directory's uncompressed size (offset 24 of its header) says 3 GB.
+        let mut lying = good.clone();
+        let cd = lying.windows(4).rposition(|w| w == [0x50, 0x4b, 0x01, 0x02]).unwrap();
+        lying[cd + 24..cd + 28].copy_from_slice(&3_000_000_000u32.to_le_bytes());
+        assert_eq!(read_array(&lying, "a"), Err(NpzError::TooLarge("a.npy".into())));
+        let zeros = vec![0u8; MAX_ENTRY_BYTES as usize + 1];
+        let bomb = zip_of(&[("a.npy", &zeros)]);
+        assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+        assert_eq!(read_array(&bomb, "a"), Err(NpzError::TooLarge("a.npy".into())));
+        // A shape whose byte count overflows is a bad shape, not a wrapped length.
+        let e = parse_npy(&npy("<f8", "(2305843009213693952,)", &[])).unwrap_err();
+        assert_eq!(e, NpyError::Shape("2305843009213693952,".into()));
     }
 }

@@ -127,7 +127,10 @@ impl McapFile {
                 .collect());
         }
         let mut topics = BTreeMap::new();
-        for m in mcap::MessageStream::new(&self.map).map_err(corrupt)? {
+        let (readable, _) = readable_prefix(&self.map);
+        for m in mcap::MessageStream::new_with_options(readable, mcap::read::Options::IgnoreEndMagic.into())
+            .map_err(corrupt)?
+        {
             match m {
                 Ok(m) => {
                     topics
@@ -159,17 +162,18 @@ impl McapFile {
     }
 
     /// The messages in file order (rosbag2 records them in arrival order). A corrupt or
-    /// truncated file yields its good messages, then one error.
+    /// truncated file yields its good messages, then one error; so does one with a chunk larger
+    /// than [`MAX_CHUNK_BYTES`], which ends at that chunk.
     pub fn messages(&self) -> Result<impl Iterator<Item = Result<BagMessage, BagError>> + '_, BagError> {
         let path = self.path.display().to_string();
-        let stream = mcap::MessageStream::new(&self.map)
-            .map_err(|e| BagError::Corrupt { path: path.clone(), reason: e.to_string() })?;
-        let mut failed = false;
-        Ok(stream.map_while(move |m| {
-            if failed {
-                return None;
-            }
-            Some(match m {
+        let corrupt = move |reason: String| BagError::Corrupt { path: path.clone(), reason };
+        let (readable, oversized) = readable_prefix(&self.map);
+        // Cut before an oversized chunk, the stream has no end magic; that chunk is its error.
+        let options = if oversized.is_some() { mcap::read::Options::IgnoreEndMagic.into() } else { Default::default() };
+        let stream = mcap::MessageStream::new_with_options(readable, options).map_err(|e| corrupt(e.to_string()))?;
+        let messages = stream.map({
+            let corrupt = corrupt.clone();
+            move |m| match m {
                 Ok(m) => Ok(BagMessage {
                     topic: m.channel.topic.clone(),
                     ros_type: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
@@ -179,13 +183,54 @@ impl McapFile {
                     schema: m.channel.schema.as_ref().map(|s| (s.encoding.clone(), s.data.to_vec())),
                     channel_metadata: m.channel.metadata.clone(),
                 }),
-                Err(e) => {
-                    failed = true;
-                    Err(BagError::Corrupt { path: path.clone(), reason: e.to_string() })
-                }
-            })
+                Err(e) => Err(corrupt(e.to_string())),
+            }
+        });
+        let mut failed = false;
+        Ok(messages.chain(oversized.map(|reason| Err(corrupt(reason)))).map_while(move |m| {
+            if failed {
+                return None;
+            }
+            failed = m.is_err();
+            Some(m)
         }))
     }
+}
+
+/// The most one chunk may inflate to (rosbag2 writes 768 KiB chunks and puts a larger message
+/// in a chunk of its own; 4K RGB is 25 MB). The mcap crate allocates what a chunk's header
+/// declares before inflating it, so a bag of a few bytes could otherwise ask for exabytes.
+pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
+
+/// The bytes of `map` before its first chunk that declares more than [`MAX_CHUNK_BYTES`],
+/// with why it stops there (`None`: all of it). Walks the top-level record framing (opcode,
+/// u64 length, body; a chunk's body starts with two times and its uncompressed size) without
+/// inflating anything; the mcap crate reads no further than this for the records it yields, and
+/// has no option to bound a chunk's size.
+fn readable_prefix(map: &[u8]) -> (&[u8], Option<String>) {
+    const MAGIC: usize = 8;
+    const CHUNK: u8 = 0x06;
+    let mut at = MAGIC;
+    while let Some(head) = map.get(at..at + 9) {
+        let len = u64::from_le_bytes([head[1], head[2], head[3], head[4], head[5], head[6], head[7], head[8]]);
+        let body = at + 9;
+        if head[0] == CHUNK {
+            if let Some(size) = map.get(body + 16..body + 24) {
+                let size = u64::from_le_bytes([size[0], size[1], size[2], size[3], size[4], size[5], size[6], size[7]]);
+                if size > MAX_CHUNK_BYTES {
+                    let reason = format!(
+                        "the chunk at byte {at} says it inflates to {size} bytes, more than the {MAX_CHUNK_BYTES} allowed"
+                    );
+                    return (&map[..at], Some(reason));
+                }
+            }
+        }
+        match usize::try_from(len).ok().and_then(|l| body.checked_add(l)) {
+            Some(next) if next <= map.len() => at = next,
+            _ => break,
+        }
+    }
+    (map, None)
 }
 
 /// rosbag2's QoS description of a topic we publish reliably (what `ros2 bag play` offers).
@@ -383,5 +428,57 @@ impl BagWriter {
 impl Drop for BagWriter {
     fn drop(&mut self) {
         let _ = self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the fuzzer (tools/fuzz.sh, target mcap): a chunk header's uncompressed size is
+    /// allocated before inflating, so a small corrupt bag asked for up to 8 EB and aborted the
+    /// process. Such a chunk is now the stream's one error, after the messages before it.
+    #[test]
+    fn a_chunk_that_claims_exabytes_ends_the_stream_with_an_error_after_the_good_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bag.mcap");
+        // One message a chunk: mcap's writer closes a chunk once it passes chunk_size.
+        let mut w = mcap::WriteOptions::new()
+            .chunk_size(Some(1))
+            .compression(Some(mcap::Compression::Zstd))
+            .create(std::io::BufWriter::new(File::create(&path).unwrap()))
+            .unwrap();
+        let schema = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data").unwrap();
+        let channel = w.add_channel(schema, "/t", "cdr", &BTreeMap::new()).unwrap();
+        for i in 0..3u32 {
+            let header =
+                mcap::records::MessageHeader { channel_id: channel, sequence: i, log_time: i as u64, publish_time: 0 };
+            w.write_to_known_channel(&header, &[0, 1, 0, 0, 2, 0, 0, 0, b'a' + i as u8, 0]).unwrap();
+        }
+        w.finish().unwrap();
+        drop(w);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The last chunk's uncompressed_size (after opcode, length and two times) says 2^60.
+        let mut starts = Vec::new();
+        let mut at = 8;
+        while at + 9 <= bytes.len() {
+            if bytes[at] == 0x06 {
+                starts.push(at);
+            }
+            at += 9 + u64::from_le_bytes(bytes[at + 1..at + 9].try_into().unwrap()) as usize;
+        }
+        // The last chunk holds the last message (the first may hold only the schema and channel).
+        let last = *starts.last().unwrap();
+        bytes[last + 25..last + 33].copy_from_slice(&(1u64 << 60).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+
+        let bag = McapFile::open(&path).unwrap();
+        let got: Vec<Result<BagMessage, BagError>> = bag.messages().unwrap().collect();
+        assert_eq!(got.len(), 3, "two messages, then the error");
+        assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
+        assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
+        let err = got[2].as_ref().err().unwrap().to_string();
+        assert!(err.contains("inflates to 1152921504606846976 bytes"), "{err}");
+        assert_eq!(bag.topics().unwrap().keys().collect::<Vec<_>>(), ["/t"]);
     }
 }

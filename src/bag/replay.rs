@@ -132,11 +132,14 @@ impl OutputSink for BagSink<'_> {
 
 /// Why a camera message of the bag was skipped.
 #[derive(Debug, thiserror::Error)]
-enum SkipError {
+pub enum SkipError {
+    /// The message is not the CDR of its type.
     #[error(transparent)]
     Cdr(#[from] CdrError),
+    /// The image inside cannot be used.
     #[error(transparent)]
     Image(#[from] crate::image::ImageError),
+    /// The camera info inside cannot be used.
     #[error(transparent)]
     CameraInfo(#[from] CameraInfoError),
 }
@@ -302,8 +305,8 @@ pub fn replay(
     Ok((s, None))
 }
 
-/// A camera message's header and frame.
-fn decode_frame(data: &[u8], compressed: bool) -> Result<(std_msgs::Header, Frame), SkipError> {
+/// A camera message's header and frame (`compressed`: a CompressedImage, else an Image).
+pub fn decode_frame(data: &[u8], compressed: bool) -> Result<(std_msgs::Header, Frame), SkipError> {
     if compressed {
         let c = from_cdr::<sensor_msgs::CompressedImage>(data)?;
         Ok((c.header, Frame::decode(&c.data)?))

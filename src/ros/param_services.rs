@@ -146,33 +146,11 @@ impl ParamServices {
         }
         // A fresh copy per request: a set earlier in this poll is seen by later gets.
         let snapshot = || self.store.lock().map(|s| s.clone()).ok();
-        serve!(self.list, |req| {
-            let store = snapshot();
-            rcl::ListParametersResponse { result: list(store.as_ref(), &req.prefixes) }
-        });
-        serve!(self.get, |req| {
-            let store = snapshot();
-            let value =
-                |k: &String| store.as_ref().and_then(|s| s.get(k)).map(|(_, v)| to_raw(v)).unwrap_or_else(not_set);
-            rcl::GetParametersResponse { values: req.names.iter().map(value).collect() }
-        });
-        serve!(self.get_types, |req| {
-            let store = snapshot();
-            let ty = |k: &String| {
-                store
-                    .as_ref()
-                    .and_then(|s| s.get(k))
-                    .map(|(_, v)| to_raw(v).ptype)
-                    .unwrap_or(raw::ParameterType::NOT_SET)
-            };
-            rcl::GetParameterTypesResponse { values: req.names.iter().map(ty).collect() }
-        });
-        serve!(self.describe, |req| {
-            let store = snapshot();
-            let descriptor = |k: &String| {
-                store.as_ref().and_then(|s| s.get(k)).map(|(spec, _)| describe(spec)).unwrap_or_else(|| unknown(k))
-            };
-            rcl::DescribeParametersResponse { values: req.names.iter().map(descriptor).collect() }
+        serve!(self.list, |req| rcl::ListParametersResponse { result: list(snapshot().as_ref(), &req.prefixes) });
+        serve!(self.get, |req| rcl::GetParametersResponse { values: values(snapshot().as_ref(), &req.names) });
+        serve!(self.get_types, |req| rcl::GetParameterTypesResponse { values: types(snapshot().as_ref(), &req.names) });
+        serve!(self.describe, |req| rcl::DescribeParametersResponse {
+            values: descriptors(snapshot().as_ref(), &req.names)
         });
         serve!(self.set, |req| rcl::SetParametersResponse {
             results: req.parameter.iter().map(|p| self.apply(std::slice::from_ref(p), stamp)).collect()
@@ -189,15 +167,7 @@ impl ParamServices {
         params: &[raw::Parameter],
         stamp: ros2_client::builtin_interfaces::Time,
     ) -> raw::SetParametersResult {
-        let changes: Result<Vec<(String, ParamValue)>, ParamError> = params
-            .iter()
-            .map(|p| {
-                from_raw(&p.value).map(|v| (p.name.clone(), v)).ok_or_else(|| ParamError::Invalid {
-                    name: p.name.clone(),
-                    detail: format!("unsupported value type {}", p.value.ptype),
-                })
-            })
-            .collect();
+        let changes = requested_changes(params);
         let result = changes.and_then(|c| match self.store.lock() {
             Ok(mut store) => store.set(&c),
             Err(_) => Err(ParamError::StoreUnavailable),
@@ -231,9 +201,44 @@ impl ParamServices {
     }
 }
 
+/// The changes a set request asks for, in the store's terms; refused whole when a value has a
+/// type the node does not use.
+pub fn requested_changes(params: &[raw::Parameter]) -> Result<Vec<(String, ParamValue)>, ParamError> {
+    params
+        .iter()
+        .map(|p| {
+            from_raw(&p.value).map(|v| (p.name.clone(), v)).ok_or_else(|| ParamError::Invalid {
+                name: p.name.clone(),
+                detail: format!("unsupported value type {}", p.value.ptype),
+            })
+        })
+        .collect()
+}
+
+/// `get_parameters`: each name's value, NOT_SET for one the node does not declare.
+pub fn values(store: Option<&ParamStore>, names: &[String]) -> Vec<raw::ParameterValue> {
+    names.iter().map(|k| store.and_then(|s| s.get(k)).map(|(_, v)| to_raw(v)).unwrap_or_else(not_set)).collect()
+}
+
+/// `get_parameter_types`: each name's type, NOT_SET for one the node does not declare.
+pub fn types(store: Option<&ParamStore>, names: &[String]) -> Vec<u8> {
+    names
+        .iter()
+        .map(|k| store.and_then(|s| s.get(k)).map(|(_, v)| to_raw(v).ptype).unwrap_or(raw::ParameterType::NOT_SET))
+        .collect()
+}
+
+/// `describe_parameters`: each name's descriptor (description, range, read-only).
+pub fn descriptors(store: Option<&ParamStore>, names: &[String]) -> Vec<raw::ParameterDescriptor> {
+    names
+        .iter()
+        .map(|k| store.and_then(|s| s.get(k)).map(|(spec, _)| describe(spec)).unwrap_or_else(|| unknown(k)))
+        .collect()
+}
+
 /// Our parameter names have no `.` sections: a name is listed when there are no prefixes or it
 /// equals one or lies under one.
-fn list(store: Option<&ParamStore>, prefixes: &[String]) -> rcl::ListParametersResult {
+pub fn list(store: Option<&ParamStore>, prefixes: &[String]) -> rcl::ListParametersResult {
     let names = store
         .map(|s| s.specs())
         .unwrap_or_default()
