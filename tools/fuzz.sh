@@ -81,8 +81,8 @@ for t in "${targets[@]}"; do
         cp "$out/$t"/default/crashes/id* "$out/$t"/default/hangs/id* "$out/findings/$t/" 2>/dev/null || true
     fi
 done
+rm -rf /dev/shm/sp_dust3r_fuzz.* 2>/dev/null || true
 if [ "$found" = 1 ] || [ "$status" != 0 ]; then
     echo "findings (or a failed start) under $out/findings; replay one with: $bin/fuzz TARGET < FILE" >&2
     exit 1
 fi
-rm -rf /dev/shm/sp_dust3r_fuzz.* 2>/dev/null || true

@@ -208,15 +208,15 @@ pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
 /// inflating anything; the mcap crate reads no further than this for the records it yields, and
 /// has no option to bound a chunk's size.
 fn readable_prefix(map: &[u8]) -> (&[u8], Option<String>) {
+    use byteorder::{ByteOrder, LittleEndian};
     const MAGIC: usize = 8;
     const CHUNK: u8 = 0x06;
     let mut at = MAGIC;
     while let Some(head) = map.get(at..at + 9) {
-        let len = u64::from_le_bytes([head[1], head[2], head[3], head[4], head[5], head[6], head[7], head[8]]);
+        let len = LittleEndian::read_u64(&head[1..]);
         let body = at + 9;
         if head[0] == CHUNK {
-            if let Some(size) = map.get(body + 16..body + 24) {
-                let size = u64::from_le_bytes([size[0], size[1], size[2], size[3], size[4], size[5], size[6], size[7]]);
+            if let Some(size) = map.get(body + 16..body + 24).map(LittleEndian::read_u64) {
                 if size > MAX_CHUNK_BYTES {
                     let reason = format!(
                         "the chunk at byte {at} says it inflates to {size} bytes, more than the {MAX_CHUNK_BYTES} allowed"
