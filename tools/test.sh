@@ -3,7 +3,8 @@
 # (rustfmt, then clippy on every target with warnings as errors, so Cargo.toml's [lints] hold),
 # then makes sure ./.venv has the Python peers the tests compare against (PyPI rosbags: ROS 2
 # message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
-# inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers), then runs every test.
+# inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers), then runs every test,
+# then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages: cmake and libclang-dev build Cyclone DDS (the cyclors crate compiles it from its
@@ -31,3 +32,6 @@ if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2" 2>/dev/n
 fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
 cargo test --release "$@"
+if [ $# -eq 0 ]; then
+    tools/fuzz.sh --seconds 10
+fi

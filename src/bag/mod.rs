@@ -114,8 +114,8 @@ impl McapFile {
         Ok(Self { path: path.to_path_buf(), map })
     }
 
-    /// Topics and types from the channels, without reading the messages (a full scan when the
-    /// file has no summary, e.g. a truncated one).
+    /// Topics and types from the channels, without reading the messages (a scan of the data
+    /// section when the file has no summary, e.g. a truncated one).
     pub fn topics(&self) -> Result<BTreeMap<String, String>, BagError> {
         let corrupt =
             |e: mcap::McapError| BagError::Corrupt { path: self.path.display().to_string(), reason: e.to_string() };
@@ -127,18 +127,17 @@ impl McapFile {
                 .collect());
         }
         let mut topics = BTreeMap::new();
-        let (readable, _) = readable_prefix(&self.map);
-        for m in mcap::MessageStream::new_with_options(readable, mcap::read::Options::IgnoreEndMagic.into())
-            .map_err(corrupt)?
-        {
-            match m {
-                Ok(m) => {
-                    topics
-                        .entry(m.channel.topic.clone())
-                        .or_insert_with(|| m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default());
-                }
+        for m in bounded_messages(&self.map, true) {
+            let m = match m {
+                Ok(m) => m,
+                // Not an MCAP file at all (or broken before its first message) says so; a file
+                // broken later has the topics seen up to there.
+                Err(e) if topics.is_empty() => return Err(corrupt(e)),
                 Err(_) => break,
-            }
+            };
+            topics
+                .entry(m.channel.topic.clone())
+                .or_insert_with(|| m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default());
         }
         Ok(topics)
     }
@@ -162,75 +161,56 @@ impl McapFile {
     }
 
     /// The messages in file order (rosbag2 records them in arrival order). A corrupt or
-    /// truncated file yields its good messages, then one error; so does one with a chunk larger
-    /// than [`MAX_CHUNK_BYTES`], which ends at that chunk.
+    /// truncated file yields its good messages, then one error; so does one with a record larger
+    /// than [`MAX_RECORD_BYTES`].
     pub fn messages(&self) -> Result<impl Iterator<Item = Result<BagMessage, BagError>> + '_, BagError> {
         let path = self.path.display().to_string();
-        let corrupt = move |reason: String| BagError::Corrupt { path: path.clone(), reason };
-        let (readable, oversized) = readable_prefix(&self.map);
-        // Cut before an oversized chunk, the stream has no end magic; that chunk is its error.
-        let options = if oversized.is_some() { mcap::read::Options::IgnoreEndMagic.into() } else { Default::default() };
-        let stream = mcap::MessageStream::new_with_options(readable, options).map_err(|e| corrupt(e.to_string()))?;
-        let messages = stream.map({
-            let corrupt = corrupt.clone();
-            move |m| match m {
-                Ok(m) => Ok(BagMessage {
-                    topic: m.channel.topic.clone(),
-                    ros_type: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
-                    log_time: m.log_time,
-                    publish_time: m.publish_time,
-                    data: m.data.into_owned(),
-                    schema: m.channel.schema.as_ref().map(|s| (s.encoding.clone(), s.data.to_vec())),
-                    channel_metadata: m.channel.metadata.clone(),
-                }),
-                Err(e) => Err(corrupt(e.to_string())),
-            }
-        });
-        let mut failed = false;
-        Ok(messages.chain(oversized.map(|reason| Err(corrupt(reason)))).map_while(move |m| {
-            if failed {
-                return None;
-            }
-            failed = m.is_err();
-            Some(m)
+        Ok(bounded_messages(&self.map, false).map(move |m| match m {
+            Ok(m) => Ok(BagMessage {
+                topic: m.channel.topic.clone(),
+                ros_type: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                log_time: m.log_time,
+                publish_time: m.publish_time,
+                data: m.data.into_owned(),
+                schema: m.channel.schema.as_ref().map(|s| (s.encoding.clone(), s.data.to_vec())),
+                channel_metadata: m.channel.metadata.clone(),
+            }),
+            Err(e) => Err(BagError::Corrupt { path: path.clone(), reason: e.to_string() }),
         }))
     }
 }
 
-/// The most one chunk may inflate to (rosbag2 writes 768 KiB chunks and puts a larger message
-/// in a chunk of its own; 4K RGB is 25 MB). The mcap crate allocates what a chunk's header
-/// declares before inflating it, so a bag of a few bytes could otherwise ask for exabytes.
-pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
+/// The most one record (a message, or a record inside a chunk) may hold (rosbag2 writes 768 KiB
+/// chunks and puts a larger message in a chunk of its own; 4K RGB is 25 MB). The mcap crate
+/// allocates the length a record declares before reading it, so without this bound a few
+/// corrupt bytes could ask for exabytes.
+pub const MAX_RECORD_BYTES: usize = 256 << 20;
 
-/// The bytes of `map` before its first chunk that declares more than [`MAX_CHUNK_BYTES`],
-/// with why it stops there (`None`: all of it). Walks the top-level record framing (opcode,
-/// u64 length, body; a chunk's body starts with two times and its uncompressed size) without
-/// inflating anything; the mcap crate reads no further than this for the records it yields, and
-/// has no option to bound a chunk's size.
-fn readable_prefix(map: &[u8]) -> (&[u8], Option<String>) {
-    use byteorder::{ByteOrder, LittleEndian};
-    const MAGIC: usize = 8;
-    const CHUNK: u8 = 0x06;
-    let mut at = MAGIC;
-    while let Some(head) = map.get(at..at + 9) {
-        let len = LittleEndian::read_u64(&head[1..]);
-        let body = at + 9;
-        if head[0] == CHUNK {
-            if let Some(size) = map.get(body + 16..body + 24).map(LittleEndian::read_u64) {
-                if size > MAX_CHUNK_BYTES {
-                    let reason = format!(
-                        "the chunk at byte {at} says it inflates to {size} bytes, more than the {MAX_CHUNK_BYTES} allowed"
-                    );
-                    return (&map[..at], Some(reason));
-                }
+/// The linked messages of an MCAP file in file order, through the mcap crate's sans-io
+/// [`mcap::sans_io::MessageReader`] (the same checks as `mcap::MessageStream`, which has no way
+/// to bound a record's length), fed from `bytes`. Nothing is yielded after the first error.
+/// `skip_end_magic`: stop at the data end record (a scan that does not need the summary).
+fn bounded_messages(
+    bytes: &[u8],
+    skip_end_magic: bool,
+) -> impl Iterator<Item = mcap::McapResult<mcap::Message<'static>>> + '_ {
+    use mcap::sans_io::{LinearReaderOptions, MessageReadEvent, MessageReader};
+    let options =
+        LinearReaderOptions::default().with_record_length_limit(MAX_RECORD_BYTES).with_skip_end_magic(skip_end_magic);
+    let mut reader = MessageReader::new_with_options(options);
+    let mut rest = bytes;
+    std::iter::from_fn(move || loop {
+        match reader.next_event()? {
+            Ok(MessageReadEvent::ReadRequest(need)) => {
+                let n = need.min(rest.len());
+                reader.insert(n).copy_from_slice(&rest[..n]);
+                reader.notify_read(n);
+                rest = &rest[n..];
             }
+            Ok(MessageReadEvent::Message(m)) => return Some(Ok(m)),
+            Err(e) => return Some(Err(e)),
         }
-        match usize::try_from(len).ok().and_then(|l| body.checked_add(l)) {
-            Some(next) if next <= map.len() => at = next,
-            _ => break,
-        }
-    }
-    (map, None)
+    })
 }
 
 /// rosbag2's QoS description of a topic we publish reliably (what `ros2 bag play` offers).
@@ -435,18 +415,13 @@ impl Drop for BagWriter {
 mod tests {
     use super::*;
 
-    /// Found by the fuzzer (tools/fuzz.sh, target mcap): a chunk header's uncompressed size is
-    /// allocated before inflating, so a small corrupt bag asked for up to 8 EB and aborted the
-    /// process. Such a chunk is now the stream's one error, after the messages before it.
-    #[test]
-    fn a_chunk_that_claims_exabytes_ends_the_stream_with_an_error_after_the_good_messages() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bag.mcap");
-        // One message a chunk: mcap's writer closes a chunk once it passes chunk_size.
+    /// A bag of three String messages, one a zstd chunk (mcap's writer closes a chunk once it
+    /// passes chunk_size), and where its chunk records start.
+    fn three_message_bag(path: &Path) -> (Vec<u8>, Vec<usize>) {
         let mut w = mcap::WriteOptions::new()
             .chunk_size(Some(1))
             .compression(Some(mcap::Compression::Zstd))
-            .create(std::io::BufWriter::new(File::create(&path).unwrap()))
+            .create(std::io::BufWriter::new(File::create(path).unwrap()))
             .unwrap();
         let schema = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data").unwrap();
         let channel = w.add_channel(schema, "/t", "cdr", &BTreeMap::new()).unwrap();
@@ -457,8 +432,7 @@ mod tests {
         }
         w.finish().unwrap();
         drop(w);
-        let mut bytes = std::fs::read(&path).unwrap();
-        // The last chunk's uncompressed_size (after opcode, length and two times) says 2^60.
+        let bytes = std::fs::read(path).unwrap();
         let mut starts = Vec::new();
         let mut at = 8;
         while at + 9 <= bytes.len() {
@@ -467,18 +441,78 @@ mod tests {
             }
             at += 9 + u64::from_le_bytes(bytes[at + 1..at + 9].try_into().unwrap()) as usize;
         }
-        // The last chunk holds the last message (the first may hold only the schema and channel).
+        (bytes, starts)
+    }
+
+    /// Reads the bag at `path` whole: its messages (then an error, if any) and its topics.
+    fn read_back(path: &Path) -> (Vec<Result<BagMessage, BagError>>, Vec<String>) {
+        let bag = McapFile::open(path).unwrap();
+        let got = bag.messages().unwrap().collect();
+        (got, bag.topics().unwrap().into_keys().collect())
+    }
+
+    /// Found by the fuzzer (tools/fuzz.sh, target mcap): a chunk header's uncompressed size said
+    /// 8 EB and the small corrupt bag aborted the process. The stream now yields every message,
+    /// that chunk's too, then one error (its zstd data ends long before the size it declared).
+    #[test]
+    fn a_chunk_that_claims_exabytes_ends_the_stream_with_an_error_after_the_good_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bag.mcap");
+        let (mut bytes, starts) = three_message_bag(&path);
+        // The last chunk holds the last message (the first may hold only the schema and channel);
+        // its uncompressed_size comes after opcode, length and two times.
         let last = *starts.last().unwrap();
         bytes[last + 25..last + 33].copy_from_slice(&(1u64 << 60).to_le_bytes());
         std::fs::write(&path, &bytes).unwrap();
 
-        let bag = McapFile::open(&path).unwrap();
-        let got: Vec<Result<BagMessage, BagError>> = bag.messages().unwrap().collect();
+        let (got, topics) = read_back(&path);
+        assert_eq!(got.len(), 4, "three messages, then the error");
+        for (m, want) in got.iter().zip(b"abc") {
+            assert_eq!(m.as_ref().unwrap().data[8], *want);
+        }
+        let err = got[3].as_ref().err().unwrap().to_string();
+        assert!(err.contains("corrupt or truncated MCAP: Error during decompression"), "{err}");
+        assert_eq!(topics, ["/t"]);
+    }
+
+    /// Found by the fuzzer (tools/fuzz.sh, target mcap): a record inside a compressed chunk
+    /// declared 2^60 bytes and the mcap crate reserved that much while inflating it (abort).
+    /// Records are now bounded by [`MAX_RECORD_BYTES`]: the messages before, then one error.
+    #[test]
+    fn a_record_in_a_compressed_chunk_that_claims_exabytes_ends_the_stream_with_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bag.mcap");
+        let (bytes, starts) = three_message_bag(&path);
+        // Replace the last chunk with one whose zstd records start with a message record
+        // (opcode 0x05) declaring 2^60 bytes.
+        let mut records = vec![0x05];
+        records.extend((1u64 << 60).to_le_bytes());
+        records.extend([7u8; 22]);
+        let compressed = zstd::bulk::compress(&records, 0).unwrap();
+        let mut body = Vec::new();
+        body.extend(2u64.to_le_bytes()); // start time
+        body.extend(2u64.to_le_bytes()); // end time
+        body.extend((records.len() as u64).to_le_bytes());
+        body.extend(0u32.to_le_bytes()); // no CRC
+        body.extend(4u32.to_le_bytes());
+        body.extend(b"zstd");
+        body.extend((compressed.len() as u64).to_le_bytes());
+        body.extend(&compressed);
+        let last = *starts.last().unwrap();
+        let old_len = u64::from_le_bytes(bytes[last + 1..last + 9].try_into().unwrap()) as usize;
+        let mut mutated = bytes[..last].to_vec();
+        mutated.push(0x06);
+        mutated.extend((body.len() as u64).to_le_bytes());
+        mutated.extend(&body);
+        mutated.extend(&bytes[last + 9 + old_len..]);
+        std::fs::write(&path, &mutated).unwrap();
+
+        let (got, topics) = read_back(&path);
         assert_eq!(got.len(), 3, "two messages, then the error");
         assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
         assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
         let err = got[2].as_ref().err().unwrap().to_string();
-        assert!(err.contains("inflates to 1152921504606846976 bytes"), "{err}");
-        assert_eq!(bag.topics().unwrap().keys().collect::<Vec<_>>(), ["/t"]);
+        assert!(err.contains("length exceeds limit: `1152921504606846976`"), "{err}");
+        assert_eq!(topics, ["/t"]);
     }
 }
