@@ -2,7 +2,10 @@
 //! replay's output as a bag that `ros2 bag`, rosbags and Foxglove open (profile `ros2`, schemas
 //! `ros2msg` with the full definitions, messages `cdr`).
 
+mod records;
 pub mod replay;
+
+pub use records::MAX_RECORD_BYTES;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -114,12 +117,26 @@ impl McapFile {
         Ok(Self { path: path.to_path_buf(), map })
     }
 
+    /// The file's summary section, when it has one that reads, and whose strings all fit in
+    /// their records (the mcap crate would reserve what they declare; see [`records`]).
+    fn summary(&self) -> Result<Option<mcap::Summary>, mcap::McapError> {
+        // The footer: opcode, u64 length, summary_start u64, ... (29 bytes), then the magic.
+        let footer = self.map.len().checked_sub(29 + 8).and_then(|at| self.map.get(at + 9..at + 17));
+        use byteorder::ByteOrder;
+        if let Some(start) = footer.map(byteorder::LittleEndian::read_u64).filter(|&s| s != 0) {
+            let section = usize::try_from(start).ok().and_then(|s| self.map.get(s..self.map.len() - 37));
+            if section.and_then(records::first_oversized_record).is_some() {
+                return Ok(None);
+            }
+        }
+        mcap::Summary::read(&self.map)
+    }
+
     /// Topics and types from the channels, without reading the messages (a scan of the data
     /// section when the file has no summary, e.g. a truncated one).
     pub fn topics(&self) -> Result<BTreeMap<String, String>, BagError> {
-        let corrupt =
-            |e: mcap::McapError| BagError::Corrupt { path: self.path.display().to_string(), reason: e.to_string() };
-        if let Ok(Some(summary)) = mcap::Summary::read(&self.map) {
+        let corrupt = |reason: String| BagError::Corrupt { path: self.path.display().to_string(), reason };
+        if let Ok(Some(summary)) = self.summary() {
             return Ok(summary
                 .channels
                 .values()
@@ -127,7 +144,7 @@ impl McapFile {
                 .collect());
         }
         let mut topics = BTreeMap::new();
-        for m in bounded_messages(&self.map, true) {
+        for m in records::messages(&self.map, true) {
             let m = match m {
                 Ok(m) => m,
                 // Not an MCAP file at all (or broken before its first message) says so; a file
@@ -145,7 +162,7 @@ impl McapFile {
     /// Messages per topic from the file's summary statistics; empty when the file has none
     /// (e.g. a truncated one), since counting would mean reading it all.
     pub fn message_counts(&self) -> BTreeMap<String, u64> {
-        let Ok(Some(summary)) = mcap::Summary::read(&self.map) else {
+        let Ok(Some(summary)) = self.summary() else {
             return BTreeMap::new();
         };
         let Some(stats) = &summary.stats else {
@@ -165,7 +182,7 @@ impl McapFile {
     /// than [`MAX_RECORD_BYTES`].
     pub fn messages(&self) -> Result<impl Iterator<Item = Result<BagMessage, BagError>> + '_, BagError> {
         let path = self.path.display().to_string();
-        Ok(bounded_messages(&self.map, false).map(move |m| match m {
+        Ok(records::messages(&self.map, false).map(move |m| match m {
             Ok(m) => Ok(BagMessage {
                 topic: m.channel.topic.clone(),
                 ros_type: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
@@ -175,42 +192,9 @@ impl McapFile {
                 schema: m.channel.schema.as_ref().map(|s| (s.encoding.clone(), s.data.to_vec())),
                 channel_metadata: m.channel.metadata.clone(),
             }),
-            Err(e) => Err(BagError::Corrupt { path: path.clone(), reason: e.to_string() }),
+            Err(reason) => Err(BagError::Corrupt { path: path.clone(), reason }),
         }))
     }
-}
-
-/// The most one record (a message, or a record inside a chunk) may hold (rosbag2 writes 768 KiB
-/// chunks and puts a larger message in a chunk of its own; 4K RGB is 25 MB). The mcap crate
-/// allocates the length a record declares before reading it, so without this bound a few
-/// corrupt bytes could ask for exabytes.
-pub const MAX_RECORD_BYTES: usize = 256 << 20;
-
-/// The linked messages of an MCAP file in file order, through the mcap crate's sans-io
-/// [`mcap::sans_io::MessageReader`] (the same checks as `mcap::MessageStream`, which has no way
-/// to bound a record's length), fed from `bytes`. Nothing is yielded after the first error.
-/// `skip_end_magic`: stop at the data end record (a scan that does not need the summary).
-fn bounded_messages(
-    bytes: &[u8],
-    skip_end_magic: bool,
-) -> impl Iterator<Item = mcap::McapResult<mcap::Message<'static>>> + '_ {
-    use mcap::sans_io::{LinearReaderOptions, MessageReadEvent, MessageReader};
-    let options =
-        LinearReaderOptions::default().with_record_length_limit(MAX_RECORD_BYTES).with_skip_end_magic(skip_end_magic);
-    let mut reader = MessageReader::new_with_options(options);
-    let mut rest = bytes;
-    std::iter::from_fn(move || loop {
-        match reader.next_event()? {
-            Ok(MessageReadEvent::ReadRequest(need)) => {
-                let n = need.min(rest.len());
-                reader.insert(n).copy_from_slice(&rest[..n]);
-                reader.notify_read(n);
-                rest = &rest[n..];
-            }
-            Ok(MessageReadEvent::Message(m)) => return Some(Ok(m)),
-            Err(e) => return Some(Err(e)),
-        }
-    })
 }
 
 /// rosbag2's QoS description of a topic we publish reliably (what `ros2 bag play` offers).

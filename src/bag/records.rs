@@ -1,0 +1,217 @@
+//! Reading MCAP records with the bounds the mcap crate leaves out: it reserves a string's
+//! declared length (a u32, up to 4 GiB) before reading it, and a record's declared length
+//! before inflating it, so a few corrupt bytes could otherwise make it ask for gigabytes.
+
+use std::borrow::Cow;
+
+use mcap::records::{op, Record};
+use mcap::sans_io::{LinearReadEvent, LinearReader, LinearReaderOptions};
+
+/// The most one record (a message, or a record inside a chunk) may hold (rosbag2 writes 768 KiB
+/// chunks and puts a larger message in a chunk of its own; 4K RGB is 25 MB).
+pub const MAX_RECORD_BYTES: usize = 256 << 20;
+
+/// A field of a record, as far as its length matters.
+#[derive(Clone, Copy)]
+enum Field {
+    /// `n` bytes of fixed-size fields.
+    Fixed(usize),
+    /// A string: u32 length, then its bytes.
+    Str,
+    /// A map of strings: u32 byte length, then key and value strings.
+    StrMap,
+    /// A map of integers: u32 byte length, then its bytes.
+    Bytes,
+}
+
+/// The leading fields of each record that holds strings, per the MCAP specification (fields
+/// after the last string are left to the crate's own checks).
+fn layout(opcode: u8) -> &'static [Field] {
+    use Field::*;
+    match opcode {
+        op::HEADER => &[Str, Str],
+        op::SCHEMA => &[Fixed(2), Str, Str],
+        op::CHANNEL => &[Fixed(4), Str, Str, StrMap],
+        op::CHUNK => &[Fixed(28), Str],
+        op::CHUNK_INDEX => &[Fixed(32), Bytes, Fixed(8), Str],
+        op::ATTACHMENT => &[Fixed(16), Str, Str],
+        op::ATTACHMENT_INDEX => &[Fixed(40), Str, Str],
+        op::METADATA => &[Str, StrMap],
+        op::METADATA_INDEX => &[Fixed(16), Str],
+        _ => &[],
+    }
+}
+
+/// Why a record is refused before parsing, or `None` when every string it declares fits in it.
+pub fn oversized_string(opcode: u8, body: &[u8]) -> Option<String> {
+    fn take_len(rest: &mut &[u8]) -> Option<usize> {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let (_, tail) = tail.split_at_checked(len)?;
+        *rest = tail;
+        Some(len)
+    }
+    let too_long = || Some(format!("record {opcode:#04x} declares a string longer than the record"));
+    let mut rest = body;
+    for field in layout(opcode) {
+        match field {
+            Field::Fixed(n) => match rest.get(*n..) {
+                Some(tail) => rest = tail,
+                None => return None, // too short: the crate's parser says so without allocating
+            },
+            Field::Str | Field::Bytes => {
+                if rest.len() >= 4 && take_len(&mut rest).is_none() {
+                    return too_long();
+                }
+            }
+            Field::StrMap => {
+                // Too short for the map: left to the parser, as above.
+                let (len, tail) = rest.split_first_chunk::<4>()?;
+                let len = u32::from_le_bytes(*len) as usize;
+                let mut map = &tail[..len.min(tail.len())];
+                while map.len() >= 4 {
+                    if take_len(&mut map).is_none() {
+                        return too_long();
+                    }
+                }
+                rest = &tail[len.min(tail.len())..];
+            }
+        }
+    }
+    None
+}
+
+/// Every top-level record of `bytes` (an MCAP file without its magic) checked with
+/// [`oversized_string`]; the first refusal. Walks the record framing only.
+pub fn first_oversized_record(bytes: &[u8]) -> Option<String> {
+    let mut rest = bytes;
+    while let Some((head, tail)) = rest.split_first_chunk::<9>() {
+        let len = usize::try_from(u64::from_le_bytes(head[1..].try_into().ok()?)).ok()?;
+        let (body, tail) = tail.split_at_checked(len)?;
+        if let Some(why) = oversized_string(head[0], body) {
+            return Some(why);
+        }
+        rest = tail;
+    }
+    None
+}
+
+/// The linked messages of an MCAP file in file order, as `mcap::MessageStream` yields them (its
+/// schema and channel checks, through the crate's [`mcap::read::ChannelAccumulator`]), read with
+/// the crate's sans-io [`LinearReader`] bounded by [`MAX_RECORD_BYTES`] and with each schema and
+/// channel checked by [`oversized_string`] before it is parsed; other records are skipped
+/// unparsed. Nothing is yielded after the first error. `stop_at_data_end`: end at the data end
+/// record (a scan for the channels); otherwise the summary after it is read to the end magic,
+/// so a truncated file is reported after its last message.
+pub fn messages(
+    bytes: &[u8],
+    stop_at_data_end: bool,
+) -> impl Iterator<Item = Result<mcap::Message<'static>, String>> + '_ {
+    let options =
+        LinearReaderOptions::default().with_record_length_limit(MAX_RECORD_BYTES).with_skip_end_magic(stop_at_data_end);
+    let mut reader = LinearReader::new_with_options(options);
+    let mut channels = mcap::read::ChannelAccumulator::default();
+    let mut rest = bytes;
+    let mut past_data_end = false;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        while !done {
+            let (opcode, data) = match reader.next_event()? {
+                Ok(LinearReadEvent::ReadRequest(need)) => {
+                    let n = need.min(rest.len());
+                    reader.insert(n).copy_from_slice(&rest[..n]);
+                    reader.notify_read(n);
+                    rest = &rest[n..];
+                    continue;
+                }
+                Ok(LinearReadEvent::Record { opcode, data }) => (opcode, data),
+                Err(e) => {
+                    done = true;
+                    return Some(Err(e.to_string()));
+                }
+            };
+            let linked = match opcode {
+                op::DATA_END if stop_at_data_end => return None,
+                op::DATA_END => {
+                    past_data_end = true;
+                    continue;
+                }
+                // The summary repeats the schemas and channels; like the crate, not re-checked.
+                op::SCHEMA | op::CHANNEL if past_data_end => continue,
+                op::SCHEMA | op::CHANNEL | op::MESSAGE => link(&mut channels, opcode, data),
+                _ => continue,
+            };
+            match linked {
+                Ok(None) => {}
+                Ok(Some(m)) => return Some(Ok(m)),
+                Err(e) => {
+                    done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    })
+}
+
+/// Adds a schema or channel to `channels`, or links a message to its channel.
+fn link(
+    channels: &mut mcap::read::ChannelAccumulator<'static>,
+    opcode: u8,
+    data: &[u8],
+) -> Result<Option<mcap::Message<'static>>, String> {
+    if let Some(why) = oversized_string(opcode, data) {
+        return Err(why);
+    }
+    match mcap::parse_record(opcode, data).map_err(|e| e.to_string())? {
+        Record::Schema { header, data } => channels.add_schema_from_slice(header, &data).map_err(|e| e.to_string())?,
+        Record::Channel(channel) => channels.add_channel(channel).map_err(|e| e.to_string())?,
+        Record::Message { header, data } => {
+            let channel = channels
+                .get(header.channel_id)
+                .ok_or_else(|| mcap::McapError::UnknownChannel(header.sequence, header.channel_id).to_string())?;
+            return Ok(Some(mcap::Message {
+                channel,
+                sequence: header.sequence,
+                log_time: header.log_time,
+                publish_time: header.publish_time,
+                data: Cow::Owned(data.into_owned()),
+            }));
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_longer_than_their_record_are_refused_and_those_that_fit_pass() {
+        // A channel: id, schema id, topic "/t", encoding "cdr", metadata {"k": "v"}.
+        let mut channel = vec![1, 0, 0, 0];
+        for s in ["/t", "cdr"] {
+            channel.extend((s.len() as u32).to_le_bytes());
+            channel.extend(s.as_bytes());
+        }
+        channel.extend(10u32.to_le_bytes());
+        for s in ["k", "v"] {
+            channel.extend(1u32.to_le_bytes());
+            channel.extend(s.as_bytes());
+        }
+        assert_eq!(oversized_string(op::CHANNEL, &channel), None);
+        assert!(matches!(mcap::parse_record(op::CHANNEL, &channel), Ok(Record::Channel(_))));
+        // The topic says 2.5 GB (the fuzzer's finding), then a metadata value says 2 bytes.
+        let mut long_topic = channel.clone();
+        long_topic[4..8].copy_from_slice(&2_566_914_064u32.to_le_bytes());
+        assert!(oversized_string(op::CHANNEL, &long_topic).unwrap().contains("0x04"));
+        let mut long_value = channel.clone();
+        let at = channel.len() - 5;
+        long_value[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
+        assert!(oversized_string(op::CHANNEL, &long_value).is_some());
+        // Cut short before a string: left to the parser, which fails without allocating.
+        assert_eq!(oversized_string(op::CHANNEL, &channel[..3]), None);
+        assert!(mcap::parse_record(op::CHANNEL, &channel[..3]).is_err());
+    }
+}
