@@ -188,6 +188,34 @@ fn luminance_of_each_encoding_uses_bt601_weights() {
     assert!((big.data[0] - 32768.0 / 65535.0).abs() < 1e-6);
 }
 
+/// Found by the fuzzer (image_jpeg, cdr_compressed): a JPEG of a few hundred bytes whose header
+/// declares 16 Mpx took 2 s, the decoder filling in what the data could not hold. A real JPEG,
+/// even of one flat grey (the least data a JPEG can have), is above the bound.
+#[test]
+fn a_small_jpeg_declaring_a_huge_image_is_refused_and_a_flat_one_decodes() {
+    let encode = |w, h| {
+        let mut jpeg = Vec::new();
+        image::GrayImage::from_pixel(w, h, image::Luma([128]))
+            .write_to(&mut std::io::Cursor::new(&mut jpeg), image::ImageFormat::Jpeg)
+            .unwrap();
+        jpeg
+    };
+    let flat = encode(2048, 2048);
+    let frame = Frame::decode(&flat).unwrap();
+    assert_eq!((frame.width(), frame.height()), (2048, 2048));
+    // A 64x48 JPEG whose frame header (SOF0: FF C0, length, precision, height, width) says 4096x4096.
+    let mut small = encode(64, 48);
+    let sof = small.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    small[sof + 5..sof + 9].copy_from_slice(&[0x10, 0x00, 0x10, 0x00]);
+    let started = std::time::Instant::now();
+    let err = Frame::decode(&small).err();
+    assert_eq!(
+        err,
+        Some(ImageError::Decode(format!("truncated JPEG ({} bytes cannot hold 4096x4096 pixels)", small.len())))
+    );
+    println!("refused in {:?}", started.elapsed());
+}
+
 #[test]
 fn corrupt_and_unknown_compressed_images_are_decode_errors() {
     let mut jpeg = Vec::new();

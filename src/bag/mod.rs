@@ -120,11 +120,12 @@ impl McapFile {
     /// The file's summary section, when it has one that reads, and whose strings all fit in
     /// their records (the mcap crate would reserve what they declare; see [`records`]).
     fn summary(&self) -> Result<Option<mcap::Summary>, mcap::McapError> {
-        // The footer: opcode, u64 length, summary_start u64, ... (29 bytes), then the magic.
+        // The footer (opcode, u64 length, summary_start u64, ...; 29 bytes), then the magic.
         let footer = self.map.len().checked_sub(29 + 8).and_then(|at| self.map.get(at + 9..at + 17));
         use byteorder::ByteOrder;
         if let Some(start) = footer.map(byteorder::LittleEndian::read_u64).filter(|&s| s != 0) {
-            let section = usize::try_from(start).ok().and_then(|s| self.map.get(s..self.map.len() - 37));
+            // The crate reads every record from summary_start to the end of the file.
+            let section = usize::try_from(start).ok().and_then(|s| self.map.get(s..));
             if section.and_then(records::first_oversized_record).is_some() {
                 return Ok(None);
             }

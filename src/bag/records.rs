@@ -81,8 +81,10 @@ pub fn oversized_string(opcode: u8, body: &[u8]) -> Option<String> {
     None
 }
 
-/// Every top-level record of `bytes` (an MCAP file without its magic) checked with
-/// [`oversized_string`]; the first refusal. Walks the record framing only.
+/// Every record of `bytes` (a run of top-level records, e.g. from the footer's summary_start to
+/// the end of the file, which is what `mcap::Summary::read` parses) checked with
+/// [`oversized_string`]; the first refusal. Walks the record framing only; a record cut off by
+/// the end stops the walk (the crate refuses it as longer than what is left).
 pub fn first_oversized_record(bytes: &[u8]) -> Option<String> {
     let mut rest = bytes;
     while let Some((head, tail)) = rest.split_first_chunk::<9>() {
@@ -213,5 +215,28 @@ mod tests {
         // Cut short before a string: left to the parser, which fails without allocating.
         assert_eq!(oversized_string(op::CHANNEL, &channel[..3]), None);
         assert!(mcap::parse_record(op::CHANNEL, &channel[..3]).is_err());
+    }
+
+    #[test]
+    fn a_metadata_record_whose_name_claims_gigabytes_is_found_among_the_files_records() {
+        let mut w = mcap::WriteOptions::new().create(std::io::Cursor::new(Vec::new())).unwrap();
+        let metadata = mcap::records::Metadata {
+            name: "calibration".into(),
+            metadata: [("camera".to_string(), "cam".to_string())].into(),
+        };
+        w.write_metadata(&metadata).unwrap();
+        w.finish().unwrap();
+        let mut bytes = w.into_inner().into_inner();
+        let records = &bytes[8..bytes.len() - 8];
+        assert_eq!(first_oversized_record(records), None);
+        // The metadata record's name (its first field) says 3.5 GiB (the fuzzer's finding, where
+        // the summary reader followed the footer into it).
+        let mut at = 8;
+        while bytes[at] != op::METADATA {
+            at += 9 + u64::from_le_bytes(bytes[at + 1..at + 9].try_into().unwrap()) as usize;
+        }
+        bytes[at + 9..at + 13].copy_from_slice(&3_758_096_384u32.to_le_bytes());
+        let why = first_oversized_record(&bytes[8..]).unwrap();
+        assert!(why.contains("0x0c"), "{why}");
     }
 }

@@ -240,8 +240,18 @@ impl Frame {
                 return Err(ImageError::Decode("truncated JPEG (no end-of-image marker)".to_string()));
             }
         }
+        let is_jpeg = reader.format() == Some(image::ImageFormat::Jpeg);
         let (width, height) = reader.into_dimensions().map_err(|e| ImageError::Decode(e.to_string()))?;
         check_size(width, height)?;
+        // Huffman-coded JPEG spends at least one bit on every 8x8 luma block (its DC code), but
+        // the decoder fills what is missing: a 700-byte file declaring 16 Mpx cost 2 s.
+        let blocks = u64::from(width.div_ceil(8)) * u64::from(height.div_ceil(8));
+        if is_jpeg && (bytes.len() as u64) * 8 < blocks {
+            return Err(ImageError::Decode(format!(
+                "truncated JPEG ({} bytes cannot hold {width}x{height} pixels)",
+                bytes.len()
+            )));
+        }
         let decoded = image::load_from_memory(bytes).map_err(|e| ImageError::Decode(e.to_string()))?;
         Ok(Self::from_dynamic(decoded))
     }
