@@ -216,6 +216,20 @@ fn a_small_jpeg_declaring_a_huge_image_is_refused_and_a_flat_one_decodes() {
     println!("refused in {:?}", started.elapsed());
 }
 
+/// Found by the fuzzer (image_jpeg): a 713-byte JPEG on which zune-jpeg's AVX2 IDCT unwraps a
+/// None (a panic inside the image crate). It is a decode error now; kept as a fuzz seed.
+#[test]
+fn a_jpeg_that_makes_the_decoder_panic_is_a_decode_error() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/image_jpeg/panic-1");
+    let bytes = std::fs::read(path).unwrap();
+    match Frame::decode(&bytes) {
+        Err(ImageError::Decode(_)) => {}
+        // The panic is in the AVX2 code; the scalar IDCT may decode it.
+        Ok(_) if !std::arch::is_x86_feature_detected!("avx2") => {}
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn corrupt_and_unknown_compressed_images_are_decode_errors() {
     let mut jpeg = Vec::new();

@@ -252,7 +252,11 @@ impl Frame {
                 bytes.len()
             )));
         }
-        let decoded = image::load_from_memory(bytes).map_err(|e| ImageError::Decode(e.to_string()))?;
+        // zune-jpeg 0.5.15 (the image crate's JPEG decoder) can panic on a corrupt file (an
+        // unwrap in its AVX2 IDCT, found by the fuzzer); one bad frame must not end the node.
+        let decoded = std::panic::catch_unwind(|| image::load_from_memory(bytes))
+            .map_err(|_| ImageError::Decode("the image decoder failed on corrupt data (it panicked)".to_string()))?
+            .map_err(|e| ImageError::Decode(e.to_string()))?;
         Ok(Self::from_dynamic(decoded))
     }
 
