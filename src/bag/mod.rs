@@ -418,14 +418,7 @@ mod tests {
         w.finish().unwrap();
         drop(w);
         let bytes = std::fs::read(path).unwrap();
-        let mut starts = Vec::new();
-        let mut at = 8;
-        while at + 9 <= bytes.len() {
-            if bytes[at] == 0x06 {
-                starts.push(at);
-            }
-            at += 9 + u64::from_le_bytes(bytes[at + 1..at + 9].try_into().unwrap()) as usize;
-        }
+        let starts = records::framed(&bytes[8..]).filter(|r| r.1 == 0x06).map(|r| 8 + r.0).collect();
         (bytes, starts)
     }
 

@@ -81,21 +81,25 @@ pub fn oversized_string(opcode: u8, body: &[u8]) -> Option<String> {
     None
 }
 
-/// Every record of `bytes` (a run of top-level records, e.g. from the footer's summary_start to
-/// the end of the file, which is what `mcap::Summary::read` parses) checked with
-/// [`oversized_string`]; the first refusal. Walks the record framing only; a record cut off by
-/// the end stops the walk (the crate refuses it as longer than what is left).
-pub fn first_oversized_record(bytes: &[u8]) -> Option<String> {
-    let mut rest = bytes;
-    while let Some((head, tail)) = rest.split_first_chunk::<9>() {
+/// The records of `bytes` (a run of top-level records: opcode, u64 length, body) with the offset
+/// of each, from the framing alone; a record cut off by the end stops the walk.
+pub fn framed(bytes: &[u8]) -> impl Iterator<Item = (usize, u8, &[u8])> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let (head, tail) = bytes.get(at..)?.split_first_chunk::<9>()?;
         let len = usize::try_from(u64::from_le_bytes(head[1..].try_into().ok()?)).ok()?;
-        let (body, tail) = tail.split_at_checked(len)?;
-        if let Some(why) = oversized_string(head[0], body) {
-            return Some(why);
-        }
-        rest = tail;
-    }
-    None
+        let (body, _) = tail.split_at_checked(len)?;
+        let record = (at, head[0], body);
+        at += 9 + len;
+        Some(record)
+    })
+}
+
+/// Every record of `bytes` (e.g. from the footer's summary_start to the end of the file, which
+/// is what `mcap::Summary::read` parses) checked with [`oversized_string`]; the first refusal.
+/// A record cut off by the end stops the walk (the crate refuses it as longer than what is left).
+pub fn first_oversized_record(bytes: &[u8]) -> Option<String> {
+    framed(bytes).find_map(|(_, opcode, body)| oversized_string(opcode, body))
 }
 
 /// The linked messages of an MCAP file in file order, as `mcap::MessageStream` yields them (its
@@ -231,10 +235,7 @@ mod tests {
         assert_eq!(first_oversized_record(records), None);
         // The metadata record's name (its first field) says 3.5 GiB (the fuzzer's finding, where
         // the summary reader followed the footer into it).
-        let mut at = 8;
-        while bytes[at] != op::METADATA {
-            at += 9 + u64::from_le_bytes(bytes[at + 1..at + 9].try_into().unwrap()) as usize;
-        }
+        let at = 8 + framed(records).find(|r| r.1 == op::METADATA).unwrap().0;
         bytes[at + 9..at + 13].copy_from_slice(&3_758_096_384u32.to_le_bytes());
         let why = first_oversized_record(&bytes[8..]).unwrap();
         assert!(why.contains("0x0c"), "{why}");

@@ -234,13 +234,13 @@ impl Frame {
         }
         // The JPEG decoder fills a cut-off image with grey instead of failing: demand the
         // end-of-image marker (encoders may pad after it with zeros).
-        if reader.format() == Some(image::ImageFormat::Jpeg) {
+        let is_jpeg = reader.format() == Some(image::ImageFormat::Jpeg);
+        if is_jpeg {
             let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
             if end < 2 || bytes[end - 2..end] != [0xFF, 0xD9] {
                 return Err(ImageError::Decode("truncated JPEG (no end-of-image marker)".to_string()));
             }
         }
-        let is_jpeg = reader.format() == Some(image::ImageFormat::Jpeg);
         let (width, height) = reader.into_dimensions().map_err(|e| ImageError::Decode(e.to_string()))?;
         check_size(width, height)?;
         // Huffman-coded JPEG spends at least one bit on every 8x8 luma block (its DC code), but
