@@ -220,8 +220,7 @@ fn mcap(data: &[u8]) {
     let Ok(bag) = sp_dust3r::bag::McapFile::open(&path) else { return };
     let _ = bag.topics();
     let _ = bag.message_counts();
-    let Ok(messages) = bag.messages() else { return };
-    for m in messages.take(MAX_MESSAGES).flatten() {
+    for m in bag.messages().take(MAX_MESSAGES).flatten() {
         if m.ros_type.ends_with("/Image") || m.ros_type.ends_with("/CompressedImage") {
             let compressed = m.ros_type.ends_with("/CompressedImage");
             if let Ok((_, f)) = sp_dust3r::bag::replay::decode_frame(&m.data, compressed) {

@@ -181,9 +181,9 @@ impl McapFile {
     /// The messages in file order (rosbag2 records them in arrival order). A corrupt or
     /// truncated file yields its good messages, then one error; so does one with a record larger
     /// than [`MAX_RECORD_BYTES`].
-    pub fn messages(&self) -> Result<impl Iterator<Item = Result<BagMessage, BagError>> + '_, BagError> {
+    pub fn messages(&self) -> impl Iterator<Item = Result<BagMessage, BagError>> + '_ {
         let path = self.path.display().to_string();
-        Ok(records::messages(&self.map, false).map(move |m| match m {
+        records::messages(&self.map, false).map(move |m| match m {
             Ok(m) => Ok(BagMessage {
                 topic: m.channel.topic.clone(),
                 ros_type: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
@@ -194,7 +194,7 @@ impl McapFile {
                 channel_metadata: m.channel.metadata.clone(),
             }),
             Err(reason) => Err(BagError::Corrupt { path: path.clone(), reason }),
-        }))
+        })
     }
 }
 
@@ -400,12 +400,12 @@ impl Drop for BagWriter {
 mod tests {
     use super::*;
 
-    /// A bag of three String messages, one a zstd chunk (mcap's writer closes a chunk once it
-    /// passes chunk_size), and where its chunk records start.
-    fn three_message_bag(path: &Path) -> (Vec<u8>, Vec<usize>) {
+    /// A bag of three String messages, one a chunk (mcap's writer closes a chunk once it passes
+    /// chunk_size), and where its chunk records start.
+    fn three_message_bag(path: &Path, compression: Option<mcap::Compression>) -> (Vec<u8>, Vec<usize>) {
         let mut w = mcap::WriteOptions::new()
             .chunk_size(Some(1))
-            .compression(Some(mcap::Compression::Zstd))
+            .compression(compression)
             .create(std::io::BufWriter::new(File::create(path).unwrap()))
             .unwrap();
         let schema = w.add_schema("std_msgs/msg/String", "ros2msg", b"string data").unwrap();
@@ -425,7 +425,7 @@ mod tests {
     /// Reads the bag at `path` whole: its messages (then an error, if any) and its topics.
     fn read_back(path: &Path) -> (Vec<Result<BagMessage, BagError>>, Vec<String>) {
         let bag = McapFile::open(path).unwrap();
-        let got = bag.messages().unwrap().collect();
+        let got = bag.messages().collect();
         (got, bag.topics().unwrap().into_keys().collect())
     }
 
@@ -436,7 +436,7 @@ mod tests {
     fn a_chunk_that_claims_exabytes_ends_the_stream_with_an_error_after_the_good_messages() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bag.mcap");
-        let (mut bytes, starts) = three_message_bag(&path);
+        let (mut bytes, starts) = three_message_bag(&path, Some(mcap::Compression::Zstd));
         // The last chunk holds the last message (the first may hold only the schema and channel);
         // its uncompressed_size comes after opcode, length and two times.
         let last = *starts.last().unwrap();
@@ -460,7 +460,7 @@ mod tests {
     fn a_record_in_a_compressed_chunk_that_claims_exabytes_ends_the_stream_with_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bag.mcap");
-        let (bytes, starts) = three_message_bag(&path);
+        let (bytes, starts) = three_message_bag(&path, Some(mcap::Compression::Zstd));
         // Replace the last chunk with one whose zstd records start with a message record
         // (opcode 0x05) declaring 2^60 bytes.
         let mut records = vec![0x05];
@@ -491,6 +491,36 @@ mod tests {
         assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
         let err = got[2].as_ref().err().unwrap().to_string();
         assert!(err.contains("length exceeds limit: `1152921504606846976`"), "{err}");
+        assert_eq!(topics, ["/t"]);
+    }
+
+    /// Found by the fuzzer (tools/fuzz.sh, target mcap): a record inside an uncompressed chunk
+    /// declared more bytes than the chunk had left, and the mcap crate's reader subtracted its
+    /// length from the chunk's remainder unchecked (an overflow; in a release build it then read
+    /// on past the chunk). The messages before that chunk, then one error naming it.
+    #[test]
+    fn a_record_that_overruns_its_uncompressed_chunk_ends_the_stream_with_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bag.mcap");
+        let (mut bytes, starts) = three_message_bag(&path, None);
+        assert_eq!(records::first_overrunning_chunk(&bytes), None);
+        let (got, _) = read_back(&path);
+        assert_eq!(got.iter().filter(|m| m.is_ok()).count(), 3, "the intact bag reads whole");
+        // The last chunk's only record is the last message: after opcode, length, 28 bytes of
+        // times, size and CRC, the empty compression string and the records' length.
+        let last = *starts.last().unwrap();
+        let record = last + 9 + 28 + 4 + 8;
+        assert_eq!(bytes[record], mcap::records::op::MESSAGE);
+        let len = u64::from_le_bytes(bytes[record + 1..record + 9].try_into().unwrap());
+        bytes[record + 1..record + 9].copy_from_slice(&(len + 40).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+
+        let (got, topics) = read_back(&path);
+        assert_eq!(got.len(), 3, "two messages, then the error");
+        assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
+        assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
+        let err = got[2].as_ref().err().unwrap().to_string();
+        assert!(err.contains(&format!("the uncompressed chunk at byte {last} has a record that overruns it")), "{err}");
         assert_eq!(topics, ["/t"]);
     }
 }

@@ -102,11 +102,38 @@ pub fn first_oversized_record(bytes: &[u8]) -> Option<String> {
     framed(bytes).find_map(|(_, opcode, body)| oversized_string(opcode, body))
 }
 
+/// The offset of the first top-level uncompressed chunk of `file` whose records do not exactly
+/// fill its records section, with why. The crate's reader takes each record inside such a chunk
+/// at its word and subtracts its length from what the chunk has left without a check: an
+/// overflow (a panic with overflow checks, a wrap without, and then it reads on past the chunk).
+/// Compressed chunks are bounded by their decompressor instead.
+pub fn first_overrunning_chunk(file: &[u8]) -> Option<(usize, String)> {
+    framed(file.get(8..)?).filter(|r| r.1 == op::CHUNK).find_map(|(at, _, body)| {
+        // Start and end time, uncompressed size and CRC, the compression, the records' length.
+        let (compression_len, rest) = body.get(28..)?.split_first_chunk::<4>()?;
+        let (compression, rest) = rest.split_at_checked(u32::from_le_bytes(*compression_len) as usize)?;
+        let (records_len, rest) = rest.split_first_chunk::<8>()?;
+        // A section longer than the chunk is the reader's own error (UnexpectedEoc).
+        let records = rest.get(..usize::try_from(u64::from_le_bytes(*records_len)).ok()?)?;
+        let filled: usize = framed(records).map(|(_, _, r)| 9 + r.len()).sum();
+        (compression.is_empty() && filled != records.len()).then(|| {
+            let why = format!(
+                "the uncompressed chunk at byte {} has a record that overruns it ({} of its {} record bytes are whole records)",
+                8 + at,
+                filled,
+                records.len()
+            );
+            (8 + at, why)
+        })
+    })
+}
+
 /// The linked messages of an MCAP file in file order, as `mcap::MessageStream` yields them (its
 /// schema and channel checks, through the crate's [`mcap::read::ChannelAccumulator`]), read with
 /// the crate's sans-io [`LinearReader`] bounded by [`MAX_RECORD_BYTES`] and with each schema and
 /// channel checked by [`oversized_string`] before it is parsed; other records are skipped
-/// unparsed. Nothing is yielded after the first error. `stop_at_data_end`: end at the data end
+/// unparsed; the file is read only up to [`first_overrunning_chunk`], which is then the error.
+/// Nothing is yielded after the first error. `stop_at_data_end`: end at the data end
 /// record (a scan for the channels); otherwise the summary after it is read to the end magic,
 /// so a truncated file is reported after its last message.
 pub fn messages(
@@ -117,13 +144,21 @@ pub fn messages(
         LinearReaderOptions::default().with_record_length_limit(MAX_RECORD_BYTES).with_skip_end_magic(stop_at_data_end);
     let mut reader = LinearReader::new_with_options(options);
     let mut channels = mcap::read::ChannelAccumulator::default();
-    let mut rest = bytes;
+    let overrun = first_overrunning_chunk(bytes);
+    let mut rest = &bytes[..overrun.as_ref().map_or(bytes.len(), |o| o.0)];
+    let mut overrun = overrun.map(|o| o.1);
     let mut past_data_end = false;
     let mut done = false;
     std::iter::from_fn(move || {
         while !done {
             let (opcode, data) = match reader.next_event()? {
                 Ok(LinearReadEvent::ReadRequest(need)) => {
+                    if rest.is_empty() {
+                        if let Some(why) = overrun.take() {
+                            done = true;
+                            return Some(Err(why));
+                        }
+                    }
                     let n = need.min(rest.len());
                     reader.insert(n).copy_from_slice(&rest[..n]);
                     reader.notify_read(n);

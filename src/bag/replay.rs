@@ -202,7 +202,7 @@ pub fn replay(
     let mut camera_info: Option<sensor_msgs::CameraInfo> = None;
     let mut s = ReplaySummary::default();
     for file in input {
-        for m in file.messages()? {
+        for m in file.messages() {
             if cancel.is_cancelled() {
                 s.interrupted = true;
                 return Ok((s, None));

@@ -66,7 +66,7 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
     let mut with_pose = Vec::new();
     let mut clouds = Vec::new();
     for f in open(bag)? {
-        for m in f.messages()? {
+        for m in f.messages() {
             let m = m?;
             match m.ros_type.as_str() {
                 t if t == node_msgs::PairPose::ROS_TYPE => {
@@ -154,7 +154,7 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
     }
     let mut poses = Vec::new();
     for f in &files {
-        for m in f.messages()? {
+        for m in f.messages() {
             let m = m?;
             if m.topic != topic {
                 continue;
