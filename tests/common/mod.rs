@@ -1,4 +1,5 @@
-//! Shared test helpers: the upstream fixtures (tests/fixtures, copied from shared/fixtures).
+//! Shared test helpers: the upstream fixtures (tests/fixtures, copied from shared/fixtures) and
+//! the real data in ../shared/real.
 #![allow(dead_code)]
 
 pub mod detweights;
@@ -10,6 +11,14 @@ use ndarray_npy::NpzReader;
 
 pub fn fixture_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join(name)
+}
+
+/// `../shared/real` beside the checkout: the trained SuperPoint weights, the COCO image and the
+/// TUM RGB-D frames (read there, never copied into the repository; see its README.md).
+pub fn real_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/real");
+    assert!(dir.join("README.md").exists(), "{} is missing: the real-data tests read it there", dir.display());
+    dir
 }
 
 /// The reference arrays of the SuperPoint fixture (HF transformers 5.24, random weights).
