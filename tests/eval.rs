@@ -8,7 +8,7 @@ use nalgebra::{Rotation3, Vector3};
 use serde_json::Value;
 use sp_dust3r::bag::BagWriter;
 use sp_dust3r::dust3r::Pointmap;
-use sp_dust3r::geometry::{PairPose, PoseMode, TCam1Cam2};
+use sp_dust3r::geometry::{PairPose, PnpWorld, PoseMode, TCam1Cam2};
 use sp_dust3r::ros::convert::{pointcloud_msg, pose_msgs, ColouredPoints};
 use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr};
 
@@ -56,6 +56,7 @@ fn metrics_match_hand_computed_values() {
                 num_inliers: 100,
                 used_known_intrinsics: false,
                 mode: PoseMode::PairViewer,
+                world: PnpWorld::Camera1,
             };
             let (pair, _, _) =
                 pose_msgs(&pose, &header(s1), builtin_interfaces::Time { sec: s2, nanosec: 0 }, "v2", 3.0);

@@ -6,7 +6,7 @@ mod common;
 use common::{rosbags_read, CdrEntry};
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 use sp_dust3r::dust3r::Pointmap;
-use sp_dust3r::geometry::{PairPose, PoseMode, TCam1Cam2};
+use sp_dust3r::geometry::{PairPose, PnpWorld, PoseMode, TCam1Cam2};
 use sp_dust3r::image::Frame;
 use sp_dust3r::ros::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
 use sp_dust3r::ros::msg::*;
@@ -49,6 +49,7 @@ fn cloud_poses_and_keypoints_read_back_through_rosbags() {
         num_inliers: 1234,
         used_known_intrinsics: false,
         mode: PoseMode::PairViewer,
+        world: PnpWorld::Camera1,
     };
     let (pair, stamped, tf) = pose_msgs(
         &pose,

@@ -222,6 +222,18 @@ fn dust3r_answers_map_to_pointmaps_and_the_known_pose() {
     assert!(
         (p[0] / p[2] * 600.0 + 256.0 - u as f32).abs() < 1e-3 && (p[1] / p[2] * 600.0 + 256.0 - v as f32).abs() < 1e-3
     );
+    // The server's preprocess blocks say where each grid lies in its frame: the same as our
+    // own padding to the square (what tracking looks a keypoint's point up through).
+    let ours = sp_dust3r::dust3r::prepare(&frame, sp_dust3r::dust3r::PrepMode::Pad).unwrap().mapping;
+    for m in out.mappings {
+        let (a, b) = (m.to_network(17.0, 401.0), ours.to_network(17.0, 401.0));
+        assert!((a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6, "{m:?} vs {ours:?}");
+    }
+    // View 2 in its own frame: its points in camera 1's frame moved by the pose.
+    let own = out.view2.unwrap();
+    let i = (v * 512 + u) * 3;
+    let q = pose.t_cam1_cam2.inverse().apply(&nalgebra::Vector3::from_fn(|k, _| out.view2_in_1.points[i + k] as f64));
+    assert!((0..3).all(|k| (own.points[i + k] as f64 - q[k]).abs() < 1e-4));
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod npz;
 pub mod tt_server;
 
 use crate::dust3r::{Dust3rError, InputMapping, Pointmap};
+use crate::geometry::pointmaps::transformed;
 use crate::geometry::{Intrinsics, NoPose, PairPose};
 use crate::image::Frame;
 use crate::superpoint::{Keypoints, PostParams, SuperPointError};
@@ -235,18 +236,40 @@ pub struct PairRequest<'a> {
 }
 
 /// DUSt3R's answer for a pair: both pointmaps in camera 1's frame with the network images'
-/// colours (interleaved RGB, same grid), and the relative pose or why there is none.
+/// colours (interleaved RGB, same grid), and the relative pose or why there is none; all in one
+/// scale (the forward pass's: view 1 as reference).
 pub struct PairOutput {
     /// View 1's points in camera 1's frame.
     pub view1: Pointmap,
     /// View 2's points in camera 1's frame.
     pub view2_in_1: Pointmap,
+    /// View 2's points in camera 2's own frame, when there is a pose (what a frame after the
+    /// pair is tracked against).
+    pub view2: Option<Pointmap>,
+    /// Where each view's grid lies in its frame (view 1, view 2): to look up a frame pixel's point.
+    pub mappings: [InputMapping; 2],
     /// View 1's colours on the network grid (interleaved RGB).
     pub rgb1: Vec<u8>,
     /// View 2's colours on the network grid.
     pub rgb2: Vec<u8>,
     /// Camera 2's pose in camera 1's frame, or why there is none.
     pub pose: Result<PairPose, NoPose>,
+}
+
+impl PairOutput {
+    /// The output of a backend whose pose is in the forward pass's scale (a tt-model server's):
+    /// view 2's own points are its points in camera 1's frame moved by the pose.
+    pub fn from_forward(
+        view1: Pointmap,
+        view2_in_1: Pointmap,
+        mappings: [InputMapping; 2],
+        rgb: [Vec<u8>; 2],
+        pose: Result<PairPose, NoPose>,
+    ) -> Self {
+        let view2 = pose.as_ref().ok().map(|p| transformed(&view2_in_1, &p.t_cam1_cam2.inverse()));
+        let [rgb1, rgb2] = rgb;
+        Self { view1, view2_in_1, view2, mappings, rgb1, rgb2, pose }
+    }
 }
 
 /// DUSt3R: a keyframe pair's pointmaps and relative pose.

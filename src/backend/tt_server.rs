@@ -19,8 +19,8 @@ use super::{
     BackendError, BackendHealth, BackendKind, BackendState, FeatureExtractor, PairOutput, PairReconstructor,
     PairRequest,
 };
-use crate::dust3r::Pointmap;
-use crate::geometry::{NoPose, PairPose, PoseMode, TCam2Cam1};
+use crate::dust3r::{InputMapping, Pointmap};
+use crate::geometry::{NoPose, PairPose, PnpWorld, PoseMode, TCam2Cam1};
 use crate::image::{Frame, PixelFormat};
 use crate::pipeline::cancel::{Cancel, Cancelled};
 use crate::superpoint::{Keypoints, PostParams};
@@ -692,6 +692,21 @@ pub struct ServerMapping {
     pub scale: f64,
 }
 
+impl ServerMapping {
+    /// The same mapping in our terms (the contract's `u = (x + offx) * scale`, which is how
+    /// [`crate::dust3r::prepare`] maps too).
+    pub fn input_mapping(&self) -> InputMapping {
+        InputMapping {
+            original_width: self.orig_w,
+            original_height: self.orig_h,
+            scale_x: self.scale,
+            scale_y: self.scale,
+            offset_x: self.offx * self.scale,
+            offset_y: self.offy * self.scale,
+        }
+    }
+}
+
 fn parse_mapping(url: &str, v: Option<&Value>, frame: &Frame, which: &str) -> Result<ServerMapping, BackendError> {
     let v = v.ok_or_else(|| malformed(url, format!("no preprocess block for {which}")))?;
     let num = |k: &str| {
@@ -772,13 +787,13 @@ pub fn parse_dust3r(url: &str, v: &Value, first: &Frame, second: &Frame) -> Resu
         None | Some(Value::Null) => Err(NoPose::NotReturned),
         Some(p) => Ok(parse_pose(url, p)?),
     };
-    Ok(PairOutput {
-        view1: Pointmap { height: h, width: w, points: p1.data, confidence: c1.data },
-        view2_in_1: Pointmap { height: h, width: w, points: p2.data, confidence: c2.data },
-        rgb1: colours(first, &m1, h, w),
-        rgb2: colours(second, &m2, h, w),
+    Ok(PairOutput::from_forward(
+        Pointmap { height: h, width: w, points: p1.data, confidence: c1.data },
+        Pointmap { height: h, width: w, points: p2.data, confidence: c2.data },
+        [m1.input_mapping(), m2.input_mapping()],
+        [colours(first, &m1, h, w), colours(second, &m2, h, w)],
         pose,
-    })
+    ))
 }
 
 fn parse_pose(url: &str, p: &Value) -> Result<PairPose, BackendError> {
@@ -812,6 +827,8 @@ fn parse_pose(url: &str, p: &Value) -> Result<PairPose, BackendError> {
         num_inliers: 0,
         used_known_intrinsics: p.get("used_known_intrinsics").and_then(Value::as_bool).unwrap_or(false),
         mode: PoseMode::Server,
+        // The server locates camera 2 against view 2's points in camera 1's frame.
+        world: PnpWorld::Camera1,
     })
 }
 

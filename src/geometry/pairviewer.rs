@@ -63,6 +63,17 @@ impl Default for PoseOptions {
     }
 }
 
+/// The camera whose frame held the 3-D points PnP located the other camera against. The
+/// translation has the scale of the prediction those points came from: the forward pass
+/// (view 1 as reference) or the swapped one, which DUSt3R scales on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PnpWorld {
+    /// Camera 2 located against view 2's points in camera 1's frame (the forward pass).
+    Camera1,
+    /// Camera 1 located against view 1's points in camera 2's frame (the swapped pass).
+    Camera2,
+}
+
 /// The pose of a pair, with the evidence behind it.
 #[derive(Clone, Debug)]
 pub struct PairPose {
@@ -78,6 +89,8 @@ pub struct PairPose {
     pub used_known_intrinsics: bool,
     /// The recipe used.
     pub mode: PoseMode,
+    /// Whose frame PnP worked in, so whose scale the translation has.
+    pub world: PnpWorld,
 }
 
 /// Why there is no pose (never an identity in its place).
@@ -103,6 +116,9 @@ pub enum NoPose {
     /// The options are invalid.
     #[error("invalid option: {0}")]
     Options(String),
+    /// The forward and swapped passes share too few confident pixels to put them in one scale.
+    #[error("the two passes share fewer than {0} confident pixels: their scales cannot be related")]
+    Scale(usize),
     /// A tt-model server answered the pair without a pose.
     #[error("the server returned no pose (not asked, or its PnP failed)")]
     NotReturned,
@@ -142,8 +158,8 @@ pub fn relative_pose(
             (k(f1), k(f2))
         }
     };
-    let (t_cam2_cam1, inliers) = match opts.mode {
-        PoseMode::Server => server_pnp(forward, &k2, opts)?,
+    let (t_cam2_cam1, inliers, world) = match opts.mode {
+        PoseMode::Server => server_pnp(forward, &k2, opts).map(|(t, n)| (t, n, PnpWorld::Camera1))?,
         PoseMode::PairViewer => pairviewer_pnp(forward, swapped, &k1, &k2, opts)?,
     };
     let [s1, s2] = opts.grid_per_original_px;
@@ -154,6 +170,7 @@ pub fn relative_pose(
         num_inliers: inliers,
         used_known_intrinsics: opts.known_intrinsics.is_some(),
         mode: opts.mode,
+        world,
     })
 }
 
@@ -184,7 +201,7 @@ fn pairviewer_pnp(
     k1: &Intrinsics,
     k2: &Intrinsics,
     opts: &PoseOptions,
-) -> Result<(Transform<Cam2, Cam1>, usize), NoPose> {
+) -> Result<(Transform<Cam2, Cam1>, usize, PnpWorld), NoPose> {
     let w = forward.view1.width;
     let params = RansacParams { max_iterations: 100, threshold_px: 5.0, confidence: 0.99, seed: opts.seed };
     // Per-image confidence: the better of the two predictions of that image.
@@ -197,13 +214,13 @@ fn pairviewer_pnp(
         let mask = im_conf(&forward.view2_in_1.confidence, &swapped.view1.confidence);
         let (world, pixels) = correspondences(&forward.view2_in_1.points, w, |i| mask[i]);
         let sol = solve_pnp_ransac::<Cam2, Cam1>(&world, &pixels, k2, &params).map_err(|e| usable(e, world.len()))?;
-        Ok((sol.pose, sol.inliers))
+        Ok((sol.pose, sol.inliers, PnpWorld::Camera1))
     } else {
         // Camera 2 is the world: locate camera 1 from view 1's points in camera 2's frame.
         let mask = im_conf(&forward.view1.confidence, &swapped.view2_in_1.confidence);
         let (world, pixels) = correspondences(&swapped.view2_in_1.points, w, |i| mask[i]);
         let sol = solve_pnp_ransac::<Cam1, Cam2>(&world, &pixels, k1, &params).map_err(|e| usable(e, world.len()))?;
-        Ok((sol.pose.inverse(), sol.inliers))
+        Ok((sol.pose.inverse(), sol.inliers, PnpWorld::Camera2))
     }
 }
 
