@@ -117,16 +117,20 @@ impl McapFile {
         Ok(Self { path: path.to_path_buf(), map })
     }
 
-    /// The file's summary section, when it has one that reads, and whose strings all fit in
-    /// their records (the mcap crate would reserve what they declare; see [`records`]).
+    /// The file's summary section, when it has one that reads, whose strings all fit in their
+    /// records (the mcap crate would reserve what they declare) and whose uncompressed chunks'
+    /// records fit in them (the crate's reader would overflow; see [`records`]).
     fn summary(&self) -> Result<Option<mcap::Summary>, mcap::McapError> {
         // The footer (opcode, u64 length, summary_start u64, ...; 29 bytes), then the magic.
         let footer = self.map.len().checked_sub(29 + 8).and_then(|at| self.map.get(at + 9..at + 17));
         use byteorder::ByteOrder;
         if let Some(start) = footer.map(byteorder::LittleEndian::read_u64).filter(|&s| s != 0) {
-            // The crate reads every record from summary_start to the end of the file.
+            // The crate reads every record from summary_start to the end of the file, chunks
+            // included.
             let section = usize::try_from(start).ok().and_then(|s| self.map.get(s..));
-            if section.and_then(records::first_oversized_record).is_some() {
+            if section.is_some_and(|s| {
+                records::first_oversized_record(s).is_some() || records::first_overrunning_chunk(s).is_some()
+            }) {
                 return Ok(None);
             }
         }
@@ -497,13 +501,16 @@ mod tests {
     /// Found by the fuzzer (tools/fuzz.sh, target mcap): a record inside an uncompressed chunk
     /// declared more bytes than the chunk had left, and the mcap crate's reader subtracted its
     /// length from the chunk's remainder unchecked (an overflow; in a release build it then read
-    /// on past the chunk). The messages before that chunk, then one error naming it.
+    /// on past the chunk). The messages before that chunk, then one error naming it; also when
+    /// the chunk itself claims more than the file holds (the reader streams a chunk's records
+    /// without waiting for all of it: the fuzzer's second form). A bag merely cut off inside a
+    /// chunk is not such a chunk: its whole messages still come, then the reader's own error.
     #[test]
     fn a_record_that_overruns_its_uncompressed_chunk_ends_the_stream_with_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bag.mcap");
-        let (mut bytes, starts) = three_message_bag(&path, None);
-        assert_eq!(records::first_overrunning_chunk(&bytes), None);
+        let (bytes, starts) = three_message_bag(&path, None);
+        assert_eq!(records::first_overrunning_chunk(&bytes[8..]), None);
         let (got, _) = read_back(&path);
         assert_eq!(got.iter().filter(|m| m.is_ok()).count(), 3, "the intact bag reads whole");
         // The last chunk's only record is the last message: after opcode, length, 28 bytes of
@@ -512,15 +519,54 @@ mod tests {
         let record = last + 9 + 28 + 4 + 8;
         assert_eq!(bytes[record], mcap::records::op::MESSAGE);
         let len = u64::from_le_bytes(bytes[record + 1..record + 9].try_into().unwrap());
-        bytes[record + 1..record + 9].copy_from_slice(&(len + 40).to_le_bytes());
-        std::fs::write(&path, &bytes).unwrap();
+        let mut overrun = bytes.clone();
+        overrun[record + 1..record + 9].copy_from_slice(&(len + 40).to_le_bytes());
+        // The same, and the chunk says it runs far past the end of the file.
+        let mut beyond = overrun.clone();
+        beyond[last + 1..last + 9].copy_from_slice(&43_089u64.to_le_bytes());
+        for mutated in [overrun, beyond] {
+            std::fs::write(&path, &mutated).unwrap();
+            let (got, topics) = read_back(&path);
+            assert_eq!(got.len(), 3, "two messages, then the error");
+            assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
+            assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
+            let err = got[2].as_ref().err().unwrap().to_string();
+            let want = format!(
+                "the uncompressed chunk at byte {last} has a record of {} bytes where {len} are left",
+                len + 40
+            );
+            assert!(err.contains(&want), "{err}");
+            assert_eq!(topics, ["/t"]);
+        }
+        // Cut inside the last message: not an overrun; the two whole messages, then an error.
+        std::fs::write(&path, &bytes[..record + 12]).unwrap();
+        assert_eq!(records::first_overrunning_chunk(&bytes[8..record + 12]), None);
+        let (got, _) = read_back(&path);
+        assert_eq!(got.len(), 3, "two messages, then the reader's error");
+        assert!(got[2].is_err());
+    }
 
-        let (got, topics) = read_back(&path);
-        assert_eq!(got.len(), 3, "two messages, then the error");
-        assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
-        assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
-        let err = got[2].as_ref().err().unwrap().to_string();
-        assert!(err.contains(&format!("the uncompressed chunk at byte {last} has a record that overruns it")), "{err}");
-        assert_eq!(topics, ["/t"]);
+    /// Found by the fuzzer: the footer's summary_start pointed at such a chunk, and
+    /// `mcap::Summary::read` (which reads every record from there on with the same reader)
+    /// overflowed. That summary is not used: topics come from a scan, counts are unknown.
+    #[test]
+    fn a_summary_section_holding_an_overrunning_chunk_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bag.mcap");
+        let (mut bytes, starts) = three_message_bag(&path, None);
+        let bag = McapFile::open(&path).unwrap();
+        assert_eq!(bag.message_counts().get("/t"), Some(&3), "the intact bag's summary reads");
+        let last = *starts.last().unwrap();
+        let record = last + 9 + 28 + 4 + 8;
+        let len = u64::from_le_bytes(bytes[record + 1..record + 9].try_into().unwrap());
+        bytes[record + 1..record + 9].copy_from_slice(&(len + 40).to_le_bytes());
+        // The footer (29 bytes before the closing magic): opcode, length, then summary_start.
+        let footer = bytes.len() - 8 - 29;
+        bytes[footer + 9..footer + 17].copy_from_slice(&(last as u64).to_le_bytes());
+        assert!(records::first_overrunning_chunk(&bytes[last..]).is_some());
+        std::fs::write(&path, &bytes).unwrap();
+        let bag = McapFile::open(&path).unwrap();
+        assert!(bag.message_counts().is_empty());
+        assert_eq!(bag.topics().unwrap().into_keys().collect::<Vec<_>>(), ["/t"]);
     }
 }

@@ -102,30 +102,56 @@ pub fn first_oversized_record(bytes: &[u8]) -> Option<String> {
     framed(bytes).find_map(|(_, opcode, body)| oversized_string(opcode, body))
 }
 
-/// The offset of the first top-level uncompressed chunk of `file` whose records do not exactly
-/// fill its records section, with why. The crate's reader takes each record inside such a chunk
-/// at its word and subtracts its length from what the chunk has left without a check: an
-/// overflow (a panic with overflow checks, a wrap without, and then it reads on past the chunk).
-/// Compressed chunks are bounded by their decompressor instead.
-pub fn first_overrunning_chunk(file: &[u8]) -> Option<(usize, String)> {
-    framed(file.get(8..)?).filter(|r| r.1 == op::CHUNK).find_map(|(at, _, body)| {
-        // Start and end time, uncompressed size and CRC, the compression, the records' length.
-        let (compression_len, rest) = body.get(28..)?.split_first_chunk::<4>()?;
-        let (compression, rest) = rest.split_at_checked(u32::from_le_bytes(*compression_len) as usize)?;
-        let (records_len, rest) = rest.split_first_chunk::<8>()?;
-        // A section longer than the chunk is the reader's own error (UnexpectedEoc).
-        let records = rest.get(..usize::try_from(u64::from_le_bytes(*records_len)).ok()?)?;
-        let filled: usize = framed(records).map(|(_, _, r)| 9 + r.len()).sum();
-        (compression.is_empty() && filled != records.len()).then(|| {
-            let why = format!(
-                "the uncompressed chunk at byte {} has a record that overruns it ({} of its {} record bytes are whole records)",
-                8 + at,
-                filled,
-                records.len()
-            );
-            (8 + at, why)
-        })
-    })
+/// The offset in `records` (a run of top-level records: the file after its magic, or its
+/// summary section) of the first uncompressed chunk with a record that runs past
+/// the end of the chunk's records section (or leaves fewer bytes than a record header there),
+/// with why. The crate's reader takes each record inside such a chunk at its word and
+/// subtracts its length from what the chunk has left without a check: an overflow (a panic with
+/// overflow checks, a wrap without, and then it reads on past the chunk). The walk follows the
+/// reader, which streams a chunk's records without waiting for the whole chunk: a chunk cut off
+/// by the end of the file (a recording that was killed) is checked as far as it goes, and its
+/// whole records still count as good. Compressed chunks are bounded by their decompressor.
+pub fn first_overrunning_chunk(records: &[u8]) -> Option<(usize, String)> {
+    let mut at = 0usize;
+    while let Some((head, tail)) = records.get(at..).and_then(|r| r.split_first_chunk::<9>()) {
+        let len = u64::from_le_bytes(head[1..].try_into().ok()?);
+        let body = &tail[..usize::try_from(len).map_or(tail.len(), |l| l.min(tail.len()))];
+        if head[0] == op::CHUNK {
+            if let Some(why) = chunk_overrun(body) {
+                return Some((at, format!("has {why}")));
+            }
+        }
+        at = usize::try_from(len).ok().and_then(|l| l.checked_add(9)).and_then(|l| at.checked_add(l))?;
+    }
+    None
+}
+
+/// How an uncompressed chunk's records overrun its records section, if they do (see
+/// [`first_overrunning_chunk`]); `body` may be cut short by the end of the file.
+fn chunk_overrun(body: &[u8]) -> Option<String> {
+    // Start and end time, uncompressed size and CRC, the compression, the records' length.
+    let (compression_len, rest) = body.get(28..)?.split_first_chunk::<4>()?;
+    let (compression, rest) = rest.split_at_checked(u32::from_le_bytes(*compression_len) as usize)?;
+    let (declared, records) = rest.split_first_chunk::<8>()?;
+    if !compression.is_empty() {
+        return None;
+    }
+    let declared = u64::from_le_bytes(*declared);
+    let mut at = 0u64;
+    while at < declared {
+        let left = declared - at;
+        if left < 9 {
+            return Some(format!("{left} bytes after its last record, too few for another"));
+        }
+        // Cut off by the end of the file: the reader stops there with an error of its own.
+        let head = usize::try_from(at).ok().and_then(|a| records.get(a..)?.split_first_chunk::<9>())?.0;
+        let len = u64::from_le_bytes(head[1..].try_into().ok()?);
+        if len > left - 9 {
+            return Some(format!("a record of {len} bytes where {} are left", left - 9));
+        }
+        at += 9 + len;
+    }
+    None
 }
 
 /// The linked messages of an MCAP file in file order, as `mcap::MessageStream` yields them (its
@@ -144,7 +170,10 @@ pub fn messages(
         LinearReaderOptions::default().with_record_length_limit(MAX_RECORD_BYTES).with_skip_end_magic(stop_at_data_end);
     let mut reader = LinearReader::new_with_options(options);
     let mut channels = mcap::read::ChannelAccumulator::default();
-    let overrun = first_overrunning_chunk(bytes);
+    let overrun = bytes
+        .get(8..)
+        .and_then(first_overrunning_chunk)
+        .map(|(at, why)| (8 + at, format!("the uncompressed chunk at byte {} {why}", 8 + at)));
     let mut rest = &bytes[..overrun.as_ref().map_or(bytes.len(), |o| o.0)];
     let mut overrun = overrun.map(|o| o.1);
     let mut past_data_end = false;
