@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sp_dust3r::pipeline::keyframes::{mutual_matches, KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use sp_dust3r::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use sp_dust3r::pipeline::matching::mutual_matches;
 use sp_dust3r::pipeline::slot::LatestSlot;
 use sp_dust3r::superpoint::Keypoints;
 

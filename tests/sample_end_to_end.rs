@@ -14,86 +14,20 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::true_scene::TruePointmaps;
 use common::{fixture_dir, peer_python};
-use sp_dust3r::backend::cpu::{pair_output, CpuFeatures};
-use sp_dust3r::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
+use sp_dust3r::backend::cpu::CpuFeatures;
 use sp_dust3r::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r::bag::{BagWriter, McapFile};
-use sp_dust3r::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
 use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
 use sp_dust3r::eval::evaluate;
-use sp_dust3r::geometry::Transform;
-use sp_dust3r::image::Frame;
 use sp_dust3r::pipeline::cancel::Cancel;
 use sp_dust3r::ros::args::RosArgs;
 use sp_dust3r::ros::params::NodeParams;
-use sp_dust3r::sample::{camera_pose, render, surface_point, CameraOptical, Room, HEIGHT, WIDTH};
 use sp_dust3r::superpoint::SuperPoint;
 
 fn sample_bag() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample/sequence.mcap")
-}
-
-/// DUSt3R replaced by the scene itself: each view's pointmap is the wall point seen through every
-/// network pixel (mapped back to the frame's pixels as the CPU backend maps them), expressed in
-/// the reference camera's frame. Frames are recognised by their pixels among the rendered ones.
-struct TruePointmaps {
-    frames: Vec<Vec<u8>>,
-}
-
-impl TruePointmaps {
-    fn new(n: usize) -> Self {
-        let frames = (0..n)
-            .map(|i| Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, n)).unwrap().to_rgb8())
-            .collect();
-        Self { frames }
-    }
-    fn pose_of(&self, frame: &Frame) -> Transform<Room, CameraOptical> {
-        let rgb = frame.to_rgb8();
-        let i = self.frames.iter().position(|f| *f == rgb).expect("a frame of the sample");
-        camera_pose(i, self.frames.len())
-    }
-    /// The points of `view` (seen from `pose`) in the frame of the camera at `reference`.
-    fn pointmap(
-        view: &PreparedView,
-        pose: &Transform<Room, CameraOptical>,
-        reference: &Transform<Room, CameraOptical>,
-    ) -> Pointmap {
-        let (w, h) = (view.width as usize, view.height as usize);
-        let to_reference = reference.inverse();
-        let (mut points, mut confidence) = (Vec::with_capacity(w * h * 3), Vec::with_capacity(w * h));
-        for v in 0..h {
-            for u in 0..w {
-                let (x, y) = view.mapping.to_original(u as f64, v as f64);
-                let p = surface_point(pose, x, y).expect("the room is closed");
-                let q = to_reference.apply(&p);
-                points.extend([q.x as f32, q.y as f32, q.z as f32]);
-                // The padding is what the network is least sure of: below PairViewer's mask.
-                let inside = (-0.5..WIDTH as f64 - 0.5).contains(&x) && (-0.5..HEIGHT as f64 - 0.5).contains(&y);
-                confidence.push(if inside { 10.0 } else { 1.0 });
-            }
-        }
-        Pointmap { height: h, width: w, points, confidence }
-    }
-}
-
-impl PairReconstructor for TruePointmaps {
-    fn reconstruct(&self, r: &PairRequest<'_>) -> Result<PairOutput, BackendError> {
-        let (p1, p2) = (self.pose_of(r.first), self.pose_of(r.second));
-        let v1 = prepare(r.first, PrepMode::Pad).unwrap();
-        let v2 = prepare(r.second, PrepMode::Pad).unwrap();
-        let forward =
-            PairPrediction { view1: Self::pointmap(&v1, &p1, &p1), view2_in_1: Self::pointmap(&v2, &p2, &p1) };
-        let swapped =
-            PairPrediction { view1: Self::pointmap(&v2, &p2, &p2), view2_in_1: Self::pointmap(&v1, &p1, &p2) };
-        Ok(pair_output(r, v1, v2, forward, swapped))
-    }
-    fn describe(&self) -> String {
-        "the scene's true pointmaps".into()
-    }
-    fn health(&self) -> Vec<sp_dust3r::backend::BackendHealth> {
-        Vec::new()
-    }
 }
 
 /// Replays the sample with the scene's true pointmaps and evaluates against the bag's ground

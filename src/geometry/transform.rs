@@ -67,9 +67,10 @@ impl<A, B> Transform<A, B> {
         m
     }
 
-    /// Angle of the rotation between two transforms, in degrees.
+    /// Angle of the rotation between two transforms, in degrees (through a quaternion, which
+    /// stays exact near zero where the trace's arccosine loses it or leaves its domain).
     pub fn rotation_error_deg(&self, other: &Self) -> f64 {
-        (self.rotation.inverse() * other.rotation).angle().to_degrees()
+        nalgebra::UnitQuaternion::from_rotation_matrix(&(self.rotation.inverse() * other.rotation)).angle().to_degrees()
     }
 
     /// Angle between the translation directions, in degrees (scale-free).

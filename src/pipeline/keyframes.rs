@@ -2,56 +2,8 @@
 //! keypoints still match the last keyframe (mutual nearest neighbours), within minimum and
 //! maximum intervals of input time. Each new keyframe pairs with the previous one for DUSt3R.
 
+use super::matching::mutual_matches;
 use crate::superpoint::Keypoints;
-use crate::tensor::{gemm, MatRef, Threads};
-
-/// Two descriptors match only if their cosine similarity reaches this (unit descriptors:
-/// distance <= 0.77), besides being each other's nearest neighbour.
-pub const MIN_MATCH_SIMILARITY: f32 = 0.7;
-
-/// Mutual nearest-neighbour matches between two sets of unit descriptors: pairs (i, j) where j
-/// is i's most similar descriptor in `b`, i is j's in `a`, and the similarity is at least
-/// [`MIN_MATCH_SIMILARITY`].
-pub fn mutual_matches(a: &Keypoints, b: &Keypoints) -> Vec<(usize, usize)> {
-    let (n, m, d) = (a.len(), b.len(), a.descriptor_dim);
-    if n == 0 || m == 0 || d == 0 || b.descriptor_dim != d {
-        return Vec::new();
-    }
-    let mut sim = vec![0.0f32; n * m];
-    let ok = gemm(
-        &mut sim,
-        m,
-        MatRef::rows(&a.descriptors, n, d, d),
-        MatRef::transposed(&b.descriptors, d, m, d),
-        1.0,
-        false,
-        Threads::All,
-    );
-    if ok.is_err() {
-        return Vec::new();
-    }
-    let best_in_b: Vec<usize> = sim.chunks_exact(m).map(argmax).collect();
-    let mut best_in_a = vec![0usize; m];
-    let mut best_val = vec![f32::NEG_INFINITY; m];
-    for (i, row) in sim.chunks_exact(m).enumerate() {
-        for (j, &s) in row.iter().enumerate() {
-            if s > best_val[j] {
-                best_val[j] = s;
-                best_in_a[j] = i;
-            }
-        }
-    }
-    best_in_b
-        .iter()
-        .enumerate()
-        .filter(|&(i, &j)| best_in_a[j] == i && sim[i * m + j] >= MIN_MATCH_SIMILARITY)
-        .map(|(i, &j)| (i, j))
-        .collect()
-}
-
-fn argmax(row: &[f32]) -> usize {
-    row.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) }).0
-}
 
 /// When a frame becomes a keyframe.
 #[derive(Clone, Copy, Debug, PartialEq)]

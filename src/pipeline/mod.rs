@@ -5,4 +5,8 @@
 pub mod cancel;
 pub mod keyframes;
 pub mod loading;
+pub mod map;
+pub mod matching;
+pub mod odometry;
 pub mod slot;
+pub mod tracking;

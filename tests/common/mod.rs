@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod detweights;
+pub mod true_scene;
 
 use std::path::PathBuf;
 

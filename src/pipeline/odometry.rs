@@ -1,0 +1,280 @@
+//! The keyframe chain: DUSt3R pairs put together into one trajectory in one scale, and every
+//! frame placed on it by tracking.
+//!
+//! The first pair with a pose sets the origin (its view 1's camera) and the scale. Each later
+//! pair starts at a keyframe already on the chain (the driver pairs a new keyframe with the
+//! newest one that has a pointmap), so that keyframe has two pointmaps in its own frame: the
+//! chain's and the new pair's. Their depth ratio over pixels confident in both is the new
+//! pair's scale relative to the chain ([`depth_ratio`]); the pair's pose and view 2's points,
+//! multiplied by it, extend the chain. A keyframe's pose is the pair's (PairViewer's) pose: its
+//! pointmap is expressed relative to it, so frames tracked against it land where its points do.
+//! The pose tracking gave the same frame when it arrived is kept only to say how far the two
+//! are apart.
+//!
+//! Knows no ROS: the driver maps the origin to its odometry frame.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use super::tracking::{track, FrameCam, KeyframeCam, NotTracked, TrackTarget, Tracked, TrackingParams};
+use crate::backend::PairOutput;
+use crate::dust3r::{InputMapping, Pointmap};
+use crate::geometry::pointmaps::{depth_ratio, scaled};
+use crate::geometry::{Intrinsics, NoPose, Transform};
+use crate::superpoint::Keypoints;
+
+/// The chain's fixed frame: the camera of the first keyframe with a pointmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin;
+
+/// A keyframe's pose on the chain.
+pub type TOriginKeyframe = Transform<Origin, KeyframeCam>;
+/// A frame's pose on the chain.
+pub type TOriginFrame = Transform<Origin, FrameCam>;
+
+/// A keyframe's input time, nanoseconds: its identity on the chain (keyframes are at least
+/// `keyframe_min_interval` apart, and time going backwards starts a new chain).
+pub type Stamp = i64;
+
+/// Keyframes kept for tracking and for pairs still to come (older ones live on in the map and
+/// the path).
+pub const KEEP_KEYFRAMES: usize = 16;
+
+/// A keyframe on the chain.
+pub struct ChainKeyframe<F> {
+    /// Its input time.
+    pub stamp: Stamp,
+    /// What the driver keeps with it (its header and image, for the next pair).
+    pub payload: F,
+    /// Its SuperPoint output.
+    pub keypoints: Keypoints,
+    /// Its points in its own camera frame, in the chain's scale.
+    pub pointmap: Pointmap,
+    /// Its colours on the pointmap's grid (interleaved RGB).
+    pub rgb: Vec<u8>,
+    /// Where the grid lies in its pixels.
+    pub mapping: InputMapping,
+    /// The focal PairViewer estimated for it (or the known one), its own pixels.
+    pub focal: f64,
+    /// Its pose on the chain.
+    pub t_origin_kf: TOriginKeyframe,
+}
+
+impl<F> ChainKeyframe<F> {
+    /// The camera as the pair saw it, for frames without CameraInfo: its focal, the principal
+    /// point at the grid's centre (PairViewer's) in the frame's pixels.
+    pub fn estimated_intrinsics(&self) -> Intrinsics {
+        let (cx, cy) = self.mapping.to_original(self.pointmap.width as f64 / 2.0, self.pointmap.height as f64 / 2.0);
+        Intrinsics { fx: self.focal, fy: self.focal, cx, cy }
+    }
+}
+
+/// One view of a pair as the driver knows it.
+pub struct PairView<F> {
+    /// Its input time.
+    pub stamp: Stamp,
+    /// The driver's payload.
+    pub payload: F,
+    /// Its SuperPoint output.
+    pub keypoints: Keypoints,
+}
+
+/// Why a pair did not extend the chain.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum NotAttached {
+    /// The pair has no pose (or no own pointmap for view 2).
+    #[error("the pair has no pose: {0}")]
+    NoPose(NoPose),
+    /// The pair's first view is not on the chain (its own pair failed, or it left the window).
+    #[error("the pair starts at a keyframe that is not on the chain")]
+    Unanchored,
+    /// The shared keyframe's two pointmaps have too few confident pixels in common.
+    #[error("the shared keyframe's pointmaps have too few confident pixels in common to relate the scales")]
+    ScaleUnknown,
+    /// The pair's second view is already on the chain.
+    #[error("the pair's second keyframe is already on the chain")]
+    Known,
+}
+
+/// What a pair added.
+#[derive(Clone, Debug)]
+pub struct Attached {
+    /// The keyframes it put on the chain (both views for the first pair), oldest first.
+    pub added: Vec<Stamp>,
+    /// The pair's scale relative to the chain (1 for the first pair).
+    pub scale: f64,
+    /// The new keyframe's pose from the pair and from tracking when it arrived, apart by this
+    /// rotation (degrees) and translation (chain units), when it was tracked.
+    pub disagreement: Option<(f64, f64)>,
+}
+
+/// How the chain works.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OdometryParams {
+    /// Tracking's settings.
+    pub tracking: TrackingParams,
+    /// Pixels of two pointmaps above this confidence relate their scales.
+    pub scale_confidence: f32,
+}
+
+impl Default for OdometryParams {
+    fn default() -> Self {
+        Self { tracking: TrackingParams::default(), scale_confidence: 3.0 }
+    }
+}
+
+/// The chain, and the tracked poses of keyframes not yet on it.
+pub struct Odometry<F> {
+    params: OdometryParams,
+    keyframes: VecDeque<Arc<ChainKeyframe<F>>>,
+    /// Every keyframe ever put on the chain: input time and pose.
+    path: Vec<(Stamp, TOriginKeyframe)>,
+    /// Poses tracking gave frames that became keyframes, until their pair arrives.
+    tracked_keyframes: BTreeMap<Stamp, TOriginFrame>,
+}
+
+impl<F: Clone> Odometry<F> {
+    /// An empty chain.
+    pub fn new(params: OdometryParams) -> Self {
+        Self { params, keyframes: VecDeque::new(), path: Vec::new(), tracked_keyframes: BTreeMap::new() }
+    }
+
+    /// New settings (a parameter change); the chain stays.
+    pub fn set_params(&mut self, params: OdometryParams) {
+        self.params = params;
+    }
+
+    /// The settings.
+    pub fn params(&self) -> &OdometryParams {
+        &self.params
+    }
+
+    /// Forgets everything (time went backwards: a new sequence).
+    pub fn reset(&mut self) {
+        self.keyframes.clear();
+        self.path.clear();
+        self.tracked_keyframes.clear();
+    }
+
+    /// The newest keyframe on the chain: what frames are tracked against and new keyframes
+    /// pair with.
+    pub fn anchor(&self) -> Option<Arc<ChainKeyframe<F>>> {
+        self.keyframes.iter().max_by_key(|k| k.stamp).cloned()
+    }
+
+    /// The keyframe at `stamp`, if it is on the chain (and still kept).
+    pub fn keyframe(&self, stamp: Stamp) -> Option<&Arc<ChainKeyframe<F>>> {
+        self.keyframes.iter().find(|k| k.stamp == stamp)
+    }
+
+    /// Every keyframe put on the chain, in input time order, with its pose.
+    pub fn path(&self) -> &[(Stamp, TOriginKeyframe)] {
+        &self.path
+    }
+
+    /// Remembers the pose tracking gave a frame that became a keyframe, to compare with the
+    /// pose its pair gives it.
+    pub fn keyframe_tracked(&mut self, stamp: Stamp, pose: TOriginFrame) {
+        self.tracked_keyframes.insert(stamp, pose);
+        while self.tracked_keyframes.len() > KEEP_KEYFRAMES {
+            self.tracked_keyframes.pop_first();
+        }
+    }
+
+    /// Puts a pair's second view on the chain (and its first, when it is the first pair).
+    pub fn attach(
+        &mut self,
+        first: PairView<F>,
+        second: PairView<F>,
+        out: &PairOutput,
+    ) -> Result<Attached, NotAttached> {
+        let pose = out.pose.as_ref().map_err(|e| NotAttached::NoPose(e.clone()))?;
+        let view2 = out.view2.as_ref().ok_or(NotAttached::NoPose(NoPose::NotReturned))?;
+        if self.keyframe(second.stamp).is_some() {
+            return Err(NotAttached::Known);
+        }
+        let mut added = Vec::new();
+        let (anchor, scale) = match self.keyframe(first.stamp) {
+            Some(a) => {
+                let s = depth_ratio(&a.pointmap, &out.view1, self.params.scale_confidence)
+                    .ok_or(NotAttached::ScaleUnknown)?;
+                (a.clone(), s)
+            }
+            None if self.keyframes.is_empty() => {
+                let origin = Arc::new(ChainKeyframe {
+                    stamp: first.stamp,
+                    payload: first.payload,
+                    keypoints: first.keypoints,
+                    pointmap: out.view1.clone(),
+                    rgb: out.rgb1.clone(),
+                    mapping: out.mappings[0],
+                    focal: pose.focal1,
+                    t_origin_kf: Transform::identity(),
+                });
+                self.push(origin.clone());
+                added.push(origin.stamp);
+                (origin, 1.0)
+            }
+            None => return Err(NotAttached::Unanchored),
+        };
+        let t_a_b = &pose.t_cam1_cam2;
+        let t_a_b = Transform::<KeyframeCam, KeyframeCam>::new(t_a_b.rotation, t_a_b.translation * scale);
+        let t_origin_b = anchor.t_origin_kf.compose(&t_a_b);
+        let disagreement = self.tracked_keyframes.remove(&second.stamp).map(|tracked| {
+            let tracked = TOriginKeyframe::new(tracked.rotation, tracked.translation);
+            (tracked.rotation_error_deg(&t_origin_b), (tracked.translation - t_origin_b.translation).norm())
+        });
+        let b = Arc::new(ChainKeyframe {
+            stamp: second.stamp,
+            payload: second.payload,
+            keypoints: second.keypoints,
+            pointmap: scaled(view2, scale),
+            rgb: out.rgb2.clone(),
+            mapping: out.mappings[1],
+            focal: pose.focal2,
+            t_origin_kf: t_origin_b,
+        });
+        added.push(b.stamp);
+        self.push(b);
+        Ok(Attached { added, scale, disagreement })
+    }
+
+    fn push(&mut self, keyframe: Arc<ChainKeyframe<F>>) {
+        let at = self.path.partition_point(|(s, _)| *s < keyframe.stamp);
+        self.path.insert(at, (keyframe.stamp, keyframe.t_origin_kf));
+        self.keyframes.push_back(keyframe);
+        while self.keyframes.len() > KEEP_KEYFRAMES {
+            // The oldest by input time goes (pairs start at the newest).
+            if let Some(oldest) = (0..self.keyframes.len()).min_by_key(|&i| self.keyframes[i].stamp) {
+                self.keyframes.remove(oldest);
+            }
+        }
+    }
+}
+
+/// A frame placed on the chain.
+#[derive(Clone, Debug)]
+pub struct FramePose {
+    /// Its pose on the chain.
+    pub t_origin_frame: TOriginFrame,
+    /// The keyframe it was tracked against.
+    pub keyframe: Stamp,
+    /// Tracking's evidence.
+    pub tracked: Tracked,
+}
+
+/// Tracks a frame against `anchor` (see [`Odometry::anchor`]; taken out of any lock, so that
+/// tracking does not hold up a pair being attached). `k`: the camera's intrinsics when known
+/// (CameraInfo), else the keyframe's estimate.
+pub fn track_frame<F>(
+    anchor: Option<&ChainKeyframe<F>>,
+    frame: &Keypoints,
+    k: Option<Intrinsics>,
+    params: &TrackingParams,
+) -> Result<FramePose, NotTracked> {
+    let kf = anchor.ok_or(NotTracked::NoMap)?;
+    let k = k.unwrap_or_else(|| kf.estimated_intrinsics());
+    let target = TrackTarget { keypoints: &kf.keypoints, pointmap: &kf.pointmap, mapping: &kf.mapping };
+    let tracked = track(frame, &target, &k, params)?;
+    Ok(FramePose { t_origin_frame: kf.t_origin_kf.compose(&tracked.t_kf_frame), keyframe: kf.stamp, tracked })
+}

@@ -1,0 +1,97 @@
+//! DUSt3R replaced by the rendered sample's exact geometry: each view's pointmap is the wall
+//! point seen through every network pixel (mapped back to the frame's pixels as the CPU backend
+//! maps them), expressed in the reference camera's frame, through the same PairViewer glue as
+//! the CPU backend. Frames are recognised by their pixels among the rendered ones. `scales`
+//! multiplies the n-th pair's pointmaps (both passes), as DUSt3R's arbitrary per-pair scale does.
+
+use std::sync::Mutex;
+
+use sp_dust3r::backend::cpu::pair_output;
+use sp_dust3r::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
+use sp_dust3r::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
+use sp_dust3r::geometry::Transform;
+use sp_dust3r::image::Frame;
+use sp_dust3r::sample::{camera_pose, render, surface_point, CameraOptical, Room, HEIGHT, WIDTH};
+
+pub struct TruePointmaps {
+    frames: Vec<Vec<u8>>,
+    /// The scale of each pair in the order they are asked for (1 after the list ends).
+    pub scales: Vec<f64>,
+    asked: Mutex<usize>,
+}
+
+impl TruePointmaps {
+    /// The sample of `n` frames.
+    pub fn new(n: usize) -> Self {
+        let frames = (0..n)
+            .map(|i| Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, n)).unwrap().to_rgb8())
+            .collect();
+        Self { frames, scales: Vec::new(), asked: Mutex::new(0) }
+    }
+
+    /// Which rendered frame this is.
+    pub fn index_of(&self, frame: &Frame) -> usize {
+        let rgb = frame.to_rgb8();
+        self.frames.iter().position(|f| *f == rgb).expect("a frame of the sample")
+    }
+
+    /// The rendered frame `i` as a mono8 frame.
+    pub fn frame(&self, i: usize) -> Frame {
+        Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, self.frames.len())).unwrap()
+    }
+
+    /// The camera of rendered frame `i`.
+    pub fn pose(&self, i: usize) -> Transform<Room, CameraOptical> {
+        camera_pose(i, self.frames.len())
+    }
+
+    /// The points of `view` (seen from `pose`) in the frame of the camera at `reference`, times
+    /// `scale`.
+    pub fn pointmap(
+        view: &PreparedView,
+        pose: &Transform<Room, CameraOptical>,
+        reference: &Transform<Room, CameraOptical>,
+        scale: f64,
+    ) -> Pointmap {
+        let (w, h) = (view.width as usize, view.height as usize);
+        let to_reference = reference.inverse();
+        let (mut points, mut confidence) = (Vec::with_capacity(w * h * 3), Vec::with_capacity(w * h));
+        for v in 0..h {
+            for u in 0..w {
+                let (x, y) = view.mapping.to_original(u as f64, v as f64);
+                let p = surface_point(pose, x, y).expect("the room is closed");
+                let q = to_reference.apply(&p) * scale;
+                points.extend([q.x as f32, q.y as f32, q.z as f32]);
+                // The padding is what the network is least sure of: below PairViewer's mask.
+                let inside = (-0.5..WIDTH as f64 - 0.5).contains(&x) && (-0.5..HEIGHT as f64 - 0.5).contains(&y);
+                confidence.push(if inside { 10.0 } else { 1.0 });
+            }
+        }
+        Pointmap { height: h, width: w, points, confidence }
+    }
+}
+
+impl PairReconstructor for TruePointmaps {
+    fn reconstruct(&self, r: &PairRequest<'_>) -> Result<PairOutput, BackendError> {
+        let n = {
+            let mut asked = self.asked.lock().unwrap();
+            *asked += 1;
+            *asked - 1
+        };
+        let s = self.scales.get(n).copied().unwrap_or(1.0);
+        let (p1, p2) = (self.pose(self.index_of(r.first)), self.pose(self.index_of(r.second)));
+        let v1 = prepare(r.first, PrepMode::Pad).unwrap();
+        let v2 = prepare(r.second, PrepMode::Pad).unwrap();
+        let forward =
+            PairPrediction { view1: Self::pointmap(&v1, &p1, &p1, s), view2_in_1: Self::pointmap(&v2, &p2, &p1, s) };
+        let swapped =
+            PairPrediction { view1: Self::pointmap(&v2, &p2, &p2, s), view2_in_1: Self::pointmap(&v1, &p1, &p2, s) };
+        Ok(pair_output(r, v1, v2, forward, swapped))
+    }
+    fn describe(&self) -> String {
+        "the scene's true pointmaps".into()
+    }
+    fn health(&self) -> Vec<sp_dust3r::backend::BackendHealth> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,156 @@
+//! The keyframe chain and frame tracking on the rendered sample, with the trained SuperPoint
+//! (`../shared/real/superpoint`) and the scene's true pointmaps in DUSt3R's place: pairs in
+//! arbitrary scales come out in one, every frame is placed where the renderer put its camera,
+//! a frame of another scene is not tracked and the next good one is again.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::true_scene::TruePointmaps;
+use sp_dust3r::backend::cpu::CpuFeatures;
+use sp_dust3r::backend::{CameraK, FeatureExtractor, PairReconstructor, PairRequest};
+use sp_dust3r::geometry::{Intrinsics, Transform};
+use sp_dust3r::image::Frame;
+use sp_dust3r::pipeline::odometry::{track_frame, NotAttached, Odometry, OdometryParams, PairView, TOriginFrame};
+use sp_dust3r::pipeline::tracking::NotTracked;
+use sp_dust3r::sample::{FOCAL, HEIGHT, WIDTH};
+use sp_dust3r::superpoint::{Keypoints, PostParams, SuperPoint};
+
+const N: usize = 40;
+
+fn sample_k() -> CameraK {
+    CameraK { fx: FOCAL, fy: FOCAL, cx: WIDTH as f64 / 2.0 - 0.5, cy: HEIGHT as f64 / 2.0 - 0.5 }
+}
+
+fn intrinsics() -> Intrinsics {
+    let k = sample_k();
+    Intrinsics { fx: k.fx, fy: k.fy, cx: k.cx, cy: k.cy }
+}
+
+struct Setup {
+    scene: TruePointmaps,
+    features: CpuFeatures,
+}
+
+impl Setup {
+    fn new(scales: Vec<f64>) -> Self {
+        let mut scene = TruePointmaps::new(N);
+        scene.scales = scales;
+        let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
+        Self { scene, features }
+    }
+    fn keypoints(&self, frame: &Frame) -> Keypoints {
+        self.features.detect(frame, &PostParams::default()).unwrap()
+    }
+    fn view(&self, i: usize) -> (PairView<usize>, Arc<Frame>) {
+        let frame = Arc::new(self.scene.frame(i));
+        (PairView { stamp: i as i64, payload: i, keypoints: self.keypoints(&frame) }, frame)
+    }
+    /// The renderer's pose of frame `i` relative to frame `origin`.
+    fn truth(&self, origin: usize, i: usize) -> TOriginFrame {
+        let t = self.scene.pose(origin).inverse().compose(&self.scene.pose(i));
+        Transform::new(t.rotation, t.translation)
+    }
+    /// Attaches the pair (a, b) to `odometry`.
+    fn attach(&self, odometry: &mut Odometry<usize>, a: usize, b: usize) -> Result<f64, NotAttached> {
+        let ((va, fa), (vb, fb)) = (self.view(a), self.view(b));
+        let request =
+            PairRequest { first: &fa, second: &fb, known: Some(sample_k()), min_confidence: 3.0, conf_pct: 50.0 };
+        let out = self.scene.reconstruct(&request).unwrap();
+        odometry.attach(va, vb, &out).map(|a| a.scale)
+    }
+}
+
+fn assert_close(got: &TOriginFrame, want: &TOriginFrame, tolerance: f64, what: &str) {
+    let (dr, dt) = (got.rotation_error_deg(want), (got.translation - want.translation).norm());
+    assert!(
+        dr < 0.1 && dt < tolerance,
+        "{what}: {dr:.4} deg, {dt:.5} off ({:?} vs {:?})",
+        got.translation,
+        want.translation
+    );
+}
+
+#[test]
+fn pairs_in_arbitrary_scales_join_the_chain_in_the_first_pairs_scale() {
+    // The second pair 3.7 times the first's size, the third 0.4 times: each relative to the
+    // chain by its shared keyframe's two pointmaps.
+    let s = Setup::new(vec![1.0, 3.7, 0.4]);
+    let mut odometry = Odometry::new(OdometryParams::default());
+    assert_eq!(s.attach(&mut odometry, 0, 6).unwrap(), 1.0);
+    let scale = s.attach(&mut odometry, 6, 12).unwrap();
+    assert!((scale - 1.0 / 3.7).abs() < 1e-5, "{scale}");
+    let scale = s.attach(&mut odometry, 12, 18).unwrap();
+    assert!((scale - 1.0 / 0.4).abs() < 1e-5, "{scale}");
+    // A pair that starts off the chain does not join it.
+    assert_eq!(s.attach(&mut odometry, 3, 9).unwrap_err(), NotAttached::Unanchored);
+    let path = odometry.path();
+    assert_eq!(path.iter().map(|p| p.0).collect::<Vec<_>>(), [0, 6, 12, 18]);
+    for (stamp, pose) in path {
+        let pose = Transform::new(pose.rotation, pose.translation);
+        assert_close(&pose, &s.truth(0, *stamp as usize), 1e-4, &format!("keyframe {stamp}"));
+    }
+    // Keyframe 18's own points land where the renderer's are, in the first pair's (metric) scale.
+    let kf = odometry.anchor().unwrap();
+    assert_eq!(kf.stamp, 18);
+    let i = (256 * kf.pointmap.width + 300) * 3;
+    let p = nalgebra::Vector3::from_fn(|k, _| kf.pointmap.points[i + k] as f64);
+    let (u, v) = kf.mapping.to_original(300.0, 256.0);
+    let want = s.scene.pose(18).inverse().apply(&sp_dust3r::sample::surface_point(&s.scene.pose(18), u, v).unwrap());
+    assert!((p - want).norm() < 1e-4, "{p:?} vs {want:?}");
+}
+
+#[test]
+fn every_frame_is_tracked_where_the_renderer_put_it_and_tracking_recovers_after_a_foreign_frame() {
+    let s = Setup::new(vec![1.0, 2.0]);
+    let params = OdometryParams::default();
+    let mut odometry = Odometry::new(params);
+    // Before any pair: no map, no pose.
+    let kp1 = s.keypoints(&s.scene.frame(1));
+    assert_eq!(track_frame(odometry.anchor().as_deref(), &kp1, None, &params.tracking).unwrap_err(), NotTracked::NoMap);
+
+    // Keyframes 0, 6, 12 as replay takes them: each pair is attached when its second keyframe
+    // arrives; the frames in between are tracked against the newest keyframe on the chain.
+    s.attach(&mut odometry, 0, 6).unwrap();
+    let mut worst = (0.0f64, 0.0f64);
+    for i in 1..=16 {
+        if i == 12 {
+            s.attach(&mut odometry, 6, 12).unwrap();
+        }
+        let kp = s.keypoints(&s.scene.frame(i));
+        // With CameraInfo's K, and with the keyframe's estimated focal (here the known one).
+        for k in [Some(intrinsics()), None] {
+            let tracked = track_frame(odometry.anchor().as_deref(), &kp, k, &params.tracking)
+                .unwrap_or_else(|e| panic!("frame {i}: {e}"));
+            let truth = s.truth(0, i);
+            let dr = tracked.t_origin_frame.rotation_error_deg(&truth);
+            let dt = (tracked.t_origin_frame.translation - truth.translation).norm();
+            worst = (worst.0.max(dr), worst.1.max(dt));
+            // The room is 2 to 6 m deep from the camera: 5 mm is 0.1-0.25 % of it (integer
+            // keypoint positions: a few tenths of a pixel).
+            assert!(
+                dr < 0.1 && dt < 5e-3,
+                "frame {i}: {dr:.4} deg, {dt:.5} off (against keyframe {}, {} inliers)",
+                tracked.keyframe,
+                tracked.tracked.inliers
+            );
+            assert!(tracked.tracked.inliers >= 100, "frame {i}: {:?}", tracked.tracked);
+        }
+    }
+    eprintln!("worst of 32 poses: {:.4} deg, {:.2} mm", worst.0, worst.1 * 1e3);
+
+    // A frame of another scene (the COCO image) matches nothing: no pose, and no pose made up.
+    let coco = Frame::decode(&std::fs::read(common::real_dir().join("coco/000000039769.png")).unwrap()).unwrap();
+    let lost = track_frame(odometry.anchor().as_deref(), &s.keypoints(&coco), Some(intrinsics()), &params.tracking);
+    assert!(
+        matches!(
+            lost,
+            Err(NotTracked::TooFewMatches { .. } | NotTracked::TooFewPoints { .. } | NotTracked::TooFewInliers { .. })
+        ),
+        "{lost:?}"
+    );
+    // The next frame of the sequence is tracked again.
+    let back = track_frame(odometry.anchor().as_deref(), &s.keypoints(&s.scene.frame(17)), None, &params.tracking);
+    assert_close(&back.unwrap().t_origin_frame, &s.truth(0, 17), 5e-3, "frame 17");
+}
