@@ -221,6 +221,10 @@ fn main() {
                 if (f.ty == "uint8" || f.ty == "byte") && f.array == Some(None) {
                     writeln!(code, "        #[serde(with = \"serde_bytes\")]").unwrap();
                 }
+                // serde derives fixed arrays up to 32 elements (covariances have 36).
+                if f.array.is_some_and(|n| n.is_some_and(|n| n > 32)) {
+                    writeln!(code, "        #[serde(with = \"serde_big_array::BigArray\")]").unwrap();
+                }
                 writeln!(code, "        /// `{}` of the .msg file.", f.name).unwrap();
                 writeln!(code, "        pub {}: {},", rust_ident(&f.name), field_type(f, &own)).unwrap();
             }
@@ -230,6 +234,7 @@ fn main() {
             for f in &m.fields {
                 let v = match (&f.default, f.array) {
                     (Some(d), None) => literal(&f.ty, d),
+                    (_, Some(Some(_))) => "std::array::from_fn(|_| Default::default())".to_string(),
                     _ => "Default::default()".to_string(),
                 };
                 writeln!(code, "                {}: {v},", rust_ident(&f.name)).unwrap();

@@ -58,8 +58,7 @@ fn metrics_match_hand_computed_values() {
                 mode: PoseMode::PairViewer,
                 world: PnpWorld::Camera1,
             };
-            let (pair, _, _) =
-                pose_msgs(&pose, &header(s1), builtin_interfaces::Time { sec: s2, nanosec: 0 }, "v2", 3.0);
+            let (pair, _) = pose_msgs(&pose, &header(s1), builtin_interfaces::Time { sec: s2, nanosec: 0 }, 3.0);
             w.write("/cam/pair_pose", t, t, &to_cdr(&pair).unwrap()).unwrap();
         }
     }

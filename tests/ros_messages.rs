@@ -157,12 +157,34 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
         sample(node_msgs::PairPose {
             header: header(21, 22, "cam1"),
             view2_stamp: builtin_interfaces::Time { sec: 20, nanosec: 5 },
-            pose,
+            pose: pose.clone(),
             focal_reference: 512.5,
             focal_query: 498.25,
             used_known_intrinsics: true,
             num_inliers: 12345,
             mean_confidence: 2.75,
+        }),
+        sample(nav_msgs::Odometry {
+            header: header(23, 24, "odom"),
+            child_frame_id: "cam".into(),
+            pose: geometry_msgs::PoseWithCovariance {
+                pose: pose.clone(),
+                covariance: std::array::from_fn(|i| i as f64 * 0.5),
+            },
+            twist: geometry_msgs::TwistWithCovariance {
+                twist: geometry_msgs::Twist {
+                    linear: geometry_msgs::Vector3 { x: 0.1, y: -0.2, z: 0.3 },
+                    angular: geometry_msgs::Vector3 { x: -0.01, y: 0.02, z: 0.03 },
+                },
+                covariance: std::array::from_fn(|i| 100.0 - i as f64),
+            },
+        }),
+        sample(nav_msgs::Path {
+            header: header(25, 26, "odom"),
+            poses: vec![
+                geometry_msgs::PoseStamped { header: header(1, 2, "odom"), pose: pose.clone() },
+                geometry_msgs::PoseStamped { header: header(3, 4, "odom"), pose: geometry_msgs::Pose::default() },
+            ],
         }),
     ];
 

@@ -213,6 +213,11 @@ pub struct CameraK {
 }
 
 impl CameraK {
+    /// The same camera as PnP's intrinsics (the frame's pixels).
+    pub fn intrinsics(&self) -> Intrinsics {
+        Intrinsics { fx: self.fx, fy: self.fy, cx: self.cx, cy: self.cy }
+    }
+
     /// The same camera in the network grid of a view prepared through `m` (scaled, padded or
     /// cropped): what PairViewer's known-intrinsics path works in.
     pub fn in_network(&self, m: &InputMapping) -> Intrinsics {

@@ -10,11 +10,17 @@ use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::image::Frame;
 use crate::pipeline::cancel::Cancel;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
-use crate::ros::msg::{from_cdr, sensor_msgs, std_msgs, CdrError, RosMessage};
+use crate::pipeline::map::grow;
+use crate::pipeline::odometry::{track_frame, Odometry, PairView};
+use crate::ros::msg::{from_cdr, sensor_msgs, std_msgs, tf2_msgs, CdrError, RosMessage};
+use crate::ros::odom::{stamp_of, Mount, OdomOutputs};
 use crate::ros::outputs::{
-    check_camera_info, frame_outputs, pair_outputs, CameraInfoError, Output, OutputKind, OutputSink,
+    check_camera_info, frame_outputs, known_camera, pair_outputs, CameraInfoError, Output, OutputKind, OutputSink,
 };
 use crate::ros::params::NodeParams;
+use crate::ros::tf_static::StaticTransforms;
+use crate::ros::topics::TF_STATIC;
+use crate::superpoint::Keypoints;
 
 /// Which input topics are the camera.
 #[derive(Clone, Debug, PartialEq)]
@@ -161,6 +167,17 @@ pub struct ReplaySummary {
     pub pairs: u64,
     /// Pairs with a pose.
     pub poses: u64,
+    /// Frames placed on the keyframe chain by tracking.
+    pub tracked: u64,
+    /// Frames not tracked, by reason (`no_map` before the first pair; the rest: lost).
+    pub not_tracked: std::collections::BTreeMap<&'static str, u64>,
+    /// Keyframes on the chain.
+    pub chained: u64,
+    /// Pairs that could not join the chain.
+    pub unchained: u64,
+    /// For keyframes tracked when they arrived: how far tracking's pose was from the pair's
+    /// (degrees, chain units).
+    pub keyframe_gaps: Vec<(f64, f64)>,
     /// SuperPoint time per frame, ms.
     pub superpoint_ms: Vec<f64>,
     /// DUSt3R time per pair, ms.
@@ -179,6 +196,14 @@ pub struct Models<'a> {
     pub pairs: Option<&'a dyn PairReconstructor>,
 }
 
+/// A keyframe as replay keeps it: what DUSt3R needs of it and what the chain needs.
+#[derive(Clone)]
+struct Keyframe {
+    header: std_msgs::Header,
+    frame: Arc<Frame>,
+    keypoints: Arc<Keypoints>,
+}
+
 /// Replays `input` into `out`. Returns the summary, and the error that stopped it early (a
 /// corrupt or truncated input; what was written before stays a valid bag once `out` finishes).
 /// `cancel` (SIGINT) stops it between two frames or two DUSt3R steps, with `interrupted` set.
@@ -194,11 +219,18 @@ pub fn replay(
     let mut sink = BagSink { out, image_topic: &topics.image, log_time: 0 };
     sink.declare(&[OutputKind::Keypoints])?;
     if pairs.is_some() {
-        sink.declare(&OutputKind::of_pairs(params.publish_tf))?;
+        sink.declare(&OutputKind::OF_PAIRS)?;
+    }
+    if pairs.is_some() {
+        sink.declare(&OutputKind::of_trajectory(params.publish_tf))?;
     }
     let post = params.post_params();
-    let mut keyframes: KeyframeSelector<(std_msgs::Header, Arc<Frame>)> =
-        KeyframeSelector::new(params.keyframe_policy());
+    let mut keyframes: KeyframeSelector<Keyframe> = KeyframeSelector::new(params.keyframe_policy());
+    let odometry_params = params.odometry_params();
+    let mut odometry: Odometry<Keyframe> = Odometry::new(odometry_params);
+    let mut map = None;
+    let mut odom = OdomOutputs::new(&params.odom_frame, None);
+    let mut tree = StaticTransforms::default();
     let mut camera_info: Option<sensor_msgs::CameraInfo> = None;
     let mut s = ReplaySummary::default();
     for file in input {
@@ -212,7 +244,8 @@ pub fn replay(
                 Err(e) => return Ok((s, Some(e))),
             };
             let camera_topic = m.topic == topics.image || Some(&m.topic) == topics.camera_info.as_ref();
-            if !camera_topic {
+            let tf_static = m.topic == TF_STATIC && m.ros_type == tf2_msgs::TFMessage::ROS_TYPE;
+            if !camera_topic && !tf_static {
                 continue;
             }
             s.messages += 1;
@@ -222,6 +255,13 @@ pub fn replay(
             }
             sink.out.write(&m.topic, m.log_time, m.publish_time, &m.data)?;
             sink.log_time = m.log_time;
+            if tf_static {
+                match from_cdr::<tf2_msgs::TFMessage>(&m.data) {
+                    Ok(msg) => tree.insert(&msg),
+                    Err(e) => tracing::warn!("ignoring a {TF_STATIC} message at {}: {e}", m.log_time),
+                }
+                continue;
+            }
             if Some(&m.topic) == topics.camera_info.as_ref() {
                 let checked = from_cdr::<sensor_msgs::CameraInfo>(&m.data)
                     .map_err(SkipError::from)
@@ -260,40 +300,103 @@ pub fn replay(
                 sink.emit(output)?;
             }
             if let Some(model) = pairs {
-                let stamp = header.stamp.seconds();
                 let frame = Arc::new(frame);
-                match keyframes.decide(stamp, &kp, &(header.clone(), frame.clone())) {
+                let k = known_camera(camera_info.as_ref(), &frame).map(|k| k.intrinsics());
+                let tracked = track_frame(odometry.anchor().as_deref(), &kp, k, &odometry_params.tracking);
+                if let (None, Some(base)) = (&odom.mount, &params.base_frame) {
+                    odom.mount = tree
+                        .lookup(base, &header.frame_id)
+                        .map(|t_base_cam| Mount { base_frame: base.clone(), t_base_cam });
+                }
+                match &tracked {
+                    // With base_frame, nothing goes out until the camera's mount is known.
+                    Ok(_) if params.base_frame.is_some() && odom.mount.is_none() => {
+                        *s.not_tracked.entry("no_mount").or_default() += 1;
+                        crate::warn_throttled!(
+                            "no {TF_STATIC} transform from base_frame to {} yet: odometry waits for it",
+                            header.frame_id
+                        );
+                    }
+                    Ok(fp) => {
+                        s.tracked += 1;
+                        for output in odom.frame(&header, &fp.t_origin_frame, params.publish_tf) {
+                            sink.emit(output)?;
+                        }
+                    }
+                    Err(e) => *s.not_tracked.entry(e.kind()).or_default() += 1,
+                }
+                let this = Keyframe { header: header.clone(), frame, keypoints: Arc::new(kp) };
+                match keyframes.decide(header.stamp.seconds(), &this.keypoints, &this) {
                     KeyframeDecision::Skip { .. } => {}
-                    KeyframeDecision::First => s.keyframes += 1,
+                    KeyframeDecision::First => {
+                        // The first frame, or time went backwards (a new sequence).
+                        s.keyframes += 1;
+                        odometry.reset();
+                        odom.reset();
+                        map = None;
+                    }
                     KeyframeDecision::New { previous, .. } => {
                         s.keyframes += 1;
+                        if let Ok(fp) = &tracked {
+                            odometry.keyframe_tracked(stamp_of(&header.stamp), fp.t_origin_frame);
+                        }
+                        // The new keyframe pairs with the chain's newest, so the pair can join it.
+                        let first = odometry.anchor().map_or(previous, |a| a.payload.clone());
                         let t = Instant::now();
-                        let first = (&previous.0, previous.1.as_ref());
                         tracing::debug!("DUSt3R: pair ending at frame {} started", s.frames);
-                        let result = pair_outputs(model, first, (&header, &frame), camera_info.as_ref(), params);
+                        let result = pair_outputs(
+                            model,
+                            (&first.header, first.frame.as_ref()),
+                            (&header, &this.frame),
+                            camera_info.as_ref(),
+                            params,
+                        );
                         if cancel.is_cancelled() {
                             // Abandoned between two blocks: nothing of this pair is written.
                             tracing::info!("DUSt3R: pair ending at frame {} abandoned: interrupted", s.frames);
                             s.interrupted = true;
                             return Ok((s, None));
                         }
-                        match result {
-                            Ok(r) => {
-                                s.dust3r_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                                s.pairs += 1;
-                                match &r.no_pose {
-                                    None => s.poses += 1,
-                                    Some(reason) => {
-                                        tracing::info!("no pose for the pair ending at frame {}: {reason}", s.frames)
-                                    }
+                        let r = match result {
+                            Ok(r) => r,
+                            Err(e) => {
+                                s.errors += 1;
+                                tracing::warn!("DUSt3R on the pair ending at frame {}: {e}", s.frames);
+                                progress(&s);
+                                continue;
+                            }
+                        };
+                        s.dust3r_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                        s.pairs += 1;
+                        match &r.no_pose {
+                            None => s.poses += 1,
+                            Some(reason) => {
+                                tracing::info!("no pose for the pair ending at frame {}: {reason}", s.frames)
+                            }
+                        }
+                        for output in r.outputs {
+                            sink.emit(output)?;
+                        }
+                        let view = |k: &Keyframe| PairView {
+                            stamp: stamp_of(&k.header.stamp),
+                            payload: k.clone(),
+                            keypoints: k.keypoints.as_ref().clone(),
+                        };
+                        match odometry.attach(view(&first), view(&this), &r.geometry) {
+                            Ok(joined) => {
+                                s.chained += joined.added.len() as u64;
+                                s.keyframe_gaps.extend(joined.disagreement);
+                                let added = joined.added.iter().filter_map(|&k| odometry.keyframe(k));
+                                if let Err(e) = grow(&mut map, added.map(|k| k.as_ref()), &params.map_settings()) {
+                                    tracing::warn!("map: {e}");
                                 }
-                                for output in r.outputs {
+                                for output in odom.chain(&header.frame_id, odometry.path(), map.as_ref()) {
                                     sink.emit(output)?;
                                 }
                             }
                             Err(e) => {
-                                s.errors += 1;
-                                tracing::warn!("DUSt3R on the pair ending at frame {}: {e}", s.frames);
+                                s.unchained += 1;
+                                tracing::info!("the pair ending at frame {} does not join the chain: {e}", s.frames);
                             }
                         }
                     }

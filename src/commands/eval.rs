@@ -1,11 +1,12 @@
-//! `sp_dust3r eval`: the pair poses of a replay's output bag against ground truth.
+//! `sp_dust3r eval`: the pair poses and the odometry of a replay's output bag against ground
+//! truth.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
-use sp_dust3r::eval::{evaluate, Report};
+use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r::eval::{evaluate_bag, Report};
 
 /// Seconds a pair's time may lie beyond the ends of the ground truth, by default.
 pub const DEFAULT_TOLERANCE_S: f64 = 0.05;
@@ -45,30 +46,36 @@ pub fn gt_frames(arg: &Option<Vec<String>>) -> anyhow::Result<Option<(String, St
     }
 }
 
-/// Writes the metrics as JSON to `json` and the picture to `png` where given.
-pub fn save(report: &Report, json: Option<&Path>, png: Option<&Path>) -> anyhow::Result<()> {
+/// Writes the metrics as JSON to `json` and the pictures where `png` says: the pairs' there,
+/// the trajectory's (when there is one) beside it as `<stem>_trajectory.png`, which it returns.
+pub fn save(report: &Report, json: Option<&Path>, png: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
     if let Some(out) = json {
         std::fs::write(out, serde_json::to_string_pretty(report)?)
             .with_context(|| format!("writing {}", out.display()))?;
     }
-    if let Some(png) = png {
-        sp_dust3r::eval::plot::render(report).save(png).with_context(|| format!("writing {}", png.display()))?;
-    }
-    Ok(())
+    let Some(png) = png else { return Ok(None) };
+    sp_dust3r::eval::plot::render(report).save(png).with_context(|| format!("writing {}", png.display()))?;
+    let Some(t) = &report.trajectory else { return Ok(None) };
+    let stem = png.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let path = png.with_file_name(format!("{stem}_trajectory.png"));
+    sp_dust3r::eval::plot::render_trajectory(t).save(&path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(Some(path))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let pairs = pair_estimates(&args.bag)?;
     let gt = load_ground_truth(&GroundTruth::from_path(
         &args.ground_truth,
         args.gt_topic.clone(),
         gt_frames(&args.gt_frames)?,
     ))?;
-    let report = evaluate(&pairs, &gt, args.tolerance)?;
+    let report = evaluate_bag(&args.bag, &gt, args.tolerance)?;
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
-    save(&report, args.out.as_deref(), png.as_deref())?;
+    let trajectory_png = save(&report, args.out.as_deref(), png.as_deref())?;
     if let Some(png) = png {
         tracing::info!("plot written to {}", png.display());
+    }
+    if let Some(png) = trajectory_png {
+        tracing::info!("trajectory plot written to {}", png.display());
     }
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

@@ -8,8 +8,8 @@ use serde_json::json;
 use sp_dust3r::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
 use sp_dust3r::bag::replay::{choose_topics, replay, Models, ReplaySummary};
 use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
-use sp_dust3r::eval::bag::{load_ground_truth, pair_estimates, GroundTruth};
-use sp_dust3r::eval::evaluate;
+use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r::eval::evaluate_bag;
 use sp_dust3r::pipeline::cancel::Cancel;
 use sp_dust3r::ros::args::{ParamValue, RosArgs};
 use sp_dust3r::ros::params::{name, NodeParams};
@@ -153,6 +153,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut report = json!({
         "out": out_path.display().to_string(), "image_topic": cameras.image, "frames": summary.frames, "bad_frames": summary.bad_frames,
         "errors": summary.errors, "keyframes": summary.keyframes, "pairs": summary.pairs, "poses": summary.poses,
+        "tracked": summary.tracked, "not_tracked": summary.not_tracked, "keyframes_on_chain": summary.chained,
+        "pairs_off_chain": summary.unchained,
+        "keyframe_gap": {
+            "median_deg": super::median(&summary.keyframe_gaps.iter().map(|g| g.0).collect::<Vec<_>>()),
+            "median_units": super::median(&summary.keyframe_gaps.iter().map(|g| g.1).collect::<Vec<_>>()),
+            "count": summary.keyframe_gaps.len(),
+        },
         "latency_ms": {"superpoint": stats(&summary.superpoint_ms), "dust3r": stats(&summary.dust3r_ms)},
     });
     if let Some(e) = stopped {
@@ -172,13 +179,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());
         let (json_path, png_path) =
             (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
-        let metrics = evaluate(&pair_estimates(&out_path)?, &gt, super::eval::DEFAULT_TOLERANCE_S)?;
-        super::eval::save(&metrics, Some(&json_path), Some(&png_path))?;
+        let metrics = evaluate_bag(&out_path, &gt, super::eval::DEFAULT_TOLERANCE_S)?;
+        let trajectory_png = super::eval::save(&metrics, Some(&json_path), Some(&png_path))?;
         report["eval"] = json!({
             "metrics": json_path.display().to_string(), "plot": png_path.display().to_string(),
             "num_pairs": metrics.num_pairs, "num_without_pose": metrics.num_without_pose,
             "auc_thresholds_deg": metrics.auc_thresholds_deg, "auc": metrics.auc,
         });
+        if let (Some(t), Some(png)) = (&metrics.trajectory, &trajectory_png) {
+            report["eval"]["trajectory"] = json!({
+                "plot": png.display().to_string(), "tracked_fraction": t.tracked_fraction, "num_scored": t.num_scored,
+                "ate_rmse": t.ate.rmse, "ate_percent_of_path": t.ate_percent_of_path, "path_length": t.path_length,
+                "rpe_translation_rmse": t.rpe_translation.rmse, "rpe_rotation_rmse_deg": t.rpe_rotation_deg.rmse,
+                "scale": t.scale,
+            });
+            tracing::info!("trajectory plot: {}", png.display());
+        }
         tracing::info!(
             "outputs: {} (bag), {} (metrics), {} (plot)",
             out_path.display(),

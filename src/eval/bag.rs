@@ -9,7 +9,8 @@ use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
 use super::{parse_tum, EvalError, PairEstimate, StampedPose};
 use crate::bag::{mcap_files, McapFile};
 use crate::geometry::{TCam1Cam2, Transform};
-use crate::ros::msg::{from_cdr, geometry_msgs, node_msgs, sensor_msgs, tf2_msgs, RosMessage};
+use crate::ros::msg::{from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, tf2_msgs, RosMessage};
+use crate::ros::topics::POINTCLOUD;
 
 const POSE_STAMPED: &str = geometry_msgs::PoseStamped::ROS_TYPE;
 const TF_MESSAGE: &str = tf2_msgs::TFMessage::ROS_TYPE;
@@ -78,7 +79,8 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
                         t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
                     });
                 }
-                t if t == sensor_msgs::PointCloud2::ROS_TYPE => {
+                // The pairs' clouds, not the map (also a PointCloud2).
+                t if t == sensor_msgs::PointCloud2::ROS_TYPE && m.topic.rsplit('/').next() == Some(POINTCLOUD) => {
                     let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
                     clouds.push(c.header.stamp.seconds());
                 }
@@ -97,6 +99,28 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
     }
     with_pose.extend(without);
     Ok(with_pose)
+}
+
+/// The tracked frames of a replay's output bag (its nav_msgs/Odometry topic: the pose of the
+/// child frame in odom at each frame's stamp), and how many frames it processed (its
+/// sp_dust3r/msg/Keypoints messages, one per frame).
+pub fn odometry_estimates(bag: &Path) -> Result<(Vec<StampedPose>, usize), EvalError> {
+    let mut poses = Vec::new();
+    let mut frames = 0;
+    for f in open(bag)? {
+        for m in f.messages() {
+            let m = m?;
+            if m.ros_type == nav_msgs::Odometry::ROS_TYPE {
+                let o: nav_msgs::Odometry = decode(&m.data, &m.topic)?;
+                let (r, t) = pose_of(&o.pose.pose);
+                poses.push(StampedPose { t: o.header.stamp.seconds(), pose: Transform::new(r, t) });
+            } else if m.ros_type == node_msgs::Keypoints::ROS_TYPE {
+                frames += 1;
+            }
+        }
+    }
+    poses.sort_by(|a, b| a.t.total_cmp(&b.t));
+    Ok((poses, frames))
 }
 
 /// The ground-truth trajectory, sorted by time.

@@ -6,6 +6,7 @@
 
 pub mod bag;
 pub mod plot;
+pub mod trajectory;
 
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 
@@ -66,6 +67,9 @@ pub enum EvalError {
     /// The ground-truth topic is missing, ambiguous or of the wrong type.
     #[error("{0}")]
     GroundTruthTopic(String),
+    /// The trajectory cannot be scored.
+    #[error("trajectory: {0}")]
+    Trajectory(String),
 }
 
 /// A TUM trajectory (`timestamp tx ty tz qx qy qz qw` per line, `#` comments) as poses of the
@@ -271,6 +275,24 @@ pub struct Report {
     pub auc_thresholds_deg: Vec<f64>,
     /// The AUC at each threshold.
     pub auc: Vec<f64>,
+    /// The odometry's trajectory metrics, when the bag has tracked frames.
+    pub trajectory: Option<trajectory::TrajectoryReport>,
+}
+
+/// Everything a replay's output bag can be scored on: its pairs (see [`evaluate`]) and, when it
+/// has tracked frames, its odometry (see [`trajectory::evaluate_trajectory`]; RPE between
+/// consecutive tracked frames). A trajectory too short to align is left out with a warning.
+pub fn evaluate_bag(bag: &std::path::Path, gt: &[StampedPose], tolerance: f64) -> Result<Report, EvalError> {
+    let mut report = evaluate(&bag::pair_estimates(bag)?, gt, tolerance)?;
+    let (odometry, frames) = bag::odometry_estimates(bag)?;
+    if !odometry.is_empty() {
+        let delta = trajectory::RpeDelta::Frames(1);
+        match trajectory::evaluate_trajectory(&odometry, frames, gt, tolerance, delta) {
+            Ok(t) => report.trajectory = Some(t),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    Ok(report)
 }
 
 /// The metrics of `pairs` against the trajectory (ground truth of the camera's optical frame in
@@ -318,5 +340,6 @@ pub fn evaluate(pairs: &[PairEstimate], gt: &[StampedPose], tolerance: f64) -> R
         auc: pose_auc(&errors, &thresholds),
         auc_thresholds_deg: thresholds,
         pairs: metrics,
+        trajectory: None,
     })
 }

@@ -5,6 +5,9 @@
 
 use image::{Rgb, RgbImage};
 
+use nalgebra::{Matrix3, Vector3};
+
+use super::trajectory::TrajectoryReport;
 use super::Report;
 
 const GLYPHS: &[(char, [&str; 7])] = &[
@@ -26,14 +29,19 @@ const GLYPHS: &[(char, [&str; 7])] = &[
     ('=', ["00000", "00000", "11111", "00000", "11111", "00000", "00000"]),
     ('(', ["00010", "00100", "01000", "01000", "01000", "00100", "00010"]),
     (')', ["01000", "00100", "00010", "00010", "00010", "00100", "01000"]),
+    ('%', ["11001", "11010", "00010", "00100", "01000", "01011", "10011"]),
+    ('+', ["00000", "00100", "00100", "11111", "00100", "00100", "00000"]),
+    (',', ["00000", "00000", "00000", "00000", "01100", "00100", "01000"]),
     ('A', ["01110", "10001", "10001", "11111", "10001", "10001", "10001"]),
     ('B', ["11110", "10001", "10001", "11110", "10001", "10001", "11110"]),
     ('C', ["01110", "10001", "10000", "10000", "10000", "10001", "01110"]),
     ('D', ["11110", "10001", "10001", "10001", "10001", "10001", "11110"]),
     ('E', ["11111", "10000", "10000", "11110", "10000", "10000", "11111"]),
+    ('F', ["11111", "10000", "10000", "11110", "10000", "10000", "10000"]),
     ('G', ["01110", "10001", "10000", "10111", "10001", "10001", "01111"]),
     ('H', ["10001", "10001", "10001", "11111", "10001", "10001", "10001"]),
     ('I', ["01110", "00100", "00100", "00100", "00100", "00100", "01110"]),
+    ('K', ["10001", "10010", "10100", "11000", "10100", "10010", "10001"]),
     ('L', ["10000", "10000", "10000", "10000", "10000", "10000", "11111"]),
     ('M', ["10001", "11011", "10101", "10101", "10001", "10001", "10001"]),
     ('N', ["10001", "11001", "10101", "10011", "10001", "10001", "10001"]),
@@ -43,6 +51,7 @@ const GLYPHS: &[(char, [&str; 7])] = &[
     ('S', ["01111", "10000", "10000", "01110", "00001", "00001", "11110"]),
     ('T', ["11111", "00100", "00100", "00100", "00100", "00100", "00100"]),
     ('U', ["10001", "10001", "10001", "10001", "10001", "10001", "01110"]),
+    ('V', ["10001", "10001", "10001", "10001", "10001", "01010", "00100"]),
     ('W', ["10001", "10001", "10001", "10101", "10101", "10101", "01010"]),
     ('X', ["10001", "10001", "01010", "00100", "01010", "10001", "10001"]),
     ('Y', ["10001", "10001", "01010", "00100", "00100", "00100", "00100"]),
@@ -105,6 +114,12 @@ fn cross(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>) {
     }
 }
 
+/// A tick's number, without float noise or trailing zeros.
+fn tick_label(t: f64) -> String {
+    let s = format!("{t:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// A plot area: pixel box and data ranges.
 struct Axes {
     left: f64,
@@ -123,12 +138,12 @@ impl Axes {
         for &t in y_ticks {
             let (_, y) = self.at(0.0, t);
             line(img, (self.left, y), (self.left + self.width, y), GREY);
-            draw_text(img, self.left as i64 - 44, y as i64 - 7, &format!("{t:>4}"), 2, BLACK);
+            draw_text(img, self.left as i64 - 44, y as i64 - 7, &format!("{:>4}", tick_label(t)), 2, BLACK);
         }
         for &t in x_ticks {
             let (x, _) = self.at(t, 0.0);
             line(img, (x, self.top), (x, self.top + self.height), GREY);
-            draw_text(img, x as i64 - 6, (self.top + self.height) as i64 + 8, &format!("{t}"), 2, BLACK);
+            draw_text(img, x as i64 - 6, (self.top + self.height) as i64 + 8, &tick_label(t), 2, BLACK);
         }
         line(img, (self.left, self.top + self.height), (self.left + self.width, self.top + self.height), BLACK);
         line(img, (self.left, self.top), (self.left, self.top + self.height), BLACK);
@@ -209,6 +224,110 @@ pub fn render(report: &Report) -> RgbImage {
     for (k, (th, auc)) in report.auc_thresholds_deg.iter().zip(&report.auc).enumerate() {
         draw_text(&mut img, 540 + 150 * k as i64, 10, &format!("AUC@{th}={auc:.2}"), 2, BLACK);
     }
+    img
+}
+
+/// Colour of the ground truth.
+pub const GROUND_TRUTH: Rgb<u8> = Rgb([90, 90, 90]);
+/// Colour of the aligned estimate.
+pub const ESTIMATE: Rgb<u8> = Rgb([214, 39, 40]);
+
+/// Two unit axes spanning the plane in which `points` spread most (their covariance's two
+/// largest eigenvectors): a top view whatever the ground truth's up axis.
+fn view_plane(points: &[[f64; 3]]) -> (Vector3<f64>, Vector3<f64>, Vector3<f64>) {
+    let n = points.len().max(1) as f64;
+    let mean = points.iter().map(|p| Vector3::from(*p)).sum::<Vector3<f64>>() / n;
+    let cov = points
+        .iter()
+        .map(|p| (Vector3::from(*p) - mean) * (Vector3::from(*p) - mean).transpose())
+        .sum::<Matrix3<f64>>()
+        / n;
+    let eig = cov.symmetric_eigen();
+    let mut order = [0usize, 1, 2];
+    order.sort_by(|&a, &b| eig.eigenvalues[b].total_cmp(&eig.eigenvalues[a]));
+    (mean, eig.eigenvectors.column(order[0]).into(), eig.eigenvectors.column(order[1]).into())
+}
+
+/// Round tick spacing for a span.
+fn tick_step(span: f64) -> f64 {
+    let raw = (span / 4.0).max(1e-9);
+    let p = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|s| *s >= raw).unwrap_or(10.0 * p)
+}
+
+/// The picture of a trajectory report: left, the ground truth (grey) and the aligned estimate
+/// (red) seen from above (the plane of the ground truth's two widest directions, metres from
+/// its middle); right, each scored frame's absolute error over time.
+pub fn render_trajectory(r: &TrajectoryReport) -> RgbImage {
+    let mut img = RgbImage::from_pixel(1000, 540, WHITE);
+    let gt: Vec<[f64; 3]> = r.points.iter().map(|p| p.ground_truth).collect();
+    let (mid, a, b) = view_plane(&gt);
+    let flat = |p: &[f64; 3]| {
+        let d = Vector3::from(*p) - mid;
+        (d.dot(&a), d.dot(&b))
+    };
+    let all: Vec<(f64, f64)> = r.points.iter().flat_map(|p| [flat(&p.ground_truth), flat(&p.estimate)]).collect();
+    let half = all.iter().fold(1e-6f64, |m, (x, y)| m.max(x.abs()).max(y.abs())) * 1.1;
+    let top = Axes { left: 70.0, top: 90.0, width: 380.0, height: 360.0, x_max: 2.0 * half, y_max: 2.0 * half };
+    let step = tick_step(2.0 * half);
+    let ticks: Vec<f64> = (0..).map(|i| i as f64 * step).take_while(|t| *t <= 2.0 * half + 1e-12).collect();
+    top.frame(&mut img, &ticks, &ticks, "TOP VIEW (M)", "M");
+    for (colour, pick) in [(GROUND_TRUTH, 0usize), (ESTIMATE, 1)] {
+        let mut prev: Option<(f64, f64)> = None;
+        for p in &r.points {
+            let (x, y) = flat(if pick == 0 { &p.ground_truth } else { &p.estimate });
+            let at = top.at(x + half, y + half);
+            if let Some(q) = prev {
+                line(&mut img, q, at, colour);
+            }
+            marker(&mut img, at.0, at.1, colour);
+            prev = Some(at);
+        }
+    }
+    draw_text(&mut img, 70, 10, "GROUND TRUTH", 2, GROUND_TRUTH);
+    draw_text(&mut img, 240, 10, "ESTIMATE (SIM3 ALIGNED)", 2, ESTIMATE);
+    draw_text(
+        &mut img,
+        70,
+        34,
+        &format!("TRACKED {}/{} FRAMES  SCALE {:.3}", r.num_tracked, r.num_frames, r.scale),
+        2,
+        BLACK,
+    );
+
+    // The error over time.
+    let t0 = r.points.first().map_or(0.0, |p| p.t);
+    let t_max = r.points.last().map_or(1.0, |p| p.t - t0).max(1e-3);
+    let e_max = (r.ate.max * 1.2).max(1e-6);
+    let right = Axes { left: 580.0, top: 90.0, width: 380.0, height: 360.0, x_max: t_max, y_max: e_max };
+    let (ts, es) = (tick_step(t_max), tick_step(e_max));
+    let x_ticks: Vec<f64> = (0..).map(|i| i as f64 * ts).take_while(|t| *t <= t_max + 1e-12).collect();
+    let y_ticks: Vec<f64> = (0..).map(|i| i as f64 * es).take_while(|e| *e <= e_max + 1e-12).collect();
+    right.frame(&mut img, &y_ticks, &x_ticks, "ATE (M)", "TIME (S)");
+    let mut prev = None;
+    for p in &r.points {
+        let at = right.at(p.t - t0, p.error);
+        if let Some(q) = prev {
+            line(&mut img, q, at, ESTIMATE);
+        }
+        prev = Some(at);
+    }
+    draw_text(
+        &mut img,
+        540,
+        10,
+        &format!("ATE RMSE {:.4} M ({:.2} % OF PATH)", r.ate.rmse, r.ate_percent_of_path),
+        2,
+        BLACK,
+    );
+    draw_text(
+        &mut img,
+        540,
+        34,
+        &format!("RPE {:.4} M, {:.3} DEG", r.rpe_translation.rmse, r.rpe_rotation_deg.rmse),
+        2,
+        BLACK,
+    );
     img
 }
 

@@ -45,6 +45,36 @@ impl Voxel {
     }
 }
 
+/// How the map is made.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MapSettings {
+    /// Voxel edge as a fraction of the first keyframe's median depth.
+    pub relative_voxel: f64,
+    /// Most points.
+    pub budget: usize,
+    /// Keyframe points above this confidence enter the map.
+    pub min_confidence: f32,
+}
+
+/// Adds keyframes just put on the chain to `map`, which the first of them creates (its voxel
+/// scaled to that keyframe's depth).
+pub fn grow<'a, F: 'a>(
+    map: &mut Option<VoxelMap>,
+    added: impl IntoIterator<Item = &'a ChainKeyframe<F>>,
+    settings: &MapSettings,
+) -> Result<(), MapError> {
+    for kf in added {
+        let m = match map {
+            Some(m) => m,
+            None => {
+                map.insert(VoxelMap::scaled_to(kf, settings.relative_voxel, settings.budget, settings.min_confidence)?)
+            }
+        };
+        m.insert_keyframe(kf, settings.min_confidence);
+    }
+    Ok(())
+}
+
 /// Why a map cannot be made.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum MapError {
@@ -73,6 +103,32 @@ impl VoxelMap {
             return Err(MapError::Settings { voxel, budget });
         }
         Ok(Self { voxel, budget, voxels: HashMap::new() })
+    }
+
+    /// A map whose voxel edge is `relative` times the median depth of `kf`'s points above
+    /// `min_confidence` (DUSt3R's scale is arbitrary; the scene's depth is not); `relative`
+    /// itself when it has none.
+    pub fn scaled_to<F>(
+        kf: &ChainKeyframe<F>,
+        relative: f64,
+        budget: usize,
+        min_confidence: f32,
+    ) -> Result<Self, MapError> {
+        let mut depths: Vec<f64> = kf
+            .pointmap
+            .points
+            .chunks_exact(3)
+            .zip(&kf.pointmap.confidence)
+            .filter(|(p, &c)| c > min_confidence && p[2] > 0.0 && p[2].is_finite())
+            .map(|(p, _)| p[2] as f64)
+            .collect();
+        let median = if depths.is_empty() {
+            1.0
+        } else {
+            let mid = depths.len() / 2;
+            *depths.select_nth_unstable_by(mid, f64::total_cmp).1
+        };
+        Self::new(relative * median, budget)
     }
 
     /// The voxel edge now (it doubles each time the budget is reached).

@@ -1,13 +1,14 @@
 //! Domain results to ROS messages. Every output carries the header of the input it came from
 //! (stamp and frame), never wall time.
 
-use nalgebra::UnitQuaternion;
+use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 
 use super::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs};
 use crate::dust3r::Pointmap;
-use crate::geometry::{PairPose, TCam1Cam2};
+use crate::geometry::{PairPose, TCam1Cam2, Transform};
 use crate::image::draw::draw_markers;
 use crate::image::Frame;
+use crate::pipeline::map::MapPoint;
 use crate::superpoint::Keypoints;
 
 /// `sp_dust3r/msg/Keypoints` of one image (`width x height`, keypoints in its pixels).
@@ -47,12 +48,6 @@ pub fn pointcloud_msg(
     stride: usize,
 ) -> sensor_msgs::PointCloud2 {
     let stride = stride.max(1);
-    let field = |name: &str, offset: u32| sensor_msgs::PointField {
-        name: name.into(),
-        offset,
-        datatype: sensor_msgs::PointField::FLOAT32,
-        count: 1,
-    };
     let mut data = Vec::new();
     for view in views {
         let p = view.points;
@@ -63,12 +58,29 @@ pub fn pointcloud_msg(
                 continue;
             }
             let c = view.rgb.get(i * 3..i * 3 + 3).unwrap_or(&[0, 0, 0]);
-            let rgb = f32::from_bits(((c[0] as u32) << 16) | ((c[1] as u32) << 8) | c[2] as u32);
-            for v in [xyz[0], xyz[1], xyz[2], rgb, conf] {
-                data.extend_from_slice(&v.to_le_bytes());
-            }
+            push_point(&mut data, [xyz[0], xyz[1], xyz[2]], [c[0], c[1], c[2]], conf);
         }
     }
+    cloud(header, data)
+}
+
+/// One point of a cloud: x, y, z, the colour as RViz's packed 0x00RRGGBB read as float32, the
+/// confidence.
+fn push_point(data: &mut Vec<u8>, xyz: [f32; 3], [r, g, b]: [u8; 3], confidence: f32) {
+    let rgb = f32::from_bits((u32::from(r) << 16) | (u32::from(g) << 8) | u32::from(b));
+    for v in [xyz[0], xyz[1], xyz[2], rgb, confidence] {
+        data.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// An unorganised little-endian cloud of [`POINT_STEP`]-byte x, y, z, rgb, confidence points.
+fn cloud(header: std_msgs::Header, data: Vec<u8>) -> sensor_msgs::PointCloud2 {
+    let field = |name: &str, offset: u32| sensor_msgs::PointField {
+        name: name.into(),
+        offset,
+        datatype: sensor_msgs::PointField::FLOAT32,
+        count: 1,
+    };
     let n = (data.len() / POINT_STEP as usize) as u32;
     sensor_msgs::PointCloud2 {
         header,
@@ -83,24 +95,42 @@ pub fn pointcloud_msg(
     }
 }
 
-fn pose_of(t: &TCam1Cam2) -> geometry_msgs::Pose {
-    let q = UnitQuaternion::from_rotation_matrix(&t.rotation);
+/// A rigid transform as `geometry_msgs/Pose`.
+pub fn pose_msg(rotation: &Rotation3<f64>, translation: &Vector3<f64>) -> geometry_msgs::Pose {
+    let q = UnitQuaternion::from_rotation_matrix(rotation);
     geometry_msgs::Pose {
-        position: geometry_msgs::Point { x: t.translation.x, y: t.translation.y, z: t.translation.z },
+        position: geometry_msgs::Point { x: translation.x, y: translation.y, z: translation.z },
         orientation: geometry_msgs::Quaternion { x: q.i, y: q.j, z: q.k, w: q.w },
     }
 }
 
+fn pose_of(t: &TCam1Cam2) -> geometry_msgs::Pose {
+    pose_msg(&t.rotation, &t.translation)
+}
+
+/// The map as `sensor_msgs/PointCloud2` in odom (the same fields as [`pointcloud_msg`]: x, y,
+/// z, rgb, confidence), its points moved from the chain's origin by `t_odom_origin`.
+pub fn map_cloud_msg<A, B>(
+    header: std_msgs::Header,
+    points: &[MapPoint],
+    t_odom_origin: &Transform<A, B>,
+) -> sensor_msgs::PointCloud2 {
+    let mut data = Vec::with_capacity(points.len() * POINT_STEP as usize);
+    for p in points {
+        let q = t_odom_origin.apply(&Vector3::new(p.xyz[0] as f64, p.xyz[1] as f64, p.xyz[2] as f64));
+        push_point(&mut data, [q.x as f32, q.y as f32, q.z as f32], p.rgb, p.confidence);
+    }
+    cloud(header, data)
+}
+
 /// The pair's pose as `PairPose` and `PoseStamped` (header: view 1's, the frame and time the
-/// pose is expressed in; `PairPose.view2_stamp` names view 2's time) and the TF from view 1's
-/// frame to `child_frame` (camera 2), also at view 1's stamp.
+/// pose is expressed in; `PairPose.view2_stamp` names view 2's time).
 pub fn pose_msgs(
     pose: &PairPose,
     view1: &std_msgs::Header,
     view2_stamp: builtin_interfaces::Time,
-    child_frame: &str,
     mean_confidence: f32,
-) -> (node_msgs::PairPose, geometry_msgs::PoseStamped, geometry_msgs::TransformStamped) {
+) -> (node_msgs::PairPose, geometry_msgs::PoseStamped) {
     // Valid at view 1's time in view 1's frame (tf2's reading); view 2's time is a field.
     let header = view1.clone();
     let p = pose_of(&pose.t_cam1_cam2);
@@ -114,16 +144,8 @@ pub fn pose_msgs(
         num_inliers: pose.num_inliers as u32,
         mean_confidence,
     };
-    let stamped = geometry_msgs::PoseStamped { header: header.clone(), pose: p.clone() };
-    let tf = geometry_msgs::TransformStamped {
-        header,
-        child_frame_id: child_frame.to_string(),
-        transform: geometry_msgs::Transform {
-            translation: geometry_msgs::Vector3 { x: p.position.x, y: p.position.y, z: p.position.z },
-            rotation: p.orientation,
-        },
-    };
-    (pair, stamped, tf)
+    let stamped = geometry_msgs::PoseStamped { header, pose: p };
+    (pair, stamped)
 }
 
 /// The debug image `keypoints/image`: the frame as rgb8 with a green ring at every keypoint,

@@ -76,6 +76,18 @@ counters! {
     SuperPointPaused => "superpoint_paused", false;
     /// Pairs skipped while DUSt3R's server could not answer and no fallback ran.
     Dust3rPaused => "dust3r_paused", false;
+    /// Frames placed on the keyframe chain.
+    FramesTracked => "frames_tracked", false;
+    /// Frames not tracked once the chain existed (too few matches, points or inliers).
+    FramesLost => "frames_not_tracked", false;
+    /// Frames before the chain's first pair (nothing to track against yet).
+    FramesBeforeMap => "frames_before_first_pair", false;
+    /// Tracked frames held back while base_frame's transform to the camera is unknown.
+    FramesNoMount => "frames_waiting_for_tf_static", false;
+    /// Keyframes put on the chain.
+    KeyframesChained => "keyframes_on_chain", false;
+    /// Pairs that could not join the chain.
+    PairsUnchained => "pairs_off_chain", false;
 }
 
 /// The node's counters and latest measurements, shared by the DDS loop and the workers.
@@ -104,6 +116,11 @@ impl Stats {
     /// Counts one more.
     pub fn bump(&self, c: Counter) {
         self.counts[c as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to a counter.
+    pub fn add(&self, c: Counter, n: u64) {
+        self.counts[c as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     /// The count so far.
@@ -442,6 +459,50 @@ fn model_status(
     t.finish(r.fqn, m.name, hardware_id, ok)
 }
 
+/// The tracking task: WARN when frames were not tracked (lost) within the window, or tracked
+/// frames wait for base_frame's transform; OK otherwise, saying how many were placed.
+fn tracking_status(
+    s: &Stats,
+    h: &History,
+    r: &Report<'_>,
+    by_kind: &BTreeMap<String, u64>,
+) -> diagnostic_msgs::DiagnosticStatus {
+    let window = Duration::from_secs_f64(r.limits.window);
+    let mut t = Task::new();
+    let (tracked, _) = h.growth(Counter::FramesTracked, window);
+    let (lost, _) = h.growth(Counter::FramesLost, window);
+    let (waiting, _) = h.growth(Counter::FramesNoMount, window);
+    if lost > 0 {
+        t.raise(
+            Level::WARN,
+            format!("{lost} of {} frames not tracked in the last {:.0} s", lost + tracked, r.limits.window),
+        );
+    }
+    if waiting > 0 {
+        t.raise(Level::WARN, format!("{waiting} tracked frames wait for base_frame's transform on /tf_static"));
+    }
+    t.counters(
+        s,
+        &[
+            Counter::FramesTracked,
+            Counter::FramesLost,
+            Counter::FramesBeforeMap,
+            Counter::FramesNoMount,
+            Counter::KeyframesChained,
+            Counter::PairsUnchained,
+        ],
+    );
+    for (k, v) in by_kind.iter().filter(|(k, _)| k.starts_with("errors_tracking_")) {
+        t.value(k, v);
+    }
+    let ok = if s.get(Counter::KeyframesChained) == 0 {
+        "waiting for the first DUSt3R pair with a pose".to_string()
+    } else {
+        format!("{tracked} frames tracked in the last {:.0} s", r.limits.window)
+    };
+    t.finish(r.fqn, "tracking", String::new(), ok)
+}
+
 /// One backend's task: OK while it answers (or was not asked yet), WARN while its server
 /// starts, ERROR while it cannot be reached.
 fn backend_status(fqn: &str, model: &str, b: &BackendHealth) -> diagnostic_msgs::DiagnosticStatus {
@@ -482,6 +543,7 @@ pub fn diagnostics(s: &Stats, h: &History, r: Report<'_>) -> diagnostic_msgs::Di
         input_status(s, h, &r, &by_kind),
         model_status(s, h, &r, &superpoint, &r.superpoint, &by_kind),
         model_status(s, h, &r, &dust3r, &r.dust3r, &by_kind),
+        tracking_status(s, h, &r, &by_kind),
     ];
     for (model, m) in [("superpoint", &r.superpoint), ("dust3r", &r.dust3r)] {
         if let ModelStatus::Ready { health, .. } = m {

@@ -33,20 +33,27 @@ use super::args::RosArgs;
 use super::cyclone::{self, CycloneError, WriterQos};
 use super::diagnostics::{diagnostics, Counter, History, ModelStatus, Report, Stats};
 use super::msg::{
-    builtin_interfaces, diagnostic_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, std_msgs, CdrError, RosMessage,
+    builtin_interfaces, diagnostic_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, std_msgs, tf2_msgs, CdrError,
+    RosMessage,
 };
-use super::outputs::{check_camera_info, frame_outputs, pair_outputs, Output, OutputKind, OutputSink};
+use super::odom::{stamp_of, Mount, OdomOutputs};
+use super::outputs::{check_camera_info, frame_outputs, known_camera, pair_outputs, Output, OutputKind, OutputSink};
 use super::param_services::{ParamServiceError, ParamServices};
 use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
-use super::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT};
+use super::tf_static::StaticTransforms;
+use super::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
 use crate::backend::build::{build_dust3r, build_superpoint, BuildError, BuildProgress};
-use crate::backend::{BackendHealth, FeatureExtractor, PairReconstructor};
+use crate::backend::{BackendHealth, FeatureExtractor, PairOutput, PairReconstructor};
 use crate::image::Frame;
 use crate::pipeline::cancel::Cancel;
 use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::pipeline::loading::{Loader, Phase};
+use crate::pipeline::map::{grow, VoxelMap};
+use crate::pipeline::odometry::{track_frame, Odometry, PairView, TOriginFrame};
 use crate::pipeline::slot::LatestSlot;
+use crate::pipeline::tracking::NotTracked;
+use crate::superpoint::Keypoints;
 
 /// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +152,12 @@ fn rosout_qos() -> QosProfile {
     reliable_qos().durability(qos::Durability::TransientLocal).history(qos::History::KeepLast { depth: 1000 })
 }
 
+/// tf2's /tf_static profile: reliable, transient local (the transforms were sent long before),
+/// enough history for many broadcasters.
+fn tf_static_qos() -> QosProfile {
+    reliable_qos().durability(qos::Durability::TransientLocal).history(qos::History::KeepLast { depth: 100 })
+}
+
 /// The outputs' QoS, what RViz subscribes with: reliable, keep last 10.
 pub fn reliable_qos() -> QosProfile {
     QosProfile::publisher_default()
@@ -177,6 +190,9 @@ struct Publishers {
     cloud: cyclone::Writer,
     pair_pose: cyclone::Writer,
     pose: cyclone::Writer,
+    odometry: cyclone::Writer,
+    path: cyclone::Writer,
+    map: cyclone::Writer,
     tf: cyclone::Writer,
     /// Holds the graph announcement; the writers keep the participant itself alive.
     _participant: cyclone::Participant,
@@ -199,12 +215,14 @@ impl Publishers {
         let (keypoints, debug_image, cloud) =
             (writer(OutputKind::Keypoints)?, writer(OutputKind::DebugImage)?, writer(OutputKind::Cloud)?);
         let (pair_pose, pose, tf) = (writer(OutputKind::PairPose)?, writer(OutputKind::Pose)?, writer(OutputKind::Tf)?);
+        let (odometry, path, map) =
+            (writer(OutputKind::Odometry)?, writer(OutputKind::Path)?, writer(OutputKind::Map)?);
         participant.announce(
             namespace,
             &outputs_node_name(name),
-            &[&keypoints, &debug_image, &cloud, &pair_pose, &pose, &tf],
+            &[&keypoints, &debug_image, &cloud, &pair_pose, &pose, &odometry, &path, &map, &tf],
         )?;
-        Ok(Self { keypoints, debug_image, cloud, pair_pose, pose, tf, _participant: participant })
+        Ok(Self { keypoints, debug_image, cloud, pair_pose, pose, odometry, path, map, tf, _participant: participant })
     }
 
     fn writer(&self, kind: OutputKind) -> &cyclone::Writer {
@@ -214,6 +232,9 @@ impl Publishers {
             OutputKind::Cloud => &self.cloud,
             OutputKind::PairPose => &self.pair_pose,
             OutputKind::Pose => &self.pose,
+            OutputKind::Odometry => &self.odometry,
+            OutputKind::Path => &self.path,
+            OutputKind::Map => &self.map,
             OutputKind::Tf => &self.tf,
         }
     }
@@ -246,10 +267,17 @@ struct Input {
     frame: Arc<Frame>,
 }
 
+/// A keyframe: its frame, and its keypoints for the chain.
+#[derive(Clone)]
+struct Keyframe {
+    input: Input,
+    keypoints: Arc<Keypoints>,
+}
+
 /// A keyframe pair waiting for DUSt3R.
 struct PairJob {
-    first: Input,
-    second: Input,
+    first: Keyframe,
+    second: Keyframe,
     camera_info: Option<sensor_msgs::CameraInfo>,
 }
 
@@ -262,6 +290,12 @@ struct Shared {
     frames: LatestSlot<Input>,
     pairs: LatestSlot<PairJob>,
     camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
+    /// The keyframe chain: tracked against on the SuperPoint worker, grown on the DUSt3R one.
+    odometry: Mutex<Odometry<Keyframe>>,
+    /// The odometry outputs (the last tracked pose, the camera's mount).
+    odom: Mutex<OdomOutputs>,
+    /// /tf_static as received (the camera's mount, with base_frame).
+    tree: Mutex<StaticTransforms>,
     superpoint: Arc<Loader<dyn FeatureExtractor>>,
     dust3r: Arc<Loader<dyn PairReconstructor>>,
 }
@@ -297,7 +331,7 @@ fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
         return;
     };
     let stats = &shared.stats;
-    let mut keyframes: KeyframeSelector<Input> = KeyframeSelector::new(shared.initial.keyframe_policy());
+    let mut keyframes: KeyframeSelector<Keyframe> = KeyframeSelector::new(shared.initial.keyframe_policy());
     while let Some(input) = shared.frames.next() {
         let p = shared.current();
         keyframes.set_policy(p.keyframe_policy());
@@ -309,11 +343,31 @@ fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
                 let debug = publishers.wanted(OutputKind::DebugImage);
                 shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
                 if !matches!(shared.dust3r.phase(), Phase::Failed(_)) {
-                    let stamp = input.header.stamp.seconds();
-                    if let KeyframeDecision::New { previous, .. } = keyframes.decide(stamp, &kp, &input) {
-                        let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());
-                        if shared.pairs.put(PairJob { first: previous, second: input, camera_info }) {
-                            stats.bump(Counter::PairDrops);
+                    let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());
+                    let keyframe = Keyframe { input, keypoints: Arc::new(kp) };
+                    let tracked = track(shared, publishers, &p, &keyframe, camera_info.as_ref());
+                    let stamp = keyframe.input.header.stamp.seconds();
+                    match keyframes.decide(stamp, &keyframe.keypoints, &keyframe) {
+                        KeyframeDecision::Skip { .. } => {}
+                        KeyframeDecision::First => {
+                            // The first frame, or time went backwards (a bag looped): a new chain.
+                            if let (Ok(mut o), Ok(mut out)) = (shared.odometry.lock(), shared.odom.lock()) {
+                                o.reset();
+                                out.reset();
+                            }
+                        }
+                        KeyframeDecision::New { previous, .. } => {
+                            // Paired with the chain's newest keyframe, so the pair can join it.
+                            let first = shared.odometry.lock().ok().and_then(|mut o| {
+                                if let Some(pose) = tracked {
+                                    o.keyframe_tracked(stamp_of(&keyframe.input.header.stamp), pose);
+                                }
+                                o.anchor().map(|a| a.payload.clone())
+                            });
+                            let job = PairJob { first: first.unwrap_or(previous), second: keyframe, camera_info };
+                            if shared.pairs.put(job) {
+                                stats.bump(Counter::PairDrops);
+                            }
                         }
                     }
                 }
@@ -331,19 +385,74 @@ fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     shared.pairs.close();
 }
 
-/// DUSt3R worker, once the model is ready: the newest keyframe pair's cloud, pose and TF. A
-/// pair in flight at shutdown is abandoned (the CPU model checks `stop` between blocks) and
-/// publishes nothing.
+/// Places a frame on the keyframe chain (the chain's lock is held only to take its newest
+/// keyframe) and publishes its odometry and TF; counts what was not tracked and why. Returns
+/// the frame's pose on the chain.
+fn track(
+    shared: &Shared,
+    publishers: &Publishers,
+    p: &NodeParams,
+    frame: &Keyframe,
+    camera_info: Option<&sensor_msgs::CameraInfo>,
+) -> Option<TOriginFrame> {
+    let stats = &shared.stats;
+    let anchor = shared.odometry.lock().ok()?.anchor();
+    let k = known_camera(camera_info, &frame.input.frame).map(|k| k.intrinsics());
+    let header = &frame.input.header;
+    match track_frame(anchor.as_deref(), &frame.keypoints, k, &p.odometry_params().tracking) {
+        Ok(fp) => {
+            let mut odom = shared.odom.lock().ok()?;
+            if let (None, Some(base)) = (&odom.mount, &p.base_frame) {
+                odom.mount = shared
+                    .tree
+                    .lock()
+                    .ok()?
+                    .lookup(base, &header.frame_id)
+                    .map(|t_base_cam| Mount { base_frame: base.clone(), t_base_cam });
+                if odom.mount.is_none() {
+                    stats.bump(Counter::FramesNoMount);
+                    crate::warn_throttled!(
+                        "no {TF_STATIC} transform from {base} to {} yet: odometry waits for it",
+                        header.frame_id
+                    );
+                    return Some(fp.t_origin_frame);
+                }
+            }
+            stats.bump(Counter::FramesTracked);
+            let outputs = odom.frame(header, &fp.t_origin_frame, p.publish_tf);
+            drop(odom);
+            shared.emit(publishers, outputs);
+            Some(fp.t_origin_frame)
+        }
+        Err(NotTracked::NoMap) => {
+            stats.bump(Counter::FramesBeforeMap);
+            None
+        }
+        Err(e) => {
+            stats.bump(Counter::FramesLost);
+            stats.count_kind("tracking", e.kind());
+            crate::warn_throttled!(key = e.kind(); "frame stamped {:.3} not tracked: {e}", header.stamp.seconds());
+            None
+        }
+    }
+}
+
+/// DUSt3R worker, once the model is ready: the newest keyframe pair's cloud and pose, then the
+/// pair joins the keyframe chain and the path and the map go out. A pair in flight at shutdown
+/// is abandoned (the CPU model checks `stop` between blocks) and publishes nothing.
 fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     let Some(model) = shared.dust3r.wait(stop) else { return };
     let model = model.as_ref();
     let stats = &shared.stats;
+    // The map lives on this thread only: growing it never holds up a frame.
+    let mut map = None;
     while let Some(job) = shared.pairs.next() {
         let p = shared.current();
         let t = Instant::now();
-        let first = (&job.first.header, job.first.frame.as_ref());
-        let second = (&job.second.header, job.second.frame.as_ref());
-        let stamps = (job.first.header.stamp.seconds(), job.second.header.stamp.seconds());
+        let (a, b) = (&job.first.input, &job.second.input);
+        let first = (&a.header, a.frame.as_ref());
+        let second = (&b.header, b.frame.as_ref());
+        let stamps = (a.header.stamp.seconds(), b.header.stamp.seconds());
         tracing::debug!("DUSt3R: pair {:.3} -> {:.3} started", stamps.0, stamps.1);
         let result = pair_outputs(model, first, second, job.camera_info.as_ref(), &p);
         if result.as_ref().is_err_and(|e| e.is_cancelled()) || stop.is_cancelled() {
@@ -371,6 +480,7 @@ fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
                     tracing::warn!("no pose for the pair: {reason}");
                 }
                 shared.emit(publishers, out.outputs);
+                join_chain(shared, publishers, &p, &job, &out.geometry, &mut map);
             }
             Err(e) if e.is_unavailable() => stats.bump(Counter::Dust3rPaused),
             Err(e) => {
@@ -380,6 +490,56 @@ fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
             }
         }
     }
+}
+
+/// A reconstructed pair joins the keyframe chain (under the chain's lock: a depth ratio and a
+/// copy), then, outside it, the map grows and the path and the map go out.
+fn join_chain(
+    shared: &Shared,
+    publishers: &Publishers,
+    p: &NodeParams,
+    job: &PairJob,
+    out: &PairOutput,
+    map: &mut Option<VoxelMap>,
+) {
+    let stats = &shared.stats;
+    let view = |k: &Keyframe| PairView {
+        stamp: stamp_of(&k.input.header.stamp),
+        payload: k.clone(),
+        keypoints: k.keypoints.as_ref().clone(),
+    };
+    let Ok(mut odometry) = shared.odometry.lock() else { return };
+    let joined = odometry.attach(view(&job.first), view(&job.second), out);
+    let (added, path) = match joined {
+        Ok(joined) => {
+            let added: Vec<_> = joined.added.iter().filter_map(|&k| odometry.keyframe(k).cloned()).collect();
+            stats.add(Counter::KeyframesChained, added.len() as u64);
+            if let Some((deg, units)) = joined.disagreement {
+                tracing::debug!(
+                    "keyframe: pair and tracking {deg:.2} deg, {units:.4} apart (scale {:.3})",
+                    joined.scale
+                );
+            }
+            (added, odometry.path().to_vec())
+        }
+        Err(e) => {
+            stats.bump(Counter::PairsUnchained);
+            crate::warn_throttled!("the pair does not join the keyframe chain: {e}");
+            return;
+        }
+    };
+    drop(odometry);
+    if let Err(e) = grow(map, added.iter().map(|k| k.as_ref()), &p.map_settings()) {
+        crate::warn_throttled!("map: {e}");
+    }
+    let outputs = match shared.odom.lock() {
+        // With base_frame, nothing goes out until the camera's mount is known.
+        Ok(odom) if p.base_frame.is_none() || odom.mount.is_some() => {
+            odom.chain(&job.second.input.header.frame_id, &path, map.as_ref())
+        }
+        _ => return,
+    };
+    shared.emit(publishers, outputs);
 }
 
 /// Most samples one input topic gives one turn of the DDS loop (the newest frame wins anyway;
@@ -416,6 +576,7 @@ struct Io {
     compressed: Option<(Subscription<sensor_msgs::CompressedImage>, String)>,
     camera_info: (Subscription<sensor_msgs::CameraInfo>, String),
     clock: Option<(Subscription<rosgraph_msgs::Clock>, String)>,
+    tf_static: Option<(Subscription<tf2_msgs::TFMessage>, String)>,
     diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
     rosout: Publisher<rcl_interfaces::Log>,
 }
@@ -491,6 +652,13 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
         });
         if let Some((sub, topic)) = &l.io.clock {
             take_all(sub, topic, stats, |clock| sim_time = Some(clock.clock));
+        }
+        if let Some((sub, topic)) = &l.io.tf_static {
+            take_all(sub, topic, stats, |msg| {
+                if let Ok(mut tree) = shared.tree.lock() {
+                    tree.insert(&msg);
+                }
+            });
         }
         let stamp = if use_sim_time { sim_time.clone().unwrap_or_default() } else { wall_time() };
         if l.services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
@@ -602,7 +770,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let fqn = format!("{}/{name}", namespace.trim_end_matches('/'));
     let topic = |n: &str| resolve(&ros.remaps, &namespace, n);
     let outputs: Vec<(String, WriterQos)> =
-        OutputKind::ALL.iter().map(|k| (topic(k.topic()), WriterQos::OUTPUTS)).collect();
+        OutputKind::ALL.iter().map(|k| (topic(k.topic()), k.default_qos())).collect();
     let (store, warnings) = ParamStore::resolve_with_outputs(ros, &fqn, &outputs)?;
     for w in warnings {
         tracing::warn!("{w}");
@@ -639,6 +807,13 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
             .then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default()))
             .transpose()?
             .map(with_topic(CLOCK)),
+        // Only with base_frame: the camera's mount is all the node reads of the tree.
+        tf_static: params
+            .base_frame
+            .is_some()
+            .then(|| subscribe(&mut node, TF_STATIC, tf_static_qos()))
+            .transpose()?
+            .map(with_topic(TF_STATIC)),
         diagnostics: advertise(&mut node, DIAGNOSTICS, reliable_qos())?,
         rosout: advertise(&mut node, ROSOUT, rosout_qos())?,
     };
@@ -656,6 +831,8 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     load_in_background("SuperPoint", &superpoint, move |p| build_superpoint(&c, Some(p)), |m| m.describe());
     load_in_background("DUSt3R", &dust3r, move |p| build_dust3r(&config, Some(p)), |m| m.describe());
 
+    let odometry = Mutex::new(Odometry::new(params.odometry_params()));
+    let odom = Mutex::new(OdomOutputs::new(&params.odom_frame, None));
     let shared = Shared {
         initial: params,
         store,
@@ -663,6 +840,9 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         frames: LatestSlot::new(),
         pairs: LatestSlot::new(),
         camera_info: Mutex::new(None),
+        odometry,
+        odom,
+        tree: Mutex::new(StaticTransforms::default()),
         superpoint,
         dust3r,
     };

@@ -3,10 +3,11 @@
 //! (its topic, type and builder here) and one publisher in the node.
 
 use super::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
-use super::msg::{geometry_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
+use super::cyclone::WriterQos;
+use super::msg::{geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
 use super::params::NodeParams;
 use super::topics;
-use crate::backend::{BackendError, CameraK, PairReconstructor, PairRequest};
+use crate::backend::{BackendError, CameraK, PairOutput, PairReconstructor, PairRequest};
 use crate::geometry::NoPose;
 use crate::image::Frame;
 use crate::superpoint::Keypoints;
@@ -24,7 +25,13 @@ pub enum Output {
     PairPose(node_msgs::PairPose),
     /// A pair's pose (as `PairPose`'s header).
     Pose(geometry_msgs::PoseStamped),
-    /// View 1's frame to view 2's.
+    /// A tracked frame's pose in odom (the frame's stamp); boxed, its covariances are large.
+    Odometry(Box<nav_msgs::Odometry>),
+    /// The keyframes' poses in odom (the newest keyframe's stamp).
+    Path(nav_msgs::Path),
+    /// The map in odom (the newest keyframe's stamp).
+    Map(sensor_msgs::PointCloud2),
+    /// `odom_frame` to the camera or base, for a tracked frame (`publish_tf`).
     Tf(tf2_msgs::TFMessage),
 }
 
@@ -41,18 +48,27 @@ pub enum OutputKind {
     PairPose,
     /// [`Output::Pose`].
     Pose,
+    /// [`Output::Odometry`].
+    Odometry,
+    /// [`Output::Path`].
+    Path,
+    /// [`Output::Map`].
+    Map,
     /// [`Output::Tf`].
     Tf,
 }
 
 impl OutputKind {
     /// Every kind, in the order the node advertises them.
-    pub const ALL: [OutputKind; 6] = [
+    pub const ALL: [OutputKind; 9] = [
         OutputKind::Keypoints,
         OutputKind::DebugImage,
         OutputKind::Cloud,
         OutputKind::PairPose,
         OutputKind::Pose,
+        OutputKind::Odometry,
+        OutputKind::Path,
+        OutputKind::Map,
         OutputKind::Tf,
     ];
 
@@ -64,6 +80,9 @@ impl OutputKind {
             OutputKind::Cloud => topics::POINTCLOUD,
             OutputKind::PairPose => topics::PAIR_POSE,
             OutputKind::Pose => topics::POSE,
+            OutputKind::Odometry => topics::ODOM,
+            OutputKind::Path => topics::PATH,
+            OutputKind::Map => topics::MAP,
             OutputKind::Tf => topics::TF,
         }
     }
@@ -79,6 +98,9 @@ impl OutputKind {
             OutputKind::Cloud => of::<sensor_msgs::PointCloud2>(),
             OutputKind::PairPose => of::<node_msgs::PairPose>(),
             OutputKind::Pose => of::<geometry_msgs::PoseStamped>(),
+            OutputKind::Odometry => of::<nav_msgs::Odometry>(),
+            OutputKind::Path => of::<nav_msgs::Path>(),
+            OutputKind::Map => of::<sensor_msgs::PointCloud2>(),
             OutputKind::Tf => of::<tf2_msgs::TFMessage>(),
         }
     }
@@ -94,13 +116,26 @@ impl OutputKind {
         self.schema().1
     }
 
-    /// What a pair gives, with TF when `publish_tf`.
-    pub fn of_pairs(publish_tf: bool) -> Vec<OutputKind> {
-        let mut kinds = vec![OutputKind::Cloud, OutputKind::PairPose, OutputKind::Pose];
+    /// What a pair gives.
+    pub const OF_PAIRS: [OutputKind; 3] = [OutputKind::Cloud, OutputKind::PairPose, OutputKind::Pose];
+
+    /// What the trajectory gives, with TF when `publish_tf`.
+    pub fn of_trajectory(publish_tf: bool) -> Vec<OutputKind> {
+        let mut kinds = vec![OutputKind::Odometry, OutputKind::Path, OutputKind::Map];
         if publish_tf {
             kinds.push(OutputKind::Tf);
         }
         kinds
+    }
+
+    /// The QoS its publisher has unless overridden: the path and the map are state, kept for
+    /// late joiners (transient local, the last one), as a map server's map is; the rest is
+    /// reliable, volatile, keep last 10.
+    pub fn default_qos(self) -> WriterQos {
+        match self {
+            OutputKind::Path | OutputKind::Map => WriterQos { depth: 1, transient_local: true, ..WriterQos::OUTPUTS },
+            _ => WriterQos::OUTPUTS,
+        }
     }
 }
 
@@ -113,6 +148,9 @@ impl Output {
             Output::Cloud(_) => OutputKind::Cloud,
             Output::PairPose(_) => OutputKind::PairPose,
             Output::Pose(_) => OutputKind::Pose,
+            Output::Odometry(_) => OutputKind::Odometry,
+            Output::Path(_) => OutputKind::Path,
+            Output::Map(_) => OutputKind::Map,
             Output::Tf(_) => OutputKind::Tf,
         }
     }
@@ -125,6 +163,9 @@ impl Output {
             Output::Cloud(m) => to_cdr(m),
             Output::PairPose(m) => to_cdr(m),
             Output::Pose(m) => to_cdr(m),
+            Output::Odometry(m) => to_cdr(m),
+            Output::Path(m) => to_cdr(m),
+            Output::Map(m) => to_cdr(m),
             Output::Tf(m) => to_cdr(m),
         }
     }
@@ -147,10 +188,22 @@ pub fn frame_outputs(header: &std_msgs::Header, frame: &Frame, kp: &Keypoints, d
     out
 }
 
+/// The camera of `frame` from CameraInfo's K, when the CameraInfo is for frames of its size.
+pub fn known_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame) -> Option<CameraK> {
+    camera_info.filter(|i| i.width == frame.width() && i.height == frame.height()).map(|i| CameraK {
+        fx: i.k[0],
+        fy: i.k[4],
+        cx: i.k[2],
+        cy: i.k[5],
+    })
+}
+
 /// What a keyframe pair gave.
 pub struct PairOutputs {
     /// The cloud, and the pose messages when there is a pose.
     pub outputs: Vec<Output>,
+    /// The backend's answer, for the keyframe chain.
+    pub geometry: PairOutput,
     /// CameraInfo was for another image size than the frames (the focal was estimated).
     pub camera_info_mismatch: bool,
     /// Why there is no pose, when there is none.
@@ -158,8 +211,8 @@ pub struct PairOutputs {
 }
 
 /// A keyframe pair through the DUSt3R backend: the cloud of both views (view 1's stamp and
-/// frame), the pose messages (and TF when `publish_tf`), or why there is no pose. CameraInfo's
-/// K is used when it describes the frames.
+/// frame), the pose messages, or why there is no pose. CameraInfo's K is used when it describes
+/// the frames.
 pub fn pair_outputs(
     model: &dyn PairReconstructor,
     first: (&std_msgs::Header, &Frame),
@@ -167,11 +220,8 @@ pub fn pair_outputs(
     camera_info: Option<&sensor_msgs::CameraInfo>,
     params: &NodeParams,
 ) -> Result<PairOutputs, BackendError> {
-    let fits = |i: &&sensor_msgs::CameraInfo| {
-        [first.1, second.1].iter().all(|f| i.width == f.width() && i.height == f.height())
-    };
-    let camera_info_mismatch = camera_info.is_some_and(|i| !fits(&i));
-    let known = camera_info.filter(fits).map(|i| CameraK { fx: i.k[0], fy: i.k[4], cx: i.k[2], cy: i.k[5] });
+    let known = known_camera(camera_info, first.1).filter(|_| known_camera(camera_info, second.1).is_some());
+    let camera_info_mismatch = camera_info.is_some() && known.is_none();
     let request = PairRequest {
         first: first.1,
         second: second.1,
@@ -190,25 +240,21 @@ pub fn pair_outputs(
         params.cloud_stride,
     );
     let mut outputs = vec![Output::Cloud(cloud)];
-    let no_pose = match out.pose {
+    let no_pose = match &out.pose {
         Ok(pose) => {
             let mean_conf = {
                 let all = out.view1.confidence.iter().chain(&out.view2_in_1.confidence);
                 let n = out.view1.confidence.len() + out.view2_in_1.confidence.len();
                 (all.map(|&c| c as f64).sum::<f64>() / n.max(1) as f64) as f32
             };
-            let child = format!("{}_view2", first.0.frame_id);
-            let (pair, stamped, tf) = pose_msgs(&pose, first.0, second.0.stamp.clone(), &child, mean_conf);
+            let (pair, stamped) = pose_msgs(pose, first.0, second.0.stamp.clone(), mean_conf);
             outputs.push(Output::PairPose(pair));
             outputs.push(Output::Pose(stamped));
-            if params.publish_tf {
-                outputs.push(Output::Tf(tf2_msgs::TFMessage { transforms: vec![tf] }));
-            }
             None
         }
-        Err(reason) => Some(reason),
+        Err(reason) => Some(reason.clone()),
     };
-    Ok(PairOutputs { outputs, camera_info_mismatch, no_pose })
+    Ok(PairOutputs { outputs, geometry: out, camera_info_mismatch, no_pose })
 }
 
 /// Why a CameraInfo cannot be used.

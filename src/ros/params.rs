@@ -174,8 +174,25 @@ parameters! {
          points, 10.5 MB per pair, which stock subscribers get in ~0.2 s; 3: a ninth, at most 1.2 MB, for \
          slow or lossy links)";
     publish_tf: bool = false, Constraint::None, TUNABLE,
-        "Broadcast TF from view 1's camera frame to <frame>_view2 for each pair, at view 1's stamp, in DUSt3R's \
-         (non-metric) scale; every pair redefines that child, so it is for looking at one pair, not a TF tree";
+        "Broadcast TF odom_frame -> the camera's frame (or base_frame) for every tracked frame, at its stamp, in \
+         DUSt3R's (non-metric) scale";
+    odom_frame: String = "odom", Constraint::None, FIXED,
+        "Frame of odom, path and map: the first keyframe's camera turned to REP 103's axes (x forward, z up), or \
+         where base_frame was then";
+    base_frame: String = "", Constraint::None, FIXED,
+        "The robot's base frame: when set, odom, path and TF are the base's, through the static transform \
+         base_frame -> camera frame from /tf_static (a bag's, in a replay), so the camera keeps its parent; \
+         empty: the camera's";
+    tracking_min_inliers: i64 = 20, Constraint::Integer { min: 6, max: 100_000 }, TUNABLE,
+        "Fewest PnP inliers for a frame's pose against its keyframe; fewer and the frame is reported not tracked";
+    tracking_match_ratio: f64 = 0.9, Constraint::Double { min: 0.05, max: 1.0 }, TUNABLE,
+        "Lowe's ratio for tracking's SuperPoint matches: the nearest descriptor's distance at most this times the \
+         second nearest's (1: off)";
+    map_voxel_size: f64 = 0.01, Constraint::Double { min: 1e-4, max: 1.0 }, FIXED,
+        "Edge of the map's voxels as a fraction of the first keyframe's median depth (DUSt3R's scale is \
+         arbitrary)";
+    map_max_points: i64 = 200_000, Constraint::Integer { min: 1000, max: 10_000_000 }, FIXED,
+        "Most points the map holds (20 bytes each on the wire); beyond it the voxel edge doubles";
     use_sim_time: bool = false, Constraint::None, FIXED,
         "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`";
     expected_rate: f64 = 0.0, Constraint::Double { min: 0.0, max: 10_000.0 }, TUNABLE,
@@ -274,8 +291,20 @@ pub struct NodeParams {
     pub pose_confidence_threshold: f64,
     /// Publish every n-th pixel's point along rows and columns.
     pub cloud_stride: usize,
-    /// Broadcast TF from view 1's frame to view 2's.
+    /// Broadcast TF odom -> camera (or base) for every tracked frame.
     pub publish_tf: bool,
+    /// The odometry frame.
+    pub odom_frame: String,
+    /// The robot's base frame, if odometry is of the base.
+    pub base_frame: Option<String>,
+    /// Tracking: fewest PnP inliers.
+    pub tracking_min_inliers: usize,
+    /// Tracking: Lowe's ratio.
+    pub tracking_match_ratio: f64,
+    /// Map voxel edge as a fraction of the first keyframe's median depth.
+    pub map_voxel_size: f64,
+    /// Most map points.
+    pub map_max_points: usize,
     /// Take time from /clock.
     pub use_sim_time: bool,
     /// What the /diagnostics levels look at.
@@ -306,6 +335,25 @@ impl NodeParams {
             nms_radius: self.nms_radius,
             border: crate::superpoint::BORDER,
             max_keypoints: self.max_keypoints,
+        }
+    }
+
+    /// How the keyframe chain tracks and joins pairs under these parameters.
+    pub fn odometry_params(&self) -> crate::pipeline::odometry::OdometryParams {
+        let mut p = crate::pipeline::odometry::OdometryParams::default();
+        p.tracking.min_inliers = self.tracking_min_inliers;
+        p.tracking.matching.max_distance_ratio = self.tracking_match_ratio as f32;
+        p.tracking.min_confidence = self.pose_confidence_threshold as f32;
+        p.scale_confidence = self.pose_confidence_threshold as f32;
+        p
+    }
+
+    /// The map these parameters ask for.
+    pub fn map_settings(&self) -> crate::pipeline::map::MapSettings {
+        crate::pipeline::map::MapSettings {
+            relative_voxel: self.map_voxel_size,
+            budget: self.map_max_points,
+            min_confidence: self.confidence_threshold as f32,
         }
     }
 
@@ -354,6 +402,12 @@ impl NodeParams {
             pose_confidence_threshold: v.pose_confidence_threshold,
             cloud_stride: v.cloud_stride.max(1) as usize,
             publish_tf: v.publish_tf,
+            odom_frame: v.odom_frame,
+            base_frame: Some(v.base_frame).filter(|b| !b.is_empty()),
+            tracking_min_inliers: v.tracking_min_inliers.max(6) as usize,
+            tracking_match_ratio: v.tracking_match_ratio,
+            map_voxel_size: v.map_voxel_size,
+            map_max_points: v.map_max_points.max(1) as usize,
             use_sim_time: v.use_sim_time,
             diagnostic_limits: Limits {
                 expected_rate: v.expected_rate,

@@ -3,7 +3,8 @@
 //! replay); absolute ones stay as they are.
 
 use super::msg::{
-    diagnostic_msgs, geometry_msgs, node_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, tf2_msgs, RosMessage,
+    diagnostic_msgs, geometry_msgs, nav_msgs, node_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, tf2_msgs,
+    RosMessage,
 };
 
 /// Raw camera frames (`image_transport: raw`).
@@ -12,6 +13,8 @@ pub const IMAGE: &str = "image";
 pub const IMAGE_COMPRESSED: &str = "image/compressed";
 /// The camera's intrinsics.
 pub const CAMERA_INFO: &str = "camera_info";
+/// The robot's static transforms (the camera's mount, with `base_frame`).
+pub const TF_STATIC: &str = "/tf_static";
 /// Simulated time (`use_sim_time`).
 pub const CLOCK: &str = "/clock";
 /// SuperPoint keypoints and descriptors of every processed frame.
@@ -24,7 +27,13 @@ pub const POINTCLOUD: &str = "pointcloud";
 pub const PAIR_POSE: &str = "pair_pose";
 /// A pair's relative pose as a PoseStamped.
 pub const POSE: &str = "pose";
-/// TF from view 1's camera frame to view 2's (`publish_tf`).
+/// A tracked frame's pose in the odometry frame (nav_msgs/Odometry).
+pub const ODOM: &str = "odom";
+/// The keyframes' poses in the odometry frame (nav_msgs/Path).
+pub const PATH: &str = "path";
+/// The keyframes' points merged in the odometry frame (PointCloud2, transient local).
+pub const MAP: &str = "map";
+/// TF from the odometry frame to the camera or the robot's base (`publish_tf`).
 pub const TF: &str = "/tf";
 /// The node's health.
 pub const DIAGNOSTICS: &str = "/diagnostics";
@@ -61,11 +70,15 @@ pub const TOPICS: &[Topic] = &[
     topic::<sensor_msgs::CompressedImage>(IMAGE_COMPRESSED, Direction::Input),
     topic::<sensor_msgs::CameraInfo>(CAMERA_INFO, Direction::Input),
     topic::<rosgraph_msgs::Clock>(CLOCK, Direction::Input),
+    topic::<tf2_msgs::TFMessage>(TF_STATIC, Direction::Input),
     topic::<node_msgs::Keypoints>(KEYPOINTS, Direction::Output),
     topic::<sensor_msgs::Image>(KEYPOINTS_IMAGE, Direction::Output),
     topic::<sensor_msgs::PointCloud2>(POINTCLOUD, Direction::Output),
     topic::<node_msgs::PairPose>(PAIR_POSE, Direction::Output),
     topic::<geometry_msgs::PoseStamped>(POSE, Direction::Output),
+    topic::<nav_msgs::Odometry>(ODOM, Direction::Output),
+    topic::<nav_msgs::Path>(PATH, Direction::Output),
+    topic::<sensor_msgs::PointCloud2>(MAP, Direction::Output),
     topic::<tf2_msgs::TFMessage>(TF, Direction::Output),
     topic::<diagnostic_msgs::DiagnosticArray>(DIAGNOSTICS, Direction::Output),
     topic::<rcl_interfaces::Log>(ROSOUT, Direction::Output),
