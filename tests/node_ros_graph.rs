@@ -4,7 +4,8 @@
 //! on the next frame), /rosout records, sim time from /clock on /diagnostics, camera_info (a bad
 //! one counted, a good one sent with the pairs), the debug image only while someone subscribes,
 //! and the pairs' clouds and poses — both models here on tt-model server doubles (DUSt3R's with a
-//! known pose, so every pair has one).
+//! known pose, so every pair has one), the pairs joining the keyframe chain (path and map in odom,
+//! transient local).
 
 mod common;
 
@@ -141,9 +142,8 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     let (r, t) = mock_server_pose();
     let expected = -(r.transpose() * t);
     let pairs = report["pairs"].as_array().unwrap();
-    let tf = report["tf"].as_array().unwrap();
-    assert_eq!((pairs.len(), tf.len()), (2, 2), "{ctx}");
-    for ((p, pose), t) in pairs.iter().zip(report["poses"].as_array().unwrap()).zip(tf) {
+    assert_eq!(pairs.len(), 2, "{ctx}");
+    for (p, pose) in pairs.iter().zip(report["poses"].as_array().unwrap()) {
         let s = p["stamp"][0].as_i64().unwrap();
         assert_eq!(p["view2"], json!([s + 1, 0]));
         assert_eq!(
@@ -160,9 +160,21 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
                 pose["position"]
             );
         }
-        assert_eq!((t["parent"].as_str(), t["child"].as_str()), (Some("cam_optical"), Some("cam_optical_view2")));
-        assert_eq!((&t["stamp"], &t["translation"]), (&pose["stamp"], &pose["position"]));
     }
+    // Both pairs joined the keyframe chain: the keyframes' path (200, 201, 202) and the map, in
+    // odom, reach a late-joining reader (transient local). No frame came after the pairs, so
+    // nothing was tracked and no odometry or TF went out (publish_tf is on).
+    let path = report["paths"].as_array().unwrap().last().unwrap_or_else(|| panic!("no path: {ctx}"));
+    assert_eq!(path["frame_id"], "odom", "{ctx}");
+    assert_eq!(path["poses"], json!([[200, "odom"], [201, "odom"], [202, "odom"]]), "{ctx}");
+    let map = report["maps"].as_array().unwrap().last().unwrap_or_else(|| panic!("no map: {ctx}"));
+    assert!(map["frame_id"] == "odom" && map["finite"] == true && map["width"].as_u64() > Some(100), "{ctx}");
+    assert_eq!(report["tf"], json!([]), "{ctx}");
+    assert_eq!(
+        (report["diagnostics"]["keyframes_on_chain"].as_str(), report["diagnostics"]["frames_tracked"].as_str()),
+        (Some("3"), Some("0")),
+        "{ctx}"
+    );
     assert!(report["diagnostics"]["dust3r_backend"].as_str().unwrap().contains("mast3r-blackhole: ready"), "{ctx}");
     assert!(report["diagnostics"]["superpoint_backend"].as_str().unwrap().contains("superpoint-p150: ready"), "{ctx}");
 
@@ -195,9 +207,17 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         assert_eq!(nodes.iter().filter(|n| **n == node).count(), 1, "{node} once in {nodes:?}: {graph}");
     }
     let writers = |topic: &str| graph["writers"][topic].clone();
-    for topic in
-        ["rt/cam/keypoints", "rt/cam/keypoints/image", "rt/cam/pointcloud", "rt/cam/pair_pose", "rt/cam/pose", "rt/tf"]
-    {
+    for topic in [
+        "rt/cam/keypoints",
+        "rt/cam/keypoints/image",
+        "rt/cam/pointcloud",
+        "rt/cam/pair_pose",
+        "rt/cam/pose",
+        "rt/cam/odom",
+        "rt/cam/path",
+        "rt/cam/map",
+        "rt/tf",
+    ] {
         assert_eq!(writers(topic), json!(["/cam/sp_dust3r_outputs"]), "{topic}: {graph}");
     }
     for topic in ["rt/diagnostics", "rt/rosout"] {
@@ -217,6 +237,15 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         ("Policy.History.KeepLast(depth=3)", "Policy.Durability.TransientLocal")
     );
     assert_eq!((pair_pose.1.as_str(), pair_pose.2.as_str()), ("Policy.History.KeepAll", "Policy.Durability.Volatile"));
+    // The path and the map are kept for late joiners; odometry is a stream.
+    for state in ["rt/cam/path", "rt/cam/map"] {
+        let q = offered(state);
+        assert_eq!(
+            (q.1.as_str(), q.2.as_str()),
+            ("Policy.History.KeepLast(depth=1)", "Policy.Durability.TransientLocal")
+        );
+    }
+    assert_eq!(offered("rt/cam/odom").2, "Policy.Durability.Volatile");
     assert_eq!(
         (cloud.1.as_str(), cloud.2.as_str()),
         ("Policy.History.KeepLast(depth=10)", "Policy.Durability.Volatile")

@@ -103,7 +103,15 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     // Poses too: valid at view 1's time in view 1's frame (pairs 100-101 and 101-103).
     assert_eq!(r["/cam/pair_pose"]["stamps"], json!([[100, 0], [101, 0]]), "{r}");
     assert_eq!(r["/cam/pose"]["stamps"], json!([[100, 0], [101, 0]]), "{r}");
-    assert_eq!(r["/tf"]["count"].as_u64(), Some(2));
+    // The keyframe chain: frame 103 is tracked against keyframe 101 (the first pair's second
+    // view); its odometry and TF carry its stamp, in odom; each pair that joined the chain sent
+    // the keyframes' path and the map.
+    assert_eq!(summary["tracked"].as_u64(), Some(1), "{summary}");
+    assert_eq!(r["/cam/odom"]["stamps"], json!([[103, 0]]), "{r}");
+    assert_eq!(r["/tf"]["stamps"], json!([[103, 0]]), "{r}");
+    assert_eq!(r["/cam/odom"]["frames"], json!(["odom"]), "{r}");
+    assert_eq!(r["/tf"]["frames"], json!(["odom>cam_optical"]), "{r}");
+    assert_eq!((r["/cam/path"]["count"].as_u64(), r["/cam/map"]["count"].as_u64()), (Some(2), Some(2)), "{r}");
     assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r/msg/Keypoints");
 
     // Foxglove's own MCAP libraries decode every message from the embedded definitions alone,
@@ -139,7 +147,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     let pose = &topics["/cam/pair_pose"]["poses"][0];
     assert_eq!(pose["view2_stamp"], json!([101, 0]));
     assert!(pose["position"].as_array().unwrap().iter().all(|v| v.as_f64().unwrap().is_finite()), "{pose}");
-    assert_eq!(topics["/tf"]["frames"][0], json!(["cam_optical", "cam_optical_view2"]), "{f}");
+    assert_eq!(topics["/tf"]["frames"], json!([["odom", "cam_optical"]]), "{f}");
 
     // Deterministic: the same input gives the same keypoints again.
     let out2 = dir.path().join("again.mcap");

@@ -671,8 +671,10 @@ mod tests {
         );
         let d = task(&a, "dust3r");
         assert_eq!((d.level, d.message.as_str()), (Level::ERROR, "cannot run: no DUSt3R weights found"));
-        // No backend statuses for models that are not built.
-        assert_eq!(a.status.len(), 3);
+        // No backend statuses for models that are not built (input, the two models, tracking).
+        assert_eq!(a.status.len(), 4);
+        let t = task(&a, "tracking");
+        assert_eq!((t.level, t.message.as_str()), (Level::OK, "waiting for the first DUSt3R pair with a pose"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ import time
 
 from ros_idl import (
     CameraInfo, Clock, DescribeReq, DescribeResp, DiagnosticArray, GetReq, GetResp, Header, Image, Keypoints, ListReq,
-    ListResp, Log, PairPose, ParameterValue, Parameter, ParticipantEntitiesInfo, PointCloud2, PoseStamped,
+    ListResp, Log, PairPose, ParameterValue, Parameter, ParticipantEntitiesInfo, Path, PointCloud2, PoseStamped,
     RegionOfInterest, SetReq, SetResp, TFMessage, Time, best_effort_qos, reliable_qos, diagnostics_report,
 )
 import numpy as np
@@ -117,6 +117,10 @@ def main():
     pairs = DataReader(dp, Topic(dp, prefix + "/pair_pose", PairPose), qos=reliable)
     poses = DataReader(dp, Topic(dp, prefix + "/pose", PoseStamped), qos=reliable)
     tf = DataReader(dp, Topic(dp, "rt/tf", TFMessage), qos=reliable)
+    # The path and the map are state: transient local, as RViz's Map-style displays ask.
+    state_qos = reliable_qos(1, Policy.Durability.TransientLocal)
+    paths = DataReader(dp, Topic(dp, prefix + "/path", Path), qos=state_qos)
+    maps = DataReader(dp, Topic(dp, prefix + "/map", PointCloud2), qos=state_qos)
     diags = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
     rosout = DataReader(dp, Topic(dp, "rt/rosout", Log), qos=rosout_qos)
     describe = Client(dp, args.node, "describe_parameters", DescribeReq, DescribeResp, services_qos)
@@ -203,7 +207,7 @@ def main():
     report["debug_images"] = debug_images
 
     # Frames 200, 201, 202 are keyframes (max interval 0.5 s): two pairs.
-    got = {"clouds": [], "pairs": [], "poses": [], "tf": []}
+    got = {"clouds": [], "pairs": [], "poses": [], "tf": [], "paths": [], "maps": []}
 
     def collect():
         got["clouds"] += [{"stamp": c.header.stamp.sec, "frame_id": c.header.frame_id, "width": c.width,
@@ -211,12 +215,17 @@ def main():
         got["pairs"] += [dict(pair_summary(p), used_known_intrinsics=p.used_known_intrinsics, focal=[p.focal_reference, p.focal_query]) for p in pairs.take(N=10)]
         got["poses"] += [{"stamp": p.header.stamp.sec, "frame_id": p.header.frame_id,
                           "position": [p.pose.position.x, p.pose.position.y, p.pose.position.z]} for p in poses.take(N=10)]
+        got["paths"] += [{"stamp": p.header.stamp.sec, "frame_id": p.header.frame_id,
+                          "poses": [[q.header.stamp.sec, q.header.frame_id] for q in p.poses]} for p in paths.take(N=10)]
+        got["maps"] += [{"stamp": m.header.stamp.sec, "frame_id": m.header.frame_id, "width": m.width,
+                         "finite": bool(np.all(np.isfinite(np.frombuffer(bytes(m.data), dtype="<f4").reshape(-1, 5)[:, :3])))}
+                        for m in maps.take(N=10)]
         for m in tf.take(N=10):
             got["tf"] += [{"stamp": t.header.stamp.sec, "parent": t.header.frame_id, "child": t.child_frame_id,
                            "translation": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z]} for t in m.transforms]
     # Clouds always come; a pair's pose right after its cloud, or not at all (no pose found).
     t0 = time.time()
-    while len(got["clouds"]) < 2 and time.time() - t0 < args.timeout / 2:
+    while (len(got["clouds"]) < 2 or not got["paths"]) and time.time() - t0 < args.timeout / 2:
         collect()
         time.sleep(0.1)
     time.sleep(1.0)

@@ -48,6 +48,8 @@ def read(args):
                 })
             elif schema.name == "tf2_msgs/msg/TFMessage":
                 e.setdefault("frames", []).extend([[t.header.frame_id, t.child_frame_id] for t in msg.transforms])
+                # A TF message has no header of its own: its transforms' stamps are its stamps.
+                e["stamps"].extend([[t.header.stamp.sec, t.header.stamp.nanosec] for t in msg.transforms])
     print(json.dumps(out))
 
 

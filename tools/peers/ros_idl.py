@@ -91,6 +91,7 @@ PoseStamped = msg("geometry_msgs", "PoseStamped", header=Header, pose=Pose)
 Transform = msg("geometry_msgs", "Transform", translation=Vector3, rotation=Quaternion)
 TransformStamped = msg("geometry_msgs", "TransformStamped", header=Header, child_frame_id=str, transform=Transform)
 TFMessage = msg("tf2_msgs", "TFMessage", transforms=sequence[TransformStamped])
+Path = msg("nav_msgs", "Path", header=Header, poses=sequence[PoseStamped])
 
 KeyValue = msg("diagnostic_msgs", "KeyValue", key=str, value=str)
 DiagnosticStatus = msg("diagnostic_msgs", "DiagnosticStatus", level=uint8, name=str, message=str, hardware_id=str,

@@ -6,7 +6,8 @@ reader of our output bags.
       or /cam/image_raw/compressed with the JPEG) and /cam/camera_info; with --bad K, frame K
       is truncated (a bad frame in the middle). Prints the stamps written.
   read --bag FILE_OR_DIR
-      prints JSON: per topic its type, message count, header stamps, and for keypoints the
+      prints JSON: per topic its type, message count, header stamps and frames (a TF message's
+      transforms' stamps and parent>child edges), and for keypoints the
       number of keypoints and descriptor width.
 """
 import argparse
@@ -72,6 +73,12 @@ def read(args):
                 entry["stamps"].append([header.stamp.sec, header.stamp.nanosec])
                 if header.frame_id not in entry["frames"]:
                     entry["frames"].append(header.frame_id)
+            if conn.msgtype == "tf2_msgs/msg/TFMessage":
+                for tf in msg.transforms:
+                    entry["stamps"].append([tf.header.stamp.sec, tf.header.stamp.nanosec])
+                    edge = f"{tf.header.frame_id}>{tf.child_frame_id}"
+                    if edge not in entry["frames"]:
+                        entry["frames"].append(edge)
             if conn.msgtype == "sp_dust3r/msg/Keypoints":
                 entry.setdefault("n", []).append(len(msg.x))
                 entry["dim"] = int(msg.descriptor_dim)
