@@ -108,6 +108,31 @@ pub fn surface_point(pose: &Transform<Room, CameraOptical>, x: f64, y: f64) -> O
     hit(&pose.translation, &d).map(|(t, _, _)| pose.translation + d * t)
 }
 
+/// The scene's exact pointmap of a view seen from `pose` on a network grid laid over the frame
+/// by `mapping` (`width x height`), in the frame of the camera at `reference`, times `scale`:
+/// what a perfect DUSt3R would predict. Grid pixels outside the frame (the padding) get
+/// confidence 1, below every mask; the others 10.
+pub fn true_pointmap(
+    mapping: &crate::dust3r::InputMapping,
+    (width, height): (usize, usize),
+    pose: &Transform<Room, CameraOptical>,
+    reference: &Transform<Room, CameraOptical>,
+    scale: f64,
+) -> crate::dust3r::Pointmap {
+    let to_reference = reference.inverse();
+    let (mut points, mut confidence) = (Vec::with_capacity(width * height * 3), Vec::with_capacity(width * height));
+    for v in 0..height {
+        for u in 0..width {
+            let (x, y) = mapping.to_original(u as f64, v as f64);
+            let q = surface_point(pose, x, y).map_or(Vector3::repeat(f64::NAN), |p| to_reference.apply(&p) * scale);
+            points.extend([q.x as f32, q.y as f32, q.z as f32]);
+            let inside = (-0.5..WIDTH as f64 - 0.5).contains(&x) && (-0.5..HEIGHT as f64 - 0.5).contains(&y);
+            confidence.push(if inside { 10.0 } else { 1.0 });
+        }
+    }
+    crate::dust3r::Pointmap { height, width, points, confidence }
+}
+
 /// Frame `i` of `n` as 8-bit grey, `WIDTH x HEIGHT`, row-major.
 pub fn render(i: usize, n: usize) -> Vec<u8> {
     let pose = camera_pose(i, n);

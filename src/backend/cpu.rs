@@ -152,7 +152,7 @@ mod tests {
     use crate::backend::CameraK;
     use crate::dust3r::InputMapping;
     use crate::geometry::{TCam1Cam2, Transform};
-    use crate::sample::{camera_pose, surface_point, CameraOptical, Room, FOCAL, HEIGHT, WIDTH};
+    use crate::sample::{camera_pose, true_pointmap, CameraOptical, Room, FOCAL, HEIGHT, WIDTH};
 
     /// A 64x48 grid over the sample's 640x480 frames (one grid pixel per 10 frame pixels).
     fn view() -> PreparedView {
@@ -177,16 +177,8 @@ mod tests {
         conf: f32,
     ) -> Pointmap {
         let v = view();
-        let (w, h) = (v.width as usize, v.height as usize);
-        let mut points = Vec::new();
-        for y in 0..h {
-            for x in 0..w {
-                let (fx, fy) = v.mapping.to_original(x as f64, y as f64);
-                let p = reference.inverse().apply(&surface_point(pose, fx, fy).unwrap()) * scale;
-                points.extend([p.x as f32, p.y as f32, p.z as f32]);
-            }
-        }
-        Pointmap { height: h, width: w, points, confidence: vec![conf; w * h] }
+        let map = true_pointmap(&v.mapping, (v.width as usize, v.height as usize), pose, reference, scale);
+        Pointmap { confidence: vec![conf; map.confidence.len()], ..map }
     }
 
     #[test]

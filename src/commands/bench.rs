@@ -17,6 +17,7 @@ const SUPERPOINT_GFLOP_480X640: f64 = 52.1;
 const ORT_PEER: &str = include_str!("../../tools/peers/superpoint_ort.py");
 const TORCH_PEER: &str = include_str!("../../tools/peers/dust3r_torch.py");
 const OPENCV_PEER: &str = include_str!("../../tools/peers/pose_opencv.py");
+const TRACKING_PEER: &str = include_str!("../../tools/peers/tracking_opencv.py");
 
 #[derive(clap::Subcommand)]
 pub enum Bench {
@@ -29,6 +30,24 @@ pub enum Bench {
     /// Relative pose of a 512x512 pair (synthetic pointmaps with known pose, noise and 20 %
     /// outliers) in both modes, and upstream's recipe in numpy + OpenCV on the same pointmaps.
     Pose(PoseArgs),
+    /// Tracking one frame against a keyframe at up to 1024 keypoints (the rendered sample: frame
+    /// 3 against keyframe 0 with its exact 512x512 pointmap), by stage, and the same steps in
+    /// numpy + OpenCV (BFMatcher, solvePnPRansac) on the same inputs.
+    Tracking(TrackingArgs),
+}
+
+#[derive(clap::Args)]
+pub struct TrackingArgs {
+    /// SuperPoint's folder (resolved as for `superpoint`); trained weights give real matches.
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    #[arg(long, default_value_t = 50)]
+    repeat: usize,
+    /// Python with numpy and opencv-python-headless (default as for the other benchmarks).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    #[arg(long)]
+    no_peer: bool,
 }
 
 #[derive(clap::Args)]
@@ -88,6 +107,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Superpoint(args) => superpoint(args),
         Bench::Dust3r(args) => dust3r(args),
         Bench::Pose(args) => pose(args),
+        Bench::Tracking(args) => tracking(args),
     }
 }
 
@@ -422,6 +442,136 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
         report["opencv"].as_str().unwrap_or("?")
     );
     println!("ratio sp_dust3r (pairviewer) / numpy+opencv: {:.2}x", pairviewer_ms / peer);
+    Ok(())
+}
+
+fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
+    use sp_dust3r::dust3r::{prepare, PrepMode};
+    use sp_dust3r::geometry::{pnp::solve_pnp_ransac, Intrinsics};
+    use sp_dust3r::pipeline::matching::match_descriptors;
+    use sp_dust3r::pipeline::tracking::{point_at, track, FrameCam, KeyframeCam, TrackTarget, TrackingParams};
+    use sp_dust3r::sample::{camera_pose, render, true_pointmap, FOCAL, HEIGHT, WIDTH};
+
+    let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
+    let model = SuperPoint::load(&resolved.dir)?;
+    let n = 40;
+    let frame = |i: usize| Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, n));
+    let (kf_frame, frame3) = (frame(0)?, frame(3)?);
+    let params = PostParams { max_keypoints: Some(1024), ..PostParams::default() };
+    let (kf_kp, _) = model.detect(&kf_frame.to_luma(), &params)?;
+    let (kp, _) = model.detect(&frame3.to_luma(), &params)?;
+    let mapping = prepare(&kf_frame, PrepMode::Pad)?.mapping;
+    let pointmap = true_pointmap(&mapping, (512, 512), &camera_pose(0, n), &camera_pose(0, n), 1.0);
+    let k = Intrinsics { fx: FOCAL, fy: FOCAL, cx: WIDTH as f64 / 2.0 - 0.5, cy: HEIGHT as f64 / 2.0 - 0.5 };
+    let p = TrackingParams::default();
+    let target = TrackTarget { keypoints: &kf_kp, pointmap: &pointmap, mapping: &mapping };
+    let time = |f: &mut dyn FnMut()| {
+        let times: Vec<f64> = (0..args.repeat.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        super::median(&times)
+    };
+    let mut last = None;
+    let total = time(&mut || last = Some(track(&kp, &target, &k, &p)));
+    let tracked = last.context("no runs")?.map_err(|e| anyhow::anyhow!("not tracked: {e}"))?;
+    let matches = match_descriptors(&kp, &kf_kp, &p.matching);
+    let matching = time(&mut || {
+        std::hint::black_box(match_descriptors(&kp, &kf_kp, &p.matching));
+    });
+    // For scale: the similarity GEMM alone, over the whole matrix on the pool (matching computes
+    // it in row blocks, each scanned while in cache).
+    let (nq, nt, d) = (kp.len(), kf_kp.len(), kp.descriptor_dim);
+    let mut sim = vec![0.0f32; nq * nt];
+    let gemm = time(&mut || {
+        let a = sp_dust3r::tensor::MatRef::rows(&kp.descriptors, nq, d, d);
+        let b = sp_dust3r::tensor::MatRef::transposed(&kf_kp.descriptors, d, nt, d);
+        std::hint::black_box(
+            sp_dust3r::tensor::gemm(&mut sim, nt, a, b, 1.0, false, sp_dust3r::tensor::Threads::All).ok(),
+        );
+    });
+    let mut world = Vec::new();
+    let mut pixels = Vec::new();
+    let lift = time(&mut || {
+        world.clear();
+        pixels.clear();
+        for m in &matches {
+            let [x, y] = kf_kp.xy[m.train];
+            if let Some(q) = point_at(&pointmap, &mapping, x as f64, y as f64, p.min_confidence) {
+                world.push(q);
+                pixels.push(nalgebra::Vector2::new(kp.xy[m.query][0] as f64, kp.xy[m.query][1] as f64));
+            }
+        }
+    });
+    let pnp = time(&mut || {
+        std::hint::black_box(solve_pnp_ransac::<FrameCam, KeyframeCam>(&world, &pixels, &k, &p.ransac).ok());
+    });
+    let truth = camera_pose(0, n).inverse().compose(&camera_pose(3, n));
+    let t = &tracked.t_kf_frame;
+    println!(
+        "sp_dust3r tracking ({} and {} keypoints, {} matches, {} with a point, {} inliers): median {total:.2} ms over {} runs (matching {matching:.2}, lifting {lift:.3}, PnP-RANSAC {pnp:.2}; the similarity GEMM alone {gemm:.2}); {} threads, {}",
+        kp.len(),
+        kf_kp.len(),
+        tracked.matches,
+        tracked.points,
+        tracked.inliers,
+        args.repeat,
+        rayon::current_num_threads(),
+        sp_dust3r::backend::cpu::cpu_id()
+    );
+    println!(
+        "pose error vs the renderer: {:.4} deg, {:.2} mm",
+        (t.rotation.inverse() * truth.rotation).angle().to_degrees(),
+        (t.translation - truth.translation).norm() * 1e3
+    );
+    if args.no_peer {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let npz_path = dir.path().join("tracking.npz");
+    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&npz_path)?);
+    let rows = |v: &[f32], d: usize| ndarray::Array2::from_shape_vec((v.len() / d, d), v.to_vec());
+    let xy = |k: &sp_dust3r::superpoint::Keypoints| k.xy.iter().flatten().copied().collect::<Vec<f32>>();
+    npz.add_array("frame_xy", &rows(&xy(&kp), 2)?)?;
+    npz.add_array("frame_desc", &rows(&kp.descriptors, kp.descriptor_dim)?)?;
+    npz.add_array("keyframe_xy", &rows(&xy(&kf_kp), 2)?)?;
+    npz.add_array("keyframe_desc", &rows(&kf_kp.descriptors, kf_kp.descriptor_dim)?)?;
+    npz.add_array("points", &ndarray::Array3::from_shape_vec((512, 512, 3), pointmap.points.clone())?)?;
+    npz.add_array("conf", &ndarray::Array2::from_shape_vec((512, 512), pointmap.confidence.clone())?)?;
+    let m = [mapping.scale_x, mapping.scale_y, mapping.offset_x, mapping.offset_y];
+    npz.add_array("mapping", &ndarray::arr1(&m))?;
+    npz.add_array("K", &ndarray::arr2(&[[k.fx, 0.0, k.cx], [0.0, k.fy, k.cy], [0.0, 0.0, 1.0]]))?;
+    for (name, v) in [
+        ("ratio", p.matching.max_distance_ratio as f64),
+        ("min_similarity", p.matching.min_similarity as f64),
+        ("min_confidence", p.min_confidence as f64),
+        ("threshold_px", p.ransac.threshold_px),
+        ("iterations", p.ransac.max_iterations as f64),
+    ] {
+        npz.add_array(name, &ndarray::arr0(v))?;
+    }
+    npz.finish()?;
+    let python = find_python(args.python.as_deref());
+    let repeat = args.repeat.max(1).to_string();
+    let report = run_peer(
+        TRACKING_PEER,
+        "tracking_opencv.py",
+        &python,
+        &["--inputs".as_ref(), npz_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref()],
+    )
+    .context("the OpenCV peer needs numpy and opencv-python-headless: run tools/setup-peers.sh or pass --python")?;
+    let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
+    println!(
+        "opencv {} (BFMatcher + numpy lookup + solvePnPRansac SQPNP, {} threads): median {peer:.2} ms, {} matches, {} inliers",
+        report["opencv"].as_str().unwrap_or("?"),
+        report["threads"],
+        report["matches"],
+        report["inliers"]
+    );
+    println!("ratio sp_dust3r / numpy+opencv: {:.2}x", total / peer);
     Ok(())
 }
 

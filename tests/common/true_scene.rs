@@ -11,7 +11,7 @@ use sp_dust3r::backend::{BackendError, PairOutput, PairReconstructor, PairReques
 use sp_dust3r::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
 use sp_dust3r::geometry::Transform;
 use sp_dust3r::image::Frame;
-use sp_dust3r::sample::{camera_pose, render, surface_point, CameraOptical, Room, HEIGHT, WIDTH};
+use sp_dust3r::sample::{camera_pose, render, true_pointmap, CameraOptical, Room, HEIGHT, WIDTH};
 
 pub struct TruePointmaps {
     frames: Vec<Vec<u8>>,
@@ -53,21 +53,7 @@ impl TruePointmaps {
         reference: &Transform<Room, CameraOptical>,
         scale: f64,
     ) -> Pointmap {
-        let (w, h) = (view.width as usize, view.height as usize);
-        let to_reference = reference.inverse();
-        let (mut points, mut confidence) = (Vec::with_capacity(w * h * 3), Vec::with_capacity(w * h));
-        for v in 0..h {
-            for u in 0..w {
-                let (x, y) = view.mapping.to_original(u as f64, v as f64);
-                let p = surface_point(pose, x, y).expect("the room is closed");
-                let q = to_reference.apply(&p) * scale;
-                points.extend([q.x as f32, q.y as f32, q.z as f32]);
-                // The padding is what the network is least sure of: below PairViewer's mask.
-                let inside = (-0.5..WIDTH as f64 - 0.5).contains(&x) && (-0.5..HEIGHT as f64 - 0.5).contains(&y);
-                confidence.push(if inside { 10.0 } else { 1.0 });
-            }
-        }
-        Pointmap { height: h, width: w, points, confidence }
+        true_pointmap(&view.mapping, (view.width as usize, view.height as usize), pose, reference, scale)
     }
 }
 
