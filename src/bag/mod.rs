@@ -426,6 +426,18 @@ mod tests {
         (bytes, starts)
     }
 
+    /// The bag at `path` reads as its first two messages ('a', 'b'), then an error saying `why`,
+    /// and still lists its topic.
+    fn assert_two_then_error(path: &Path, why: &str) {
+        let (got, topics) = read_back(path);
+        assert_eq!(got.len(), 3, "two messages, then the error");
+        assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
+        assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
+        let err = got[2].as_ref().err().unwrap().to_string();
+        assert!(err.contains(why), "{err}");
+        assert_eq!(topics, ["/t"]);
+    }
+
     /// Reads the bag at `path` whole: its messages (then an error, if any) and its topics.
     fn read_back(path: &Path) -> (Vec<Result<BagMessage, BagError>>, Vec<String>) {
         let bag = McapFile::open(path).unwrap();
@@ -488,14 +500,7 @@ mod tests {
         mutated.extend(&body);
         mutated.extend(&bytes[last + 9 + old_len..]);
         std::fs::write(&path, &mutated).unwrap();
-
-        let (got, topics) = read_back(&path);
-        assert_eq!(got.len(), 3, "two messages, then the error");
-        assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
-        assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
-        let err = got[2].as_ref().err().unwrap().to_string();
-        assert!(err.contains("length exceeds limit: `1152921504606846976`"), "{err}");
-        assert_eq!(topics, ["/t"]);
+        assert_two_then_error(&path, "length exceeds limit: `1152921504606846976`");
     }
 
     /// Found by the fuzzer (tools/fuzz.sh, target mcap): a record inside an uncompressed chunk
@@ -526,17 +531,11 @@ mod tests {
         beyond[last + 1..last + 9].copy_from_slice(&43_089u64.to_le_bytes());
         for mutated in [overrun, beyond] {
             std::fs::write(&path, &mutated).unwrap();
-            let (got, topics) = read_back(&path);
-            assert_eq!(got.len(), 3, "two messages, then the error");
-            assert_eq!(got[0].as_ref().unwrap().data[8], b'a');
-            assert_eq!(got[1].as_ref().unwrap().data[8], b'b');
-            let err = got[2].as_ref().err().unwrap().to_string();
-            let want = format!(
+            let why = format!(
                 "the uncompressed chunk at byte {last} has a record of {} bytes where {len} are left",
                 len + 40
             );
-            assert!(err.contains(&want), "{err}");
-            assert_eq!(topics, ["/t"]);
+            assert_two_then_error(&path, &why);
         }
         // Cut inside the last message: not an overrun; the two whole messages, then an error.
         std::fs::write(&path, &bytes[..record + 12]).unwrap();

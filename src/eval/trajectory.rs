@@ -139,6 +139,24 @@ pub struct TrajectoryReport {
     pub points: Vec<TrajectoryPoint>,
 }
 
+impl std::fmt::Display for TrajectoryReport {
+    /// One line, in millimetres where the ground truth is in metres.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} frames tracked, ATE RMSE {:.2} mm = {:.3} % of the {:.3} m path, RPE {:.2} mm / {:.3} deg RMSE, scale {:.4}",
+            self.num_tracked,
+            self.num_frames,
+            self.ate.rmse * 1e3,
+            self.ate_percent_of_path,
+            self.path_length,
+            self.rpe_translation.rmse * 1e3,
+            self.rpe_rotation_deg.rmse,
+            self.scale
+        )
+    }
+}
+
 /// Scores `estimate` (the odometry's poses, sorted by time) of a run that processed `frames`
 /// frames against `gt`, sampled within `tolerance` seconds of its ends.
 pub fn evaluate_trajectory(
