@@ -97,6 +97,7 @@ fn colcon_builds_installs_and_tests_the_package_from_a_workspace() {
         "launch/sp_dust3r.launch.xml",
         "config/params.yaml",
         "config/sample.rviz",
+        "config/trajectory.rviz",
         "config/camera.rviz",
         "package.xml",
     ] {

@@ -103,7 +103,12 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
         assert_eq!(checked, summary.tracked as usize);
     }
     if camera_info {
-        rviz_config_fits_the_bag(&out_path);
+        rviz_config_fits_the_bag(&out_path, "sample.rviz", &["/cam/pointcloud", "/cam/pose", "/cam/image_raw"]);
+        rviz_config_fits_the_bag(
+            &out_path,
+            "trajectory.rviz",
+            &["/cam/map", "/cam/path", "/cam/odom", "/cam/image_raw"],
+        );
     }
     report
 }
@@ -213,12 +218,13 @@ fn rosbags_read(bag: &Path) -> serde_json::Value {
     serde_json::from_slice(&read.stdout).unwrap()
 }
 
-/// config/sample.rviz against the replay's bag as rosbags read it: every display's topic is in
-/// the bag with messages of the type that display draws, and every 3D display's messages are
-/// in the fixed frame (the bag has no TF, so any other frame would show nothing).
-fn rviz_config_fits_the_bag(bag_path: &Path) {
+/// An RViz config (config/`name`) against the replay's bag as rosbags read it: its displays show
+/// `topics` in order, each in the bag with messages of the type that display draws, and every
+/// 3D display's messages are in the fixed frame (the bag has no TF, so any other frame would
+/// show nothing).
+fn rviz_config_fits_the_bag(bag_path: &Path, name: &str, topics: &[&str]) {
     let bag = rosbags_read(bag_path);
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sample.rviz");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config").join(name);
     let docs = yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let manager = &docs[0]["Visualization Manager"];
     let fixed = manager["Global Options"]["Fixed Frame"].as_str().unwrap();
@@ -230,6 +236,8 @@ fn rviz_config_fits_the_bag(bag_path: &Path) {
             "rviz_default_plugins/PointCloud2" => "sensor_msgs/msg/PointCloud2",
             "rviz_default_plugins/Pose" => "geometry_msgs/msg/PoseStamped",
             "rviz_default_plugins/Image" => "sensor_msgs/msg/Image",
+            "rviz_default_plugins/Path" => "nav_msgs/msg/Path",
+            "rviz_default_plugins/Odometry" => "nav_msgs/msg/Odometry",
             other => panic!("{other}: no expectation for this display"),
         };
         let entry = &bag[topic];
@@ -240,7 +248,7 @@ fn rviz_config_fits_the_bag(bag_path: &Path) {
         }
         shown.push(topic);
     }
-    assert_eq!(shown, ["/cam/pointcloud", "/cam/pose", "/cam/image_raw"]);
+    assert_eq!(shown, topics, "{name}");
 }
 
 #[test]
