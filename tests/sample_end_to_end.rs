@@ -73,7 +73,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
 
     let gt = load_ground_truth(&GroundTruth::from_path(&path, None, None)).unwrap();
     assert_eq!(gt.len(), 40);
-    let report = evaluate_bag(&out_path, &gt, 0.05).unwrap();
+    let report = evaluate_bag(&out_path, &gt, 0.05, sp_dust3r::eval::trajectory::RpeDelta::Frames(1)).unwrap();
     assert_eq!(
         (report.num_pairs, report.num_without_pose, report.num_without_ground_truth),
         (summary.pairs as usize, 0, 0),

@@ -217,7 +217,7 @@ fn real_frames_are_tracked_against_the_motion_capture() {
     assert_eq!(summary.unchained, 0, "every pair joins the chain");
 
     let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
-    let report = evaluate_bag(&out_path, &gt, 0.02).unwrap();
+    let report = evaluate_bag(&out_path, &gt, 0.02, sp_dust3r::eval::trajectory::RpeDelta::Frames(1)).unwrap();
     let t = report.trajectory.as_ref().expect("the odometry is scored");
     let before = summary.not_tracked.get("no_map").copied().unwrap_or(0);
     eprintln!(

@@ -3,7 +3,8 @@
 # (rustfmt, then clippy on every target with warnings as errors, so Cargo.toml's [lints] hold),
 # then makes sure ./.venv has the Python peers the tests compare against (PyPI rosbags: ROS 2
 # message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
-# inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers), then runs every test,
+# inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers; evo: the trajectory
+# metrics' reference), then runs every test,
 # then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +26,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
-if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2" 2>/dev/null; then
+if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
-    .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support
+    .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support evo
 fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
 cargo test --release "$@"

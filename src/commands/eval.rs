@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 
 use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r::eval::trajectory::RpeDelta;
 use sp_dust3r::eval::{evaluate_bag, Report};
 
 /// Seconds a pair's time may lie beyond the ends of the ground truth, by default.
@@ -35,6 +36,12 @@ pub struct Args {
     /// Write the picture here (PNG; default: beside --out with .png, else nothing).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// The odometry's RPE between tracked frames this many frames apart.
+    #[arg(long, default_value_t = 1, conflicts_with = "rpe_seconds")]
+    rpe_frames: usize,
+    /// The odometry's RPE between each tracked frame and the first at least this many seconds later.
+    #[arg(long)]
+    rpe_seconds: Option<f64>,
 }
 
 /// `--gt-frames PARENT CHILD` as a pair.
@@ -68,7 +75,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.gt_topic.clone(),
         gt_frames(&args.gt_frames)?,
     ))?;
-    let report = evaluate_bag(&args.bag, &gt, args.tolerance)?;
+    let delta = match args.rpe_seconds {
+        Some(s) if s > 0.0 && s.is_finite() => RpeDelta::Seconds(s),
+        Some(s) => bail!("--rpe-seconds {s}: a positive number of seconds"),
+        None if args.rpe_frames > 0 => RpeDelta::Frames(args.rpe_frames),
+        None => bail!("--rpe-frames 0: at least 1"),
+    };
+    let report = evaluate_bag(&args.bag, &gt, args.tolerance, delta)?;
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
     let trajectory_png = save(&report, args.out.as_deref(), png.as_deref())?;
     if let Some(png) = png {

@@ -179,7 +179,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());
         let (json_path, png_path) =
             (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
-        let metrics = evaluate_bag(&out_path, &gt, super::eval::DEFAULT_TOLERANCE_S)?;
+        let delta = sp_dust3r::eval::trajectory::RpeDelta::Frames(1);
+        let metrics = evaluate_bag(&out_path, &gt, super::eval::DEFAULT_TOLERANCE_S, delta)?;
         let trajectory_png = super::eval::save(&metrics, Some(&json_path), Some(&png_path))?;
         report["eval"] = json!({
             "metrics": json_path.display().to_string(), "plot": png_path.display().to_string(),
@@ -193,7 +194,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "rpe_translation_rmse": t.rpe_translation.rmse, "rpe_rotation_rmse_deg": t.rpe_rotation_deg.rmse,
                 "scale": t.scale,
             });
-            tracing::info!("trajectory plot: {}", png.display());
+            tracing::info!("trajectory: {t}; plot {}", png.display());
         }
         tracing::info!(
             "outputs: {} (bag), {} (metrics), {} (plot)",

@@ -280,13 +280,22 @@ pub struct Report {
 }
 
 /// Everything a replay's output bag can be scored on: its pairs (see [`evaluate`]) and, when it
-/// has tracked frames, its odometry (see [`trajectory::evaluate_trajectory`]; RPE between
-/// consecutive tracked frames). A trajectory too short to align is left out with a warning.
-pub fn evaluate_bag(bag: &std::path::Path, gt: &[StampedPose], tolerance: f64) -> Result<Report, EvalError> {
-    let mut report = evaluate(&bag::pair_estimates(bag)?, gt, tolerance)?;
+/// has tracked frames, its odometry (see [`trajectory::evaluate_trajectory`], the RPE over
+/// `delta`). A trajectory too short to align is left out with a warning.
+pub fn evaluate_bag(
+    bag: &std::path::Path,
+    gt: &[StampedPose],
+    tolerance: f64,
+    delta: trajectory::RpeDelta,
+) -> Result<Report, EvalError> {
     let (odometry, frames) = bag::odometry_estimates(bag)?;
+    // A bag with odometry but no pairs (a keypoints-and-odometry recording) is still scored.
+    let pairs = match bag::pair_estimates(bag) {
+        Err(EvalError::NoPairs(_)) if !odometry.is_empty() => Vec::new(),
+        other => other?,
+    };
+    let mut report = evaluate(&pairs, gt, tolerance)?;
     if !odometry.is_empty() {
-        let delta = trajectory::RpeDelta::Frames(1);
         match trajectory::evaluate_trajectory(&odometry, frames, gt, tolerance, delta) {
             Ok(t) => report.trajectory = Some(t),
             Err(e) => tracing::warn!("{e}"),

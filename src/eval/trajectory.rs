@@ -42,12 +42,13 @@ impl ErrorStats {
     }
 }
 
-/// The motion RPE compares.
+/// The motions RPE compares, as evo picks them by default (consecutive, not all pairs).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub enum RpeDelta {
-    /// Between each tracked frame and the one this many tracked frames later.
+    /// Tracked frames 0, n, 2n, ...: each motion over n tracked frames.
     Frames(usize),
-    /// Between each tracked frame and the first at least this many seconds later.
+    /// From the first tracked frame, each next one the first at least this many seconds after
+    /// the last: each motion over that time.
     Seconds(f64),
 }
 
@@ -195,14 +196,16 @@ pub fn evaluate_trajectory(
     let path_length = to.windows(2).map(|w| (w[1] - w[0]).norm()).sum::<f64>();
     let ate = ErrorStats::of(&points.iter().map(|p| p.error).collect::<Vec<_>>());
 
-    // RPE: E = (Q_i^-1 Q_j)^-1 (P_i^-1 P_j), the estimate's translations in the aligned scale.
+    // RPE: E = (Q_i^-1 Q_j)^-1 (P_i^-1 P_j), the estimate's translations in the aligned scale,
+    // over consecutive motions i -> j -> ...
     let (mut rpe_t, mut rpe_r) = (Vec::new(), Vec::new());
-    for i in 0..matched.len() {
+    let mut i = 0;
+    while i < matched.len() {
         let j = match delta {
             RpeDelta::Frames(d) => Some(i + d.max(1)).filter(|&j| j < matched.len()),
             RpeDelta::Seconds(s) => (i + 1..matched.len()).find(|&j| matched[j].0.t - matched[i].0.t >= s),
         };
-        let Some(j) = j else { continue };
+        let Some(j) = j else { break };
         let (pi, pj) = (&matched[i].0.pose, &matched[j].0.pose);
         let (qi, qj) = (&matched[i].1.pose, &matched[j].1.pose);
         let est_rot = pi.rotation.inverse() * pj.rotation;
@@ -212,6 +215,7 @@ pub fn evaluate_trajectory(
         // E's translation: gt_rot^-1 (est_t - gt_t); its rotation: gt_rot^-1 est_rot.
         rpe_t.push((gt_rot.inverse() * (est_t - gt_t)).norm());
         rpe_r.push(rotation_error_deg(&gt_rot, &est_rot));
+        i = j;
     }
     Ok(TrajectoryReport {
         num_frames: frames,
@@ -263,7 +267,7 @@ mod tests {
         let r = evaluate_trajectory(&off, 20, &gt, 0.01, RpeDelta::Frames(1)).unwrap();
         assert!((r.ate.rmse - 0.1 / 20f64.sqrt()).abs() < 0.005, "{:?}", r.ate);
         assert!((r.rpe_translation.max - 0.1).abs() < 0.01, "{:?}", r.rpe_translation);
-        // Over 0.5 s deltas, the RPE pairs frames 5 apart.
+        // Over 0.5 s deltas, the RPE takes frames 0, 5, 10, ...
         let r = evaluate_trajectory(&est, 20, &gt, 0.01, RpeDelta::Seconds(0.5)).unwrap();
         assert!(r.rpe_rotation_deg.max < 1e-6);
         // Three frames on a line do not fix a rotation.
