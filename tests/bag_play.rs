@@ -53,3 +53,87 @@ fn a_played_bag_gets_answers_with_its_own_stamps_and_clock() {
     assert!(stamps.iter().any(|s| s.as_f64().unwrap() >= start), "{ctx}");
     assert!(stdout.contains("node_exit=0"), "{stdout}");
 }
+
+/// The trajectory live: the rendered sample played onto the bus at its recorded pace (5 fps,
+/// /clock from the bag) into the node, SuperPoint on the CPU with the trained weights, DUSt3R on
+/// the mast3r-blackhole double answering as a perfect DUSt3R of the sample (the room's exact
+/// points and the true pose, `--sample-bag`). Frames are tracked on the SuperPoint worker while
+/// pairs join the chain on the DUSt3R worker: the odometry (and TF, `publish_tf`) of the frames
+/// it tracked carries their recorded stamps, in `odom` of `cam_optical`, where the renderer put
+/// the camera (frame 0's camera turned to REP 103's axes), and the keyframes' path arrives.
+#[test]
+fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let sample = root.join("data/sample/sequence.mcap");
+    let port_file = dir.path().join("port");
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         {py} {double} --model dust3r --sample-bag {sample} --port-file {pf} > /dev/null 2> {dir}/server.log &\n\
+         spid=$!\n\
+         t=0; while [ ! -s {pf} ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t+1)); done\n\
+         HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} \
+           -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {pf}) -p fallback:=none \
+           -p use_sim_time:=true -p publish_tf:=true -p keyframe_max_interval:=2.0 -r image:=/cam/image_raw > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {peer} --bag {sample} --trajectory --timeout 120\n\
+         rc=$?\n\
+         kill -INT $pid; wait $pid; echo node_exit=$?\n\
+         kill $spid\n\
+         exit $rc\n",
+        py = peer_python().display(),
+        double = root.join("tools/peers/tt_model_server.py").display(),
+        sample = sample.display(),
+        pf = port_file.display(),
+        dir = dir.path().display(),
+        node = env!("CARGO_BIN_EXE_sp_dust3r"),
+        weights = common::real_dir().join("superpoint").display(),
+        log = dir.path().join("node.log").display(),
+        peer = root.join("tools/peers/cyclone_bag_play.py").display(),
+    );
+    let NetnsRun { stdout, report, log } = run_in_netns(&script, &dir.path().join("node.log"));
+    let ctx = format!("peer: {report}\nnode log:\n{log}");
+    assert!(stdout.contains("node_exit=0"), "{stdout}");
+    let trajectory = &report["trajectory"];
+    let odom = trajectory["odom"].as_array().unwrap();
+    // The first pair joins 2 s into the 8 s bag; the frames after it that the worker took (the
+    // newest wins: 11 of the 40 on a loaded 2-core machine, 6 of them after the first pair) are
+    // tracked.
+    assert!(odom.len() >= 3, "{} tracked frames: {ctx}", odom.len());
+
+    let gt =
+        sp_dust3r::eval::bag::load_ground_truth(&sp_dust3r::eval::bag::GroundTruth::from_path(&sample, None, None))
+            .unwrap();
+    let body = nalgebra::Rotation3::from_matrix(&nalgebra::Matrix3::new(0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.0, -1.0, 0.0));
+    let sent: Vec<&serde_json::Value> = report["sent"].as_array().unwrap().iter().collect();
+    for o in odom {
+        assert!(sent.contains(&&o["stamp"]), "odometry stamped {} with no such frame: {ctx}", o["stamp"]);
+        assert_eq!((o["frame_id"].as_str(), o["child"].as_str()), (Some("odom"), Some("cam_optical")), "{ctx}");
+        let t = o["stamp"][0].as_f64().unwrap() + o["stamp"][1].as_f64().unwrap() * 1e-9;
+        let motion = gt[0].pose.inverse().compose(&sp_dust3r::eval::pose_at(&gt, t, 0.0).unwrap());
+        let (want_r, want_t) = (body * motion.rotation, body * motion.translation);
+        let v = |k: &str, i: usize| o[k][i].as_f64().unwrap();
+        let got_t = nalgebra::Vector3::new(v("position", 0), v("position", 1), v("position", 2));
+        let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(
+            v("orientation", 3),
+            v("orientation", 0),
+            v("orientation", 1),
+            v("orientation", 2),
+        ));
+        assert!((got_t - want_t).norm() < 5e-3, "at {t}: {got_t:?} vs {want_t:?}: {ctx}");
+        assert!(q.to_rotation_matrix().angle_to(&want_r).to_degrees() < 0.1, "at {t}: {ctx}");
+    }
+    // TF: the same poses, odom -> cam_optical, at the same stamps.
+    let tf = trajectory["tf"].as_array().unwrap();
+    assert_eq!(tf.len(), odom.len(), "{ctx}");
+    for (t, o) in tf.iter().zip(odom) {
+        assert_eq!(
+            (&t["stamp"], t["parent"].as_str(), t["child"].as_str()),
+            (&o["stamp"], Some("odom"), Some("cam_optical"))
+        );
+        assert_eq!(t["translation"], o["position"]);
+    }
+    let path = &trajectory["path"];
+    assert_eq!(path["frame_id"], "odom", "{ctx}");
+    assert!(path["stamps"].as_array().unwrap().len() >= 3, "keyframes on the chain: {ctx}");
+}

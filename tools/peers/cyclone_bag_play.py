@@ -1,7 +1,8 @@
 """What `ros2 bag play --clock` does, with PyPI rosbags + Cyclone DDS, for tests/bag_play.rs: reads
 a rosbag2 bag and publishes its sensor_msgs/Image and CameraInfo messages at their recorded pace
 on the same topics, with rosgraph_msgs/Clock on /clock from the bag's time (100 Hz, as --clock
-does by default). Collects the node's keypoints and /diagnostics; prints one JSON line.
+does by default). Collects the node's keypoints and /diagnostics, and with --trajectory its
+odometry, TF and keyframe path; prints one JSON line.
 
 Run only inside a private network namespace; CYCLONEDDS_URI keeps Cyclone on loopback (set by
 ros_idl, imported first, whose message types this uses).
@@ -21,14 +22,22 @@ from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
 from ros_idl import (
-    CameraInfo, Clock, DiagnosticArray, Header, Image, Keypoints, RegionOfInterest, Time, best_effort_qos, reliable_qos,
+    CameraInfo, Clock, DiagnosticArray, Header, Image, Keypoints, Odometry, Path as PathMsg, RegionOfInterest, TFMessage,
+    Time, best_effort_qos, reliable_qos,
 )
+from cyclonedds.core import Policy
+
+
+def pose_json(p):
+    return {"position": [p.position.x, p.position.y, p.position.z],
+            "orientation": [p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w]}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bag", required=True)
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--trajectory", action="store_true", help="also collect odom, /tf and path")
     args = ap.parse_args()
     ts = get_typestore(Stores.ROS2_JAZZY)
     dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
@@ -37,6 +46,24 @@ def main():
     clock = DataWriter(dp, Topic(dp, "rt/clock", Clock), qos=reliable)
     keypoints = DataReader(dp, Topic(dp, "rt/cam/keypoints", Keypoints), qos=reliable)
     diags = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
+    trajectory = {"odom": [], "tf": [], "path": None}
+    if args.trajectory:
+        odom = DataReader(dp, Topic(dp, "rt/cam/odom", Odometry), qos=reliable)
+        tf = DataReader(dp, Topic(dp, "rt/tf", TFMessage), qos=reliable)
+        path = DataReader(dp, Topic(dp, "rt/cam/path", PathMsg), qos=reliable_qos(1, Policy.Durability.TransientLocal))
+
+    def collect_trajectory():
+        if not args.trajectory:
+            return
+        for o in odom.take(N=50):
+            trajectory["odom"].append(dict(pose_json(o.pose.pose), stamp=[o.header.stamp.sec, o.header.stamp.nanosec],
+                                           frame_id=o.header.frame_id, child=o.child_frame_id))
+        for m in tf.take(N=50):
+            for t in m.transforms:
+                trajectory["tf"].append({"stamp": [t.header.stamp.sec, t.header.stamp.nanosec], "parent": t.header.frame_id,
+                                         "child": t.child_frame_id, "translation": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z]})
+        for p in path.take(N=10):
+            trajectory["path"] = {"frame_id": p.header.frame_id, "stamps": [[q.header.stamp.sec, q.header.stamp.nanosec] for q in p.poses]}
 
     with AnyReader([Path(args.bag)], default_typestore=ts) as reader:
         writers = {}
@@ -83,6 +110,7 @@ def main():
                 got[(kp.header.stamp.sec, kp.header.stamp.nanosec)] = len(kp.x)
             for d in diags.take(N=20):
                 diag_stamps.append(d.header.stamp.sec + d.header.stamp.nanosec * 1e-9)
+            collect_trajectory()
         t0 = time.time()
         while len(got) < len(sent) and time.time() - t0 < 5:
             for kp in keypoints.take(N=20):
@@ -90,9 +118,14 @@ def main():
             for d in diags.take(N=20):
                 diag_stamps.append(d.header.stamp.sec + d.header.stamp.nanosec * 1e-9)
             time.sleep(0.05)
+        # The last pairs may still be joining the chain.
+        t0 = time.time()
+        while args.trajectory and time.time() - t0 < 3:
+            collect_trajectory()
+            time.sleep(0.05)
         stop.set()
         print(json.dumps({"sent": sent, "received": sorted([list(k) for k in got]), "diagnostics_stamps": diag_stamps,
-                          "bag_start_s": bag_start / 1e9, "bag_end_s": messages[-1][1] / 1e9}))
+                          "bag_start_s": bag_start / 1e9, "bag_end_s": messages[-1][1] / 1e9, "trajectory": trajectory}))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,11 @@ Transform = msg("geometry_msgs", "Transform", translation=Vector3, rotation=Quat
 TransformStamped = msg("geometry_msgs", "TransformStamped", header=Header, child_frame_id=str, transform=Transform)
 TFMessage = msg("tf2_msgs", "TFMessage", transforms=sequence[TransformStamped])
 Path = msg("nav_msgs", "Path", header=Header, poses=sequence[PoseStamped])
+PoseWithCovariance = msg("geometry_msgs", "PoseWithCovariance", pose=Pose, covariance=array[float64, 36])
+Twist = msg("geometry_msgs", "Twist", linear=Vector3, angular=Vector3)
+TwistWithCovariance = msg("geometry_msgs", "TwistWithCovariance", twist=Twist, covariance=array[float64, 36])
+Odometry = msg("nav_msgs", "Odometry", header=Header, child_frame_id=str, pose=PoseWithCovariance,
+               twist=TwistWithCovariance)
 
 KeyValue = msg("diagnostic_msgs", "KeyValue", key=str, value=str)
 DiagnosticStatus = msg("diagnostic_msgs", "DiagnosticStatus", level=uint8, name=str, message=str, hardware_id=str,

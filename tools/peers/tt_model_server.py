@@ -6,7 +6,11 @@ tt-server backends. It is not a model: answers come from data with a known truth
   descriptors as a base64 float16 NPZ, as the real server sends them.
 - mast3r-blackhole: pointmaps of a synthetic scene seen by two cameras with a known relative pose
   (X_cam2 = R X_cam1 + t), both in camera 1's frame, pts3d float32 and conf float16 in an NPZ;
-  the `preprocess` blocks of the requested images (pad to a square, 512); the pose.
+  the `preprocess` blocks of the requested images (pad to a square, 512); the pose. With
+  `--sample-bag BAG` (the project's rendered sample, data/sample/sequence.mcap) it answers as a
+  perfect DUSt3R instead: it recognises each image among the bag's frames and returns the room's
+  exact points seen through that camera (the renderer's geometry, src/sample.rs, re-derived here
+  from its published formulas) and the true relative pose.
 
 Behaviour a client must handle, by flag: `--starting S` (/health "starting" and /predict 503 for
 the first S seconds), `--faults a,b,...` (the next /predict requests, in order, get: 400, 500,
@@ -76,6 +80,44 @@ def synthetic_pair(size=512, focal=600.0):
     return pts1.astype(np.float32), pts2_in_1.astype(np.float32), R, t, focal
 
 
+# The rendered sample (src/sample.rs): a 6 x 3 x 8 m room, a 640x480 camera with f = 500.
+ROOM_MIN, ROOM_MAX = np.array([-3.0, -1.5, -2.0]), np.array([3.0, 1.5, 6.0])
+SAMPLE_F, SAMPLE_W, SAMPLE_H = 500.0, 640, 480
+
+
+def sample_pose(i, n):
+    """Camera i of n: (R, t), a point x of the camera is R x + t in the room."""
+    s = i / (max(n, 2) - 1)
+    yaw, pitch = np.radians(-12 + 24 * s), np.radians(3 * np.sin(s * np.pi))
+    ry = np.array([[np.cos(yaw), 0, np.sin(yaw)], [0, 1, 0], [-np.sin(yaw), 0, np.cos(yaw)]])
+    rx = np.array([[1, 0, 0], [0, np.cos(pitch), -np.sin(pitch)], [0, np.sin(pitch), np.cos(pitch)]])
+    return ry @ rx, np.array([-1 + 2 * s, 0.1 * np.sin(s * 2 * np.pi), -0.5 + 0.6 * s])
+
+
+def sample_points(pose, pre, size=512):
+    """The room's points seen through each grid pixel of an image prepared as `pre` (the
+    contract's u = (x + offx) * scale), in the camera's frame; confidence 10 inside the image,
+    1 on the padding."""
+    R, t = pose
+    v, u = np.mgrid[0:size, 0:size].astype(np.float64)
+    x, y = u / pre["scale"] - pre["offx"], v / pre["scale"] - pre["offy"]
+    d_cam = np.stack([(x - (SAMPLE_W / 2 - 0.5)) / SAMPLE_F, (y - (SAMPLE_H / 2 - 0.5)) / SAMPLE_F, np.ones_like(x)], -1)
+    d = d_cam @ R.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hits = [np.where(d[..., a:a + 1] != 0, (b - t[a]) / d[..., a:a + 1], np.inf) for a in range(3) for b in (ROOM_MIN[a], ROOM_MAX[a])]
+    hits = np.concatenate(hits, -1)
+    hits[hits <= 1e-9] = np.inf
+    depth = hits.min(-1)  # along d_cam, whose z is 1: the depth in the camera
+    inside = (x >= -0.5) & (x < SAMPLE_W - 0.5) & (y >= -0.5) & (y < SAMPLE_H - 0.5)
+    return d_cam * depth[..., None], np.where(inside, 10.0, 1.0)
+
+
+def decode_grey_png(data):
+    """The pixels of a PNG (PIL, which evo brings into the test venv)."""
+    from PIL import Image
+    return np.asarray(Image.open(io.BytesIO(data)).convert("L"))
+
+
 class State:
     def __init__(self, args):
         self.args = args
@@ -90,6 +132,16 @@ class State:
             # The server answers with scores descending (keypoints and descriptors in that order).
             order = np.argsort(-ref["scores"], kind="stable")
             self.kp, self.scores, self.desc = ref["keypoints_xy"][order], ref["scores"][order], ref["descriptors"][order]
+        elif args.sample_bag:
+            from pathlib import Path
+            from rosbags.highlevel import AnyReader
+            from rosbags.typesys import Stores, get_typestore
+            self.frames = []
+            with AnyReader([Path(args.sample_bag)], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+                for c, _, raw in reader.messages():
+                    if c.msgtype == "sensor_msgs/msg/Image":
+                        m = reader.deserialize(raw, c.msgtype)
+                        self.frames.append(np.frombuffer(bytes(m.data), np.uint8).reshape(m.height, m.width))
         else:
             self.pts1, self.pts2, self.R, self.t, self.focal = synthetic_pair()
 
@@ -116,11 +168,40 @@ def superpoint_answer(st, body, size):
     return out
 
 
+def sample_answer(st, body, pre):
+    """The perfect DUSt3R of the sample: both views' true points in camera 1's frame, the true
+    pose (X_cam2 = R X_cam1 + t); a frame that is not the sample's gets HTTP 400."""
+    n = len(st.frames)
+    index = []
+    for k in ["image1", "image2"]:
+        px = decode_grey_png(base64.b64decode(body[k]))
+        found = [i for i, f in enumerate(st.frames) if f.shape == px.shape and np.array_equal(f, px)]
+        if not found:
+            return None
+        index.append(found[0])
+    (r1, t1), (r2, t2) = sample_pose(index[0], n), sample_pose(index[1], n)
+    p1, c1 = sample_points((r1, t1), pre[0])
+    p2_own, c2 = sample_points((r2, t2), pre[1])
+    # Camera 2's points in camera 1's frame: r1^T (r2 x + t2 - t1).
+    p2 = (p2_own @ r2.T + t2 - t1) @ r1
+    R, t = r2.T @ r1, r2.T @ (t1 - t2)
+    out = {"npz_b64": npz_b64(pts3d1=p1.astype(np.float32), pts3d2=p2.astype(np.float32),
+                              conf1=c1.astype(np.float16), conf2=c2.astype(np.float16)),
+           "preprocess": pre, "timing_ms": {"total": 0}}
+    if body.get("return_pose"):
+        known = body.get("intrinsics") is not None
+        f = float(body["intrinsics"][0][0]) if known else SAMPLE_F
+        out["pose"] = {"R": R.tolist(), "t": t.tolist(), "focal_1": f, "focal_2": f, "used_known_intrinsics": known}
+    return out
+
+
 def dust3r_answer(st, body, sizes, badshape=False):
     pre = []
     for w, h in sizes:
         s = max(w, h)
         pre.append({"orig_w": w, "orig_h": h, "offx": (s - w) // 2, "offy": (s - h) // 2, "pad_side": s, "out_size": 512, "scale": 512.0 / s})
+    if st.args.sample_bag:
+        return sample_answer(st, body, pre)
     conf1 = np.full((512, 512), 5.0, np.float16)
     conf2 = np.full((512, 512), 4.0, np.float16)
     conf2[:, :64] = 1.5  # a low-confidence band
@@ -208,6 +289,8 @@ def make_handler(st):
                     out["scores"] = out["scores"][:-1]
             else:
                 out = dust3r_answer(st, body, sizes, badshape=fault == "badshape")
+                if out is None:
+                    return self.send(400, {"detail": "not a frame of the sample"})
             # Like the real servers, timing_ms.total is the server's own time for the request,
             # here including the answer's serialisation (patched into the finished text).
             out["timing_ms"]["total"] = "@@TOTAL@@"
@@ -229,6 +312,7 @@ def main():
     ap.add_argument("--starting", type=float, default=0.0)
     ap.add_argument("--faults", default="")
     ap.add_argument("--die-after", type=int, default=0)
+    ap.add_argument("--sample-bag", help="answer DUSt3R requests with the true geometry of this sample bag's frames")
     ap.add_argument("--info-revision", default="734450e9ffe229074f5998494ddc615475cdb20a", help="weights revision /info reports")
     args = ap.parse_args()
     st = State(args)
