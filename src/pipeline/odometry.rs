@@ -96,6 +96,28 @@ pub enum NotAttached {
     Known,
 }
 
+/// Where a pair's first keyframe stands (see [`Odometry::anchor_of`]).
+pub enum Anchor<F> {
+    /// On the chain: the pair extends it.
+    OnChain(Arc<ChainKeyframe<F>>),
+    /// The chain is empty: the pair starts it.
+    NewChain,
+    /// Not on a chain that exists: the pair cannot join.
+    Off,
+}
+
+/// A pair prepared to join the chain (see [`Odometry::join`]).
+pub struct Joining<F> {
+    /// Its first keyframe: on the chain, or the new origin.
+    anchor: Arc<ChainKeyframe<F>>,
+    /// Whether the pair starts the chain.
+    origin: bool,
+    /// Its second keyframe as it joins.
+    second: Arc<ChainKeyframe<F>>,
+    /// Its scale relative to the chain.
+    scale: f64,
+}
+
 /// What a pair added.
 #[derive(Clone, Debug)]
 pub struct Attached {
@@ -181,26 +203,47 @@ impl<F: Clone> Odometry<F> {
         }
     }
 
-    /// Puts a pair's second view on the chain (and its first, when it is the first pair).
+    /// Puts a pair's second view on the chain (and its first, when it is the first pair):
+    /// [`Odometry::anchor_of`], [`Odometry::join`] and [`Odometry::commit`] in one.
     pub fn attach(
         &mut self,
         first: PairView<F>,
         second: PairView<F>,
         out: &PairOutput,
     ) -> Result<Attached, NotAttached> {
+        let anchor = self.anchor_of(first.stamp);
+        let joining = Self::join(anchor, first, second, out, self.params.scale_confidence)?;
+        self.commit(joining)
+    }
+
+    /// Where a pair starting at the keyframe `stamp` stands: on the chain, starting it, or off.
+    pub fn anchor_of(&self, stamp: Stamp) -> Anchor<F> {
+        match self.keyframe(stamp) {
+            Some(a) => Anchor::OnChain(a.clone()),
+            None if self.keyframes.is_empty() => Anchor::NewChain,
+            None => Anchor::Off,
+        }
+    }
+
+    /// The pair's keyframes as they would join the chain from `anchor`: its scale relative to
+    /// the chain and its second keyframe's pose and points in it. The costly part of joining (a
+    /// depth ratio and a copy of the pointmap), done without the chain, so a driver that shares
+    /// the chain holds its lock only for [`Odometry::anchor_of`] and [`Odometry::commit`].
+    pub fn join(
+        anchor: Anchor<F>,
+        first: PairView<F>,
+        second: PairView<F>,
+        out: &PairOutput,
+        scale_confidence: f32,
+    ) -> Result<Joining<F>, NotAttached> {
         let pose = out.pose.as_ref().map_err(|e| NotAttached::NoPose(e.clone()))?;
         let view2 = out.view2.as_ref().ok_or(NotAttached::NoPose(NoPose::NotReturned))?;
-        if self.keyframe(second.stamp).is_some() {
-            return Err(NotAttached::Known);
-        }
-        let mut added = Vec::new();
-        let (anchor, scale) = match self.keyframe(first.stamp) {
-            Some(a) => {
-                let s = depth_ratio(&a.pointmap, &out.view1, self.params.scale_confidence)
-                    .ok_or(NotAttached::ScaleUnknown)?;
-                (a.clone(), s)
+        let (anchor, scale, origin) = match anchor {
+            Anchor::OnChain(a) => {
+                let s = depth_ratio(&a.pointmap, &out.view1, scale_confidence).ok_or(NotAttached::ScaleUnknown)?;
+                (a, s, false)
             }
-            None if self.keyframes.is_empty() => {
+            Anchor::NewChain => {
                 let origin = Arc::new(ChainKeyframe {
                     stamp: first.stamp,
                     payload: first.payload,
@@ -211,19 +254,12 @@ impl<F: Clone> Odometry<F> {
                     focal: pose.focal1,
                     t_origin_kf: Transform::identity(),
                 });
-                self.push(origin.clone());
-                added.push(origin.stamp);
-                (origin, 1.0)
+                (origin, 1.0, true)
             }
-            None => return Err(NotAttached::Unanchored),
+            Anchor::Off => return Err(NotAttached::Unanchored),
         };
         let t_a_b = &pose.t_cam1_cam2;
         let t_a_b = Transform::<KeyframeCam, KeyframeCam>::new(t_a_b.rotation, t_a_b.translation * scale);
-        let t_origin_b = anchor.t_origin_kf.compose(&t_a_b);
-        let disagreement = self.tracked_keyframes.remove(&second.stamp).map(|tracked| {
-            let tracked = TOriginKeyframe::new(tracked.rotation, tracked.translation);
-            (tracked.rotation_error_deg(&t_origin_b), (tracked.translation - t_origin_b.translation).norm())
-        });
         let b = Arc::new(ChainKeyframe {
             stamp: second.stamp,
             payload: second.payload,
@@ -232,11 +268,35 @@ impl<F: Clone> Odometry<F> {
             rgb: out.rgb2.clone(),
             mapping: out.mappings[1],
             focal: pose.focal2,
-            t_origin_kf: t_origin_b,
+            t_origin_kf: anchor.t_origin_kf.compose(&t_a_b),
         });
-        added.push(b.stamp);
-        self.push(b);
-        Ok(Attached { added, scale, disagreement })
+        Ok(Joining { anchor, origin, second: b, scale })
+    }
+
+    /// Adds what [`Odometry::join`] prepared, unless the chain changed under it meanwhile (its
+    /// anchor left, someone else started the chain, the keyframe is already on it).
+    pub fn commit(&mut self, j: Joining<F>) -> Result<Attached, NotAttached> {
+        if self.keyframe(j.second.stamp).is_some() {
+            return Err(NotAttached::Known);
+        }
+        let mut added = Vec::new();
+        if j.origin {
+            if !self.keyframes.is_empty() {
+                return Err(NotAttached::Unanchored);
+            }
+            added.push(j.anchor.stamp);
+            self.push(j.anchor);
+        } else if self.keyframe(j.anchor.stamp).is_none() {
+            return Err(NotAttached::Unanchored);
+        }
+        let t_origin_b = j.second.t_origin_kf;
+        let disagreement = self.tracked_keyframes.remove(&j.second.stamp).map(|tracked| {
+            let tracked = TOriginKeyframe::new(tracked.rotation, tracked.translation);
+            (tracked.rotation_error_deg(&t_origin_b), (tracked.translation - t_origin_b.translation).norm())
+        });
+        added.push(j.second.stamp);
+        self.push(j.second);
+        Ok(Attached { added, scale: j.scale, disagreement })
     }
 
     fn push(&mut self, keyframe: Arc<ChainKeyframe<F>>) {

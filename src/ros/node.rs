@@ -492,8 +492,8 @@ fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     }
 }
 
-/// A reconstructed pair joins the keyframe chain (under the chain's lock: a depth ratio and a
-/// copy), then, outside it, the map grows and the path and the map go out.
+/// A reconstructed pair joins the keyframe chain (prepared outside the chain's lock, added under
+/// it), then, outside it, the map grows and the path and the map go out.
 fn join_chain(
     shared: &Shared,
     publishers: &Publishers,
@@ -508,9 +508,18 @@ fn join_chain(
         payload: k.clone(),
         keypoints: k.keypoints.as_ref().clone(),
     };
+    // The chain's lock is held to look the anchor up and to add, not for the depth ratio.
+    let Some((anchor, scale_confidence)) = shared
+        .odometry
+        .lock()
+        .ok()
+        .map(|o| (o.anchor_of(stamp_of(&job.first.input.header.stamp)), o.params().scale_confidence))
+    else {
+        return;
+    };
+    let joining = Odometry::join(anchor, view(&job.first), view(&job.second), out, scale_confidence);
     let Ok(mut odometry) = shared.odometry.lock() else { return };
-    let joined = odometry.attach(view(&job.first), view(&job.second), out);
-    let (added, path) = match joined {
+    let (added, path) = match joining.and_then(|j| odometry.commit(j)) {
         Ok(joined) => {
             let added: Vec<_> = joined.added.iter().filter_map(|&k| odometry.keyframe(k).cloned()).collect();
             stats.add(Counter::KeyframesChained, added.len() as u64);
