@@ -660,6 +660,33 @@ mod tests {
     }
 
     #[test]
+    fn frames_lost_by_tracking_warn_for_a_window_and_tracked_ones_are_counted() {
+        // The chain starts at second 2; 10 frames a second tracked, 3 lost at second 10.
+        let each = |i: u64, s: &Stats| {
+            frames(10, s);
+            if i == 2 {
+                s.add(Counter::KeyframesChained, 2);
+            }
+            let lost = if i == 10 { 3 } else { 0 };
+            s.add(if i < 2 { Counter::FramesBeforeMap } else { Counter::FramesTracked }, 10 - lost);
+            s.add(Counter::FramesLost, lost);
+        };
+        let (s, h) = run(20, each);
+        let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");
+        assert_eq!((t.level, t.message.as_str()), (Level::WARN, "3 of 190 frames not tracked in the last 30 s"));
+        assert!(t.values.iter().any(|kv| kv.key == "frames_before_first_pair" && kv.value == "10"));
+        // 31 s after it: history.
+        let (s, h) = run(41, each);
+        let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");
+        assert_eq!((t.level, t.message.as_str()), (Level::OK, "300 frames tracked in the last 30 s"));
+        // Tracked frames held back for base_frame's transform.
+        let (s, h) = run(5, |_, s| s.add(Counter::FramesNoMount, 10));
+        let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");
+        assert_eq!(t.level, Level::WARN, "{t:?}");
+        assert!(t.message.contains("wait for base_frame's transform"), "{}", t.message);
+    }
+
+    #[test]
     fn a_model_that_cannot_run_is_an_error_and_loading_a_warning() {
         let (s, h) = run(3, |_, s| frames(10, s));
         let loading = ModelStatus::Loading { step: "downloading model.safetensors: 40 %".into(), seconds: 3.0 };
