@@ -11,8 +11,8 @@ use ros2_client::dds::rustdds::{CDRDeserializerAdapter, RepresentationIdentifier
 use ros2_client::rcl_interfaces as rcl;
 use serde::de::DeserializeOwned;
 use sp_dust3r::image::Frame;
-use sp_dust3r::ros::msg::{from_cdr, rosgraph_msgs, sensor_msgs};
-use sp_dust3r::ros::{args, param_services, params};
+use sp_dust3r::ros::msg::{from_cdr, rosgraph_msgs, sensor_msgs, tf2_msgs};
+use sp_dust3r::ros::{args, param_services, params, tf_static};
 
 /// A target: its name (the corpus folder, the command-line word) and its entry point.
 pub struct Target {
@@ -30,6 +30,7 @@ pub const TARGETS: &[Target] = &[
     Target { name: "cdr_compressed", what: "sensor_msgs/CompressedImage CDR, then PNG/JPEG", run: cdr_compressed },
     Target { name: "cdr_camera_info", what: "sensor_msgs/CameraInfo CDR, then its checks", run: cdr_camera_info },
     Target { name: "cdr_clock", what: "rosgraph_msgs/Clock CDR", run: cdr_clock },
+    Target { name: "cdr_tf_static", what: "tf2_msgs/TFMessage CDR, then the mount lookup", run: cdr_tf_static },
     Target { name: "param_request", what: "the six parameter-service requests, answered", run: param_request },
     Target { name: "image_raw", what: "raw sensor_msgs/Image buffers in every encoding", run: image_raw },
     Target { name: "image_png", what: "PNG decoding", run: image_encoded },
@@ -101,6 +102,28 @@ fn cdr_camera_info(data: &[u8]) {
 fn cdr_clock(data: &[u8]) {
     for c in cdr::<rosgraph_msgs::Clock>(data).into_iter().flatten() {
         std::hint::black_box(c.clock.seconds());
+    }
+}
+
+/// /tf_static as the node reads it with base_frame: every transform kept, then the chain looked
+/// up between every pair of frames named (loops, missing parents and bad quaternions included).
+fn cdr_tf_static(data: &[u8]) {
+    for m in cdr::<tf2_msgs::TFMessage>(data).into_iter().flatten() {
+        let mut tree = tf_static::StaticTransforms::default();
+        tree.insert(&m);
+        let names: Vec<&str> = m
+            .transforms
+            .iter()
+            .flat_map(|t| [t.header.frame_id.as_str(), t.child_frame_id.as_str()])
+            .take(16)
+            .collect();
+        for a in &names {
+            for b in &names {
+                let t: Option<sp_dust3r::geometry::Transform<tf_static::TreeFrame, tf_static::TreeFrame>> =
+                    tree.lookup(a, b);
+                std::hint::black_box(t);
+            }
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use ros2_client::rcl_interfaces as rcl;
 use serde_json::json;
 use sp_dust3r::ros::args::ParamValue;
-use sp_dust3r::ros::msg::{builtin_interfaces, rosgraph_msgs, sensor_msgs, std_msgs, to_cdr};
+use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, rosgraph_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr};
 use sp_dust3r::ros::param_services::to_raw;
 
 type Seeds = Vec<(String, Vec<u8>)>;
@@ -27,6 +27,7 @@ fn main() {
         ("cdr_compressed", cdr_compressed()),
         ("cdr_camera_info", vec![("valid".into(), cdr(&camera_info()))]),
         ("cdr_clock", cdr_clock()),
+        ("cdr_tf_static", vec![("mount".into(), cdr(&tf_static()))]),
         ("param_request", param_request()),
         ("image_raw", image_raw()),
         ("image_png", pngs()),
@@ -135,6 +136,25 @@ fn camera_info() -> sensor_msgs::CameraInfo {
         r: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
         p: [500.0, 0.0, 320.0, 0.0, 0.0, 500.0, 240.0, 0.0, 0.0, 0.0, 1.0, 0.0],
         ..Default::default()
+    }
+}
+
+/// A robot's static tree: base_link -> camera_link -> camera_optical_frame, and another root.
+fn tf_static() -> tf2_msgs::TFMessage {
+    let tf = |parent: &str, child: &str, t: [f64; 3], q: [f64; 4]| geometry_msgs::TransformStamped {
+        header: std_msgs::Header { frame_id: parent.into(), ..Default::default() },
+        child_frame_id: child.into(),
+        transform: geometry_msgs::Transform {
+            translation: geometry_msgs::Vector3 { x: t[0], y: t[1], z: t[2] },
+            rotation: geometry_msgs::Quaternion { x: q[0], y: q[1], z: q[2], w: q[3] },
+        },
+    };
+    tf2_msgs::TFMessage {
+        transforms: vec![
+            tf("base_link", "camera_link", [0.2, 0.0, 0.1], [0.0, 0.0, 0.0, 1.0]),
+            tf("camera_link", "camera_optical_frame", [0.0, 0.0, 0.0], [-0.5, 0.5, -0.5, 0.5]),
+            tf("map", "odom", [1.0, 2.0, 0.0], [0.0, 0.0, 0.7071, 0.7071]),
+        ],
     }
 }
 
