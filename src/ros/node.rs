@@ -279,6 +279,8 @@ struct PairJob {
     first: Keyframe,
     second: Keyframe,
     camera_info: Option<sensor_msgs::CameraInfo>,
+    /// The chain it was made for (see [`Shared::chain`]).
+    chain: u64,
 }
 
 /// What the DDS loop and the two workers share.
@@ -292,6 +294,9 @@ struct Shared {
     camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
     /// The keyframe chain: tracked against on the SuperPoint worker, grown on the DUSt3R one.
     odometry: Mutex<Odometry<Keyframe>>,
+    /// Which chain is current: a new one starts when input time goes backwards (a bag looped),
+    /// and pairs made for an older one, and the map of it, are left behind.
+    chain: std::sync::atomic::AtomicU64,
     /// The odometry outputs (the last tracked pose, the camera's mount).
     odom: Mutex<OdomOutputs>,
     /// /tf_static as received (the camera's mount, with base_frame).
@@ -354,6 +359,7 @@ fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
                             if let (Ok(mut o), Ok(mut out)) = (shared.odometry.lock(), shared.odom.lock()) {
                                 o.reset();
                                 out.reset();
+                                shared.chain.fetch_add(1, Ordering::Relaxed);
                             }
                         }
                         KeyframeDecision::New { previous, .. } => {
@@ -364,7 +370,9 @@ fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
                                 }
                                 o.anchor().map(|a| a.payload.clone())
                             });
-                            let job = PairJob { first: first.unwrap_or(previous), second: keyframe, camera_info };
+                            let chain = shared.chain.load(Ordering::Relaxed);
+                            let job =
+                                PairJob { first: first.unwrap_or(previous), second: keyframe, camera_info, chain };
                             if shared.pairs.put(job) {
                                 stats.bump(Counter::PairDrops);
                             }
@@ -445,8 +453,11 @@ fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     let model = model.as_ref();
     let stats = &shared.stats;
     // The map lives on this thread only: growing it never holds up a frame.
-    let mut map = None;
+    let (mut map, mut map_chain) = (None, 0);
     while let Some(job) = shared.pairs.next() {
+        if job.chain != map_chain {
+            (map, map_chain) = (None, job.chain);
+        }
         let p = shared.current();
         let t = Instant::now();
         let (a, b) = (&job.first.input, &job.second.input);
@@ -503,6 +514,14 @@ fn join_chain(
     map: &mut Option<VoxelMap>,
 ) {
     let stats = &shared.stats;
+    // The chain counter changes under the chain's lock: read under it, it is the chain's.
+    let current = |_: &Odometry<Keyframe>| {
+        let same = job.chain == shared.chain.load(Ordering::Relaxed);
+        if !same {
+            tracing::debug!("a pair made before input time went back does not join the new chain");
+        }
+        same
+    };
     let view = |k: &Keyframe| PairView {
         stamp: stamp_of(&k.input.header.stamp),
         payload: k.clone(),
@@ -513,12 +532,16 @@ fn join_chain(
         .odometry
         .lock()
         .ok()
+        .filter(|o| current(o))
         .map(|o| (o.anchor_of(stamp_of(&job.first.input.header.stamp)), o.params().scale_confidence))
     else {
         return;
     };
     let joining = Odometry::join(anchor, view(&job.first), view(&job.second), out, scale_confidence);
     let Ok(mut odometry) = shared.odometry.lock() else { return };
+    if !current(&odometry) {
+        return;
+    }
     let (added, path) = match joining.and_then(|j| odometry.commit(j)) {
         Ok(joined) => {
             let added: Vec<_> = joined.added.iter().filter_map(|&k| odometry.keyframe(k).cloned()).collect();
@@ -851,6 +874,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         camera_info: Mutex::new(None),
         odometry,
         odom,
+        chain: std::sync::atomic::AtomicU64::new(0),
         tree: Mutex::new(StaticTransforms::default()),
         superpoint,
         dust3r,
