@@ -302,19 +302,12 @@ fn replay_eval_says_what_is_missing_before_it_starts() {
 /// camera motion carried through the mount (T_base_cam * T_cam0_cam * T_cam_base).
 #[test]
 fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform() {
-    use sp_dust3r::ros::msg::{geometry_msgs, std_msgs, tf2_msgs, to_cdr};
+    use sp_dust3r::ros::msg::{geometry_msgs, tf2_msgs, to_cdr};
     let dir = tempfile::tempdir().unwrap();
     let bag = dir.path().join("mounted.mcap");
     let mut w = BagWriter::create(&bag).unwrap();
     w.add_typed_topic::<tf2_msgs::TFMessage>("/tf_static").unwrap();
-    let tf = |parent: &str, child: &str, t: [f64; 3], q: [f64; 4]| geometry_msgs::TransformStamped {
-        header: std_msgs::Header { frame_id: parent.into(), ..Default::default() },
-        child_frame_id: child.into(),
-        transform: geometry_msgs::Transform {
-            translation: geometry_msgs::Vector3 { x: t[0], y: t[1], z: t[2] },
-            rotation: geometry_msgs::Quaternion { x: q[0], y: q[1], z: q[2], w: q[3] },
-        },
-    };
+    let tf = geometry_msgs::TransformStamped::fixed;
     let mount = tf2_msgs::TFMessage {
         transforms: vec![
             tf("base_link", "cam_link", [0.3, 0.0, 0.2], [0.0, 0.0, 0.0, 1.0]),

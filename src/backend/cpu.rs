@@ -76,7 +76,17 @@ pub fn cpu_id() -> &'static str {
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| std::env::consts::ARCH.to_string());
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        format!("{model}, {threads} threads, {} kernels", crate::tensor::simd::Level::best().name())
+        use crate::tensor::simd::{Level, LEVEL_ENV};
+        let (level, detected) = (Level::best(), Level::detected());
+        if level == detected {
+            format!("{model}, {threads} threads, {} kernels", level.name())
+        } else {
+            format!(
+                "{model}, {threads} threads, {} kernels ({LEVEL_ENV}; the CPU has {})",
+                level.name(),
+                detected.name()
+            )
+        }
     })
 }
 

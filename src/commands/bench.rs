@@ -18,6 +18,7 @@ const ORT_PEER: &str = include_str!("../../tools/peers/superpoint_ort.py");
 const TORCH_PEER: &str = include_str!("../../tools/peers/dust3r_torch.py");
 const OPENCV_PEER: &str = include_str!("../../tools/peers/pose_opencv.py");
 const TRACKING_PEER: &str = include_str!("../../tools/peers/tracking_opencv.py");
+const MATMUL_PEER: &str = include_str!("../../tools/peers/matmul_ort.py");
 
 #[derive(clap::Subcommand)]
 pub enum Bench {
@@ -72,11 +73,12 @@ pub struct Dust3rArgs {
     /// Also time the swapped pass (view 2, view 1) on the same encoder outputs.
     #[arg(long)]
     swapped: bool,
-    /// Python with numpy, torch and safetensors for the PyTorch CPU peer (default: $SP_DUST3R_PYTHON,
-    /// ./.venv/bin/python, then python3); the peer is skipped, with a note, where torch is absent.
+    /// Python with numpy, onnx and onnxruntime for the MatMul peer, and torch and safetensors for
+    /// the PyTorch CPU peer (default: $SP_DUST3R_PYTHON, ./.venv/bin/python, then python3); the
+    /// PyTorch peer is skipped, with a note, where torch is absent.
     #[arg(long)]
     python: Option<PathBuf>,
-    /// Skip the PyTorch peer.
+    /// Skip the peers (ONNX Runtime's MatMul and PyTorch).
     #[arg(long)]
     no_peer: bool,
 }
@@ -103,6 +105,8 @@ pub struct SuperPointArgs {
 }
 
 pub fn run(bench: Bench) -> anyhow::Result<()> {
+    // Figures compare only within one machine and one kernel level: say which.
+    println!("cpu: {}", sp_dust3r::backend::cpu::cpu_id());
     match bench {
         Bench::Superpoint(args) => superpoint(args),
         Bench::Dust3r(args) => dust3r(args),
@@ -239,6 +243,10 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         v
     };
     let (img1, img2) = (image(0.0), image(0.7));
+    // The machine's GEMM rate on the encoder MLP's shape, ours and ONNX Runtime's, measured
+    // before the network so that both see the same machine state.
+    let python = find_python(args.python.as_deref());
+    let peak = gemm_peak(&python, args.no_peer)?;
     let mut times: Vec<[f64; 3]> = Vec::new();
     let mut swapped = Vec::new();
     let mut last = None;
@@ -264,13 +272,21 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     }
     let mut total = 0.0;
     let mut gflop = 0.0;
+    let of_peak = |rate: f64| match peak {
+        Some(p) => format!(" ({:.2} of onnxruntime's MatMul)", rate / p),
+        None => String::new(),
+    };
     for (i, (name, g)) in DUST3R_GFLOP.iter().enumerate() {
         let s = super::median(&times.iter().map(|t| t[i]).collect::<Vec<_>>());
-        println!("sp_dust3r {name}: {s:.2} s, {:.0} GFLOP/s", g / s);
+        println!("sp_dust3r {name}: {s:.2} s, {:.0} GFLOP/s{}", g / s, of_peak(g / s));
         total += s;
         gflop += g;
     }
-    println!("sp_dust3r pair forward (512x512): {total:.2} s, {:.0} GFLOP/s effective", gflop / total);
+    println!(
+        "sp_dust3r pair forward (512x512): {total:.2} s, {:.0} GFLOP/s effective{}",
+        gflop / total,
+        of_peak(gflop / total)
+    );
     if args.swapped {
         let s = super::median(&swapped);
         println!("sp_dust3r swapped forward (encoder reused): {s:.2} s, {:.0} GFLOP/s", 1120.0 / s);
@@ -285,7 +301,6 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     for (name, img) in [("img1.npy", &img1), ("img2.npy", &img2)] {
         ndarray_npy::write_npy(work.path().join(name), &ndarray::Array3::from_shape_vec((3, h, w), img.clone())?)?;
     }
-    let python = find_python(args.python.as_deref());
     let (repeat, threads) = (args.repeat.to_string(), rayon::current_num_threads().to_string());
     let (img1_path, img2_path) = (work.path().join("img1.npy"), work.path().join("img2.npy"));
     let report = match run_peer(
@@ -335,6 +350,62 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     );
     println!("ratio sp_dust3r / pytorch: {:.2}x", total / peer);
     Ok(())
+}
+
+/// The encoder MLP's first product: 1024 tokens x 1024 channels times the 1024 -> 4096 weight.
+const PEAK_SHAPE: (usize, usize, usize) = (1024, 1024, 4096);
+
+/// GEMM GFLOP/s on [`PEAK_SHAPE`]: ours (as a linear layer runs it, weight read transposed in
+/// place, both threads), printed, then ONNX Runtime's MatMul with a constant weight in this
+/// invocation, printed and returned (`None` without the peer).
+fn gemm_peak(python: &Path, no_peer: bool) -> anyhow::Result<Option<f64>> {
+    use sp_dust3r::tensor::{gemm, MatRef, Threads};
+    let (m, k, n) = PEAK_SHAPE;
+    let lhs: Vec<f32> = (0..m * k).map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1e-3).collect();
+    let weight: Vec<f32> = (0..n * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 1e-4).collect();
+    let mut out = vec![0.0f32; m * n];
+    let mut times = Vec::new();
+    for i in 0..13 {
+        let t = Instant::now();
+        gemm(&mut out, n, MatRef::rows(&lhs, m, k, k), MatRef::transposed(&weight, k, n, k), 1.0, false, Threads::All)?;
+        if i >= 3 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    let flop = 2.0 * (m * n * k) as f64;
+    let ours = flop / super::median(&times) / 1e9;
+    println!("sp_dust3r GEMM {m}x{k}x{n}: {ours:.0} GFLOP/s, {} threads", rayon::current_num_threads());
+    if no_peer {
+        return Ok(None);
+    }
+    let (m, k, n, threads) = (m.to_string(), k.to_string(), n.to_string(), rayon::current_num_threads().to_string());
+    let report = run_peer(
+        MATMUL_PEER,
+        "matmul_ort.py",
+        python,
+        &[
+            "--m".as_ref(),
+            m.as_ref(),
+            "--k".as_ref(),
+            k.as_ref(),
+            "--n".as_ref(),
+            n.as_ref(),
+            "--threads".as_ref(),
+            threads.as_ref(),
+        ],
+    )
+    .context(
+        "the ONNX Runtime MatMul peer needs numpy, onnx and onnxruntime: run tools/setup-peers.sh or pass --python",
+    )?;
+    let peer = report["gflops"].as_f64().context("peer reported no gflops")?;
+    println!(
+        "onnxruntime {} MatMul {m}x{k}x{n} (constant weight): {peer:.0} GFLOP/s, {} threads (max |diff| vs numpy {:.1e}); ratio ours / onnxruntime {:.2}",
+        report["onnxruntime"].as_str().unwrap_or("?"),
+        report["threads"],
+        report["max_abs_diff"].as_f64().unwrap_or(f64::NAN),
+        ours / peer
+    );
+    Ok(Some(peer))
 }
 
 /// A 512x512 pair with known geometry: smooth depth, focals 400 / 450, a 6-degree rotation and
@@ -512,7 +583,7 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     let truth = camera_pose(0, n).inverse().compose(&camera_pose(3, n));
     let t = &tracked.t_kf_frame;
     println!(
-        "sp_dust3r tracking ({} and {} keypoints, {} matches, {} with a point, {} inliers): median {total:.2} ms over {} runs (matching {matching:.2}, lifting {lift:.3}, PnP-RANSAC {pnp:.2}; the similarity GEMM alone {gemm:.2}); {} threads, {}",
+        "sp_dust3r tracking ({} and {} keypoints, {} matches, {} with a point, {} inliers): median {total:.2} ms over {} runs (matching {matching:.2}, lifting {lift:.3}, PnP-RANSAC {pnp:.2}; the similarity GEMM alone {gemm:.2}); {} threads",
         kp.len(),
         kf_kp.len(),
         tracked.matches,
@@ -520,7 +591,6 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
         tracked.inliers,
         args.repeat,
         rayon::current_num_threads(),
-        sp_dust3r::backend::cpu::cpu_id()
     );
     println!(
         "pose error vs the renderer: {:.4} deg, {:.2} mm",

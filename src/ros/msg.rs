@@ -25,6 +25,21 @@ impl builtin_interfaces::Time {
     }
 }
 
+impl geometry_msgs::TransformStamped {
+    /// A static transform as /tf_static carries it (no stamp): `child`'s pose in `parent`,
+    /// translation `xyz` and rotation quaternion `[x, y, z, w]` (the message's order).
+    pub fn fixed(parent: &str, child: &str, xyz: [f64; 3], q: [f64; 4]) -> Self {
+        Self {
+            header: std_msgs::Header { frame_id: parent.into(), ..Default::default() },
+            child_frame_id: child.into(),
+            transform: geometry_msgs::Transform {
+                translation: geometry_msgs::Vector3 { x: xyz[0], y: xyz[1], z: xyz[2] },
+                rotation: geometry_msgs::Quaternion { x: q[0], y: q[1], z: q[2], w: q[3] },
+            },
+        }
+    }
+}
+
 /// Errors of the CDR (de)serialisation of a message.
 #[derive(Debug, thiserror::Error)]
 pub enum CdrError {

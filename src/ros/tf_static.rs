@@ -81,18 +81,7 @@ fn transform_of(t: &geometry_msgs::Transform) -> Option<Transform<TreeFrame, Tre
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ros::msg::std_msgs;
-
-    fn tf(parent: &str, child: &str, xyz: [f64; 3], q: [f64; 4]) -> geometry_msgs::TransformStamped {
-        geometry_msgs::TransformStamped {
-            header: std_msgs::Header { frame_id: parent.into(), ..Default::default() },
-            child_frame_id: child.into(),
-            transform: geometry_msgs::Transform {
-                translation: geometry_msgs::Vector3 { x: xyz[0], y: xyz[1], z: xyz[2] },
-                rotation: geometry_msgs::Quaternion { x: q[0], y: q[1], z: q[2], w: q[3] },
-            },
-        }
-    }
+    use geometry_msgs::TransformStamped as Tf;
 
     #[test]
     fn a_chain_of_static_transforms_gives_the_cameras_mount() {
@@ -102,13 +91,13 @@ mod tests {
         // (-90 deg about z, then -90 deg about x) as its quaternion (-0.5, 0.5, -0.5, 0.5).
         tree.insert(&tf2_msgs::TFMessage {
             transforms: vec![
-                tf("base_link", "camera_link", [0.2, 0.0, 0.1], [0.0, 0.0, 0.0, 1.0]),
-                tf("camera_link", "camera_optical", [0.0, 0.0, 0.0], [-0.5, 0.5, -0.5, 0.5]),
-                tf("base_link", "bad", [f64::NAN, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]),
+                Tf::fixed("base_link", "camera_link", [0.2, 0.0, 0.1], [0.0, 0.0, 0.0, 1.0]),
+                Tf::fixed("camera_link", "camera_optical", [0.0, 0.0, 0.0], [-0.5, 0.5, -0.5, 0.5]),
+                Tf::fixed("base_link", "bad", [f64::NAN, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]),
             ],
         });
         tree.insert(&tf2_msgs::TFMessage {
-            transforms: vec![tf("map", "elsewhere", [1.0, 0.0, 0.0], [0.0, 0.0, h, h])],
+            transforms: vec![Tf::fixed("map", "elsewhere", [1.0, 0.0, 0.0], [0.0, 0.0, h, h])],
         });
         let t: Transform<TreeFrame, TreeFrame> = tree.lookup("base_link", "/camera_optical").unwrap();
         // The optical z axis (forward) is the base's x; optical x (right) is the base's -y.

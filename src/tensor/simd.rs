@@ -3,6 +3,9 @@
 //! times, for AVX-512, AVX2+FMA and the baseline, and the best one the CPU has is picked.
 //! No path enables floating-point contraction, so all three give bit-identical results; the
 //! tests below run every kernel at every level the CPU has and compare the bits.
+//!
+//! [`LEVEL_ENV`] caps the level (kernels and GEMM alike), so one machine can measure the AVX2
+//! path of a CPU that also has AVX-512.
 
 /// An instruction-set level a multiversioned kernel is compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,10 +18,32 @@ pub enum Level {
     Avx512,
 }
 
+/// The environment variable that caps the level the kernels use: `avx512`, `avx2` or
+/// `baseline`. A level above what the CPU has changes nothing.
+pub const LEVEL_ENV: &str = "SP_DUST3R_CPU_LEVEL";
+
 impl Level {
-    /// The best level this CPU runs.
+    /// The level the kernels run at: the best this CPU has, capped by [`LEVEL_ENV`]. Read once.
     #[inline]
     pub fn best() -> Level {
+        static CHOSEN: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            let detected = Level::detected();
+            match std::env::var(LEVEL_ENV) {
+                Ok(v) => match Level::parse(&v) {
+                    Some(cap) => cap.min(detected),
+                    None => {
+                        tracing::warn!("{LEVEL_ENV}={v:?} is not avx512, avx2 or baseline; using {}", detected.name());
+                        detected
+                    }
+                },
+                Err(_) => detected,
+            }
+        })
+    }
+
+    /// The best level this CPU has, whatever [`LEVEL_ENV`] says.
+    pub fn detected() -> Level {
         #[cfg(target_arch = "x86_64")]
         {
             if has_avx512() {
@@ -31,6 +56,11 @@ impl Level {
         Level::Baseline
     }
 
+    /// The level a name (as [`Level::name`] gives it, any case) stands for.
+    pub fn parse(name: &str) -> Option<Level> {
+        [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().find(|l| l.name().eq_ignore_ascii_case(name.trim()))
+    }
+
     /// Its name in logs and /diagnostics.
     pub fn name(self) -> &'static str {
         match self {
@@ -40,9 +70,9 @@ impl Level {
         }
     }
 
-    /// Every level this CPU runs, baseline first.
+    /// Every level this CPU runs, baseline first (the tests compare them all, whatever the cap).
     pub fn supported() -> Vec<Level> {
-        [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= Level::best()).collect()
+        [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= Level::detected()).collect()
     }
 }
 
@@ -184,7 +214,16 @@ pub(crate) fn test_values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_levels, exp_approx, sum_lanes, test_values};
+    use super::{check_levels, exp_approx, sum_lanes, test_values, Level};
+
+    #[test]
+    fn level_names_parse_back() {
+        for level in [Level::Baseline, Level::Avx2, Level::Avx512] {
+            assert_eq!(Level::parse(level.name()), Some(level));
+            assert_eq!(Level::parse(&format!(" {} ", level.name().to_uppercase())), Some(level));
+        }
+        assert_eq!(Level::parse("sse4"), None);
+    }
 
     /// Every multiversioned kernel in the source has a level check (`check_levels("name", ..)`).
     #[test]

@@ -141,14 +141,7 @@ fn camera_info() -> sensor_msgs::CameraInfo {
 
 /// A robot's static tree: base_link -> camera_link -> camera_optical_frame, and another root.
 fn tf_static() -> tf2_msgs::TFMessage {
-    let tf = |parent: &str, child: &str, t: [f64; 3], q: [f64; 4]| geometry_msgs::TransformStamped {
-        header: std_msgs::Header { frame_id: parent.into(), ..Default::default() },
-        child_frame_id: child.into(),
-        transform: geometry_msgs::Transform {
-            translation: geometry_msgs::Vector3 { x: t[0], y: t[1], z: t[2] },
-            rotation: geometry_msgs::Quaternion { x: q[0], y: q[1], z: q[2], w: q[3] },
-        },
-    };
+    let tf = geometry_msgs::TransformStamped::fixed;
     tf2_msgs::TFMessage {
         transforms: vec![
             tf("base_link", "camera_link", [0.2, 0.0, 0.1], [0.0, 0.0, 0.0, 1.0]),
