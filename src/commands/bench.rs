@@ -35,6 +35,18 @@ pub enum Bench {
     /// 3 against keyframe 0 with its exact 512x512 pointmap), by stage, and the same steps in
     /// numpy + OpenCV (BFMatcher, solvePnPRansac) on the same inputs.
     Tracking(TrackingArgs),
+    /// The GEMM rate on the encoder MLP's shape (1024 x 1024 x 4096): the general GEMM, the
+    /// packed-weight GEMM the linear layers use, and ONNX Runtime's MatMul.
+    Gemm(GemmArgs),
+}
+
+#[derive(clap::Args)]
+pub struct GemmArgs {
+    /// Python with numpy, onnx and onnxruntime (default as for the other benchmarks).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    #[arg(long)]
+    no_peer: bool,
 }
 
 #[derive(clap::Args)]
@@ -112,6 +124,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Dust3r(args) => dust3r(args),
         Bench::Pose(args) => pose(args),
         Bench::Tracking(args) => tracking(args),
+        Bench::Gemm(args) => gemm_peak(&find_python(args.python.as_deref()), args.no_peer).map(|_| ()),
     }
 }
 
@@ -373,8 +386,24 @@ fn gemm_peak(python: &Path, no_peer: bool) -> anyhow::Result<Option<f64>> {
         }
     }
     let flop = 2.0 * (m * n * k) as f64;
-    let ours = flop / super::median(&times) / 1e9;
-    println!("sp_dust3r GEMM {m}x{k}x{n}: {ours:.0} GFLOP/s, {} threads", rayon::current_num_threads());
+    let general = flop / super::median(&times) / 1e9;
+    println!("sp_dust3r GEMM {m}x{k}x{n}, general: {general:.0} GFLOP/s, {} threads", rayon::current_num_threads());
+    let ours = match sp_dust3r::tensor::PackedRhs::from_weight(&weight, n, k) {
+        Some(packed) => {
+            let mut times = Vec::new();
+            for i in 0..13 {
+                let t = Instant::now();
+                sp_dust3r::tensor::gemm_packed(&mut out, n, &lhs, k, m, &packed)?;
+                if i >= 3 {
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            let packed = flop / super::median(&times) / 1e9;
+            println!("sp_dust3r GEMM {m}x{k}x{n}, packed weight: {packed:.0} GFLOP/s");
+            packed
+        }
+        None => general,
+    };
     if no_peer {
         return Ok(None);
     }

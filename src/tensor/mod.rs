@@ -10,6 +10,7 @@ mod conv;
 mod map;
 mod matmul;
 mod ops;
+mod packed;
 pub mod simd;
 mod transformer;
 
@@ -17,6 +18,7 @@ pub use conv::{Conv1x1, Conv3x3, ConvTransposeBlock};
 pub use map::FeatureMap;
 pub use matmul::{gemm, matmul, MatRef, Threads};
 pub use ops::{l2_normalize_rows, max_filter_2d, row_norms, softmax_rows};
+pub use packed::{gemm_packed, PackedRhs};
 pub use simd::exp_approx;
 pub use transformer::{attention, erf_approx, gelu, layer_norm, Heads, Linear, Rope2d};
 

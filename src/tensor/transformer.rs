@@ -5,17 +5,26 @@ use rayon::prelude::*;
 
 use super::matmul::{gemm, MatRef, Threads};
 use super::ops::softmax_block;
+use super::packed::{gemm_packed, PackedRhs};
 use super::simd::{multiversion, sum_lanes};
 use super::TensorError;
 use crate::weights::Param;
 
-/// `y = x W^T + b` with PyTorch's `(out, in)` weight, used in place from the weight file.
+/// `y = x W^T + b` with PyTorch's `(out, in)` weight: packed for the micro-kernels when built
+/// (then the file's pages of it are released), or used in place from the weight file where the
+/// CPU level has no packed kernel.
 #[derive(Clone)]
 pub struct Linear {
     in_dim: usize,
     out_dim: usize,
-    weight: Param,
+    weight: LinearWeight,
     bias: Param,
+}
+
+#[derive(Clone)]
+enum LinearWeight {
+    Packed(PackedRhs),
+    InPlace(Param),
 }
 
 impl Linear {
@@ -31,6 +40,13 @@ impl Linear {
                 ),
             });
         }
+        let weight = match PackedRhs::from_weight(weight.as_slice(), out_dim, in_dim) {
+            Some(packed) => {
+                weight.release();
+                LinearWeight::Packed(packed)
+            }
+            None => LinearWeight::InPlace(weight),
+        };
         Ok(Self { in_dim, out_dim, weight, bias })
     }
 
@@ -70,15 +86,18 @@ impl Linear {
                 row.copy_from_slice(bias);
             }
         }
-        gemm(
-            out,
-            self.out_dim,
-            MatRef::rows(x, n, self.in_dim, x_rs),
-            MatRef::transposed(self.weight.as_slice(), self.in_dim, self.out_dim, self.in_dim),
-            1.0,
-            true,
-            Threads::All,
-        )
+        match &self.weight {
+            LinearWeight::Packed(packed) => gemm_packed(out, self.out_dim, x, x_rs, n, packed),
+            LinearWeight::InPlace(weight) => gemm(
+                out,
+                self.out_dim,
+                MatRef::rows(x, n, self.in_dim, x_rs),
+                MatRef::transposed(weight.as_slice(), self.in_dim, self.out_dim, self.in_dim),
+                1.0,
+                true,
+                Threads::All,
+            ),
+        }
     }
 }
 

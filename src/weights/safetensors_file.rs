@@ -125,6 +125,19 @@ pub enum Param {
 }
 
 impl Param {
+    /// Done with these values (a copy of them was made): a view into the map tells the kernel
+    /// its pages may go, so that they leave the resident set (they are read from the file again
+    /// if anything touches them).
+    pub fn release(self) {
+        if let Param::Mapped { file, range } = self {
+            // SAFETY: the map is read-only and backed by the file, so dropping its pages loses
+            // nothing: a later access reads the same bytes back from the file.
+            let _ = unsafe {
+                file.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len())
+            };
+        }
+    }
+
     /// The values.
     pub fn as_slice(&self) -> &[f32] {
         match self {

@@ -29,7 +29,7 @@ def main():
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((args.m, args.k), dtype=np.float32)
-    b = rng.standard_normal((args.k, args.n), dtype=np.float32) / np.sqrt(args.k)
+    b = (rng.standard_normal((args.k, args.n), dtype=np.float32) / np.sqrt(args.k)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "b"], ["c"])],
         "matmul",
