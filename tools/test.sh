@@ -4,7 +4,7 @@
 # then makes sure ./.venv has the Python peers the tests compare against (PyPI rosbags: ROS 2
 # message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
 # inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers; evo: the trajectory
-# metrics' reference), then runs every test,
+# metrics' reference), then runs every test, the model tests again at the AVX2 level,
 # then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +34,8 @@ fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
 cargo test --release "$@"
 if [ $# -eq 0 ]; then
+    # The models against upstream again at the AVX2 level (SP_DUST3R_CPU_LEVEL caps it): our
+    # machines have AVX-512 or only AVX2, and the linear layers take another kernel on each.
+    SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --test dust3r_tiny --test superpoint_network --test superpoint_real
     tools/fuzz.sh --seconds 10
 fi

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use ndarray::Array2;
@@ -38,6 +38,30 @@ pub enum Bench {
     /// The GEMM rate on the encoder MLP's shape (1024 x 1024 x 4096): the general GEMM, the
     /// packed-weight GEMM the linear layers use, and ONNX Runtime's MatMul.
     Gemm(GemmArgs),
+    /// SuperPoint's keypoint rate and latency on a camera stream (newest frame wins, as in the
+    /// node) alone, then with DUSt3R pairs running back to back on the same cores: sharing
+    /// SuperPoint's threads, then on the node's background pool (`dust3r_nice`).
+    Priority(PriorityArgs),
+}
+
+#[derive(clap::Args)]
+pub struct PriorityArgs {
+    /// SuperPoint's folder (resolved as for `superpoint`).
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// DUSt3R checkpoint; default: deterministic weights of a small geometry (512x512 input,
+    /// 4 encoder blocks of 256, 12 decoder blocks of 256) generated into a temporary folder.
+    #[arg(long)]
+    dust3r_weights: Option<PathBuf>,
+    /// Camera frames per second.
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Seconds of each phase.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    /// The background pool's nice value.
+    #[arg(long, default_value_t = 10)]
+    nice: i32,
 }
 
 #[derive(clap::Args)]
@@ -124,6 +148,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Dust3r(args) => dust3r(args),
         Bench::Pose(args) => pose(args),
         Bench::Tracking(args) => tracking(args),
+        Bench::Priority(args) => priority(args),
         Bench::Gemm(args) => gemm_peak(&find_python(args.python.as_deref()), args.no_peer).map(|_| ()),
     }
 }
@@ -365,6 +390,132 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// DUSt3R geometry of `bench priority`: pairs of a second or more at 512x512 on two cores.
+const PRIORITY_DUST3R_CONFIG: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity], "patch_size": 16, "enc_embed_dim": 256, "enc_depth": 4, "enc_num_heads": 4, "dec_embed_dim": 256, "dec_depth": 12, "dec_num_heads": 4, "pos_embed": "RoPE100"}"#;
+
+/// What a camera stream got from SuperPoint in one phase.
+struct StreamReport {
+    sent: usize,
+    answered: usize,
+    latencies_ms: Vec<f64>,
+    pairs: usize,
+}
+
+impl std::fmt::Display for StreamReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut l = self.latencies_ms.clone();
+        l.sort_by(f64::total_cmp);
+        let pct = |q: f64| l.get(((l.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
+        write!(
+            f,
+            "{} of {} frames answered, latency median {:.0} ms, p95 {:.0} ms, max {:.0} ms; {} DUSt3R pairs",
+            self.answered,
+            self.sent,
+            pct(0.5),
+            pct(0.95),
+            pct(1.0),
+            self.pairs
+        )
+    }
+}
+
+/// A camera at `rate` for `seconds` into SuperPoint, newest frame wins (a frame that arrives
+/// while one is being processed replaces any waiting one, as the node's slot does), while
+/// `background` runs pairs back to back until the stream ends. Latency: arrival to keypoints.
+fn camera_stream(
+    sp: &SuperPoint,
+    plane: &[f32],
+    (h, w): (usize, usize),
+    rate: f64,
+    seconds: f64,
+    background: Option<&(dyn Fn(&std::sync::atomic::AtomicBool) -> usize + Sync)>,
+) -> anyhow::Result<StreamReport> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    let done = AtomicBool::new(false);
+    let waiting: Mutex<Option<Instant>> = Mutex::new(None);
+    let params = PostParams { max_keypoints: Some(1024), ..PostParams::default() };
+    std::thread::scope(|s| -> anyhow::Result<StreamReport> {
+        let pairs = background.map(|run| s.spawn(|| run(&done)));
+        let camera = s.spawn(|| {
+            let start = Instant::now();
+            let mut sent = 0;
+            while start.elapsed().as_secs_f64() < seconds {
+                let due = start + Duration::from_secs_f64(sent as f64 / rate);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                if let Ok(mut slot) = waiting.lock() {
+                    *slot = Some(Instant::now());
+                }
+                sent += 1;
+            }
+            done.store(true, Ordering::Relaxed);
+            sent
+        });
+        let mut latencies_ms = Vec::new();
+        while !done.load(Ordering::Relaxed) {
+            let Some(arrived) = waiting.lock().ok().and_then(|mut slot| slot.take()) else {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            };
+            let out = sp.net().forward(plane, h, w)?;
+            sp.postprocess(&out, &params)?;
+            latencies_ms.push(arrived.elapsed().as_secs_f64() * 1e3);
+        }
+        let sent = camera.join().map_err(|_| anyhow::anyhow!("the camera thread panicked"))?;
+        let pairs = match pairs {
+            Some(p) => p.join().map_err(|_| anyhow::anyhow!("the DUSt3R thread panicked"))?,
+            None => 0,
+        };
+        Ok(StreamReport { sent, answered: latencies_ms.len(), latencies_ms, pairs })
+    })
+}
+
+fn priority(args: PriorityArgs) -> anyhow::Result<()> {
+    use sp_dust3r::dust3r::{synthetic, Dust3r};
+    use sp_dust3r::pipeline::priority::BackgroundPool;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
+    let sp = SuperPoint::load(&resolved.dir)?;
+    let input = preprocess(&synthetic_scene())?;
+    let (h, w) = (input.height as usize, input.width as usize);
+    let tmp = tempfile::tempdir()?;
+    let dir = match &args.dust3r_weights {
+        Some(d) => d.clone(),
+        None => {
+            synthetic::write_checkpoint(tmp.path(), PRIORITY_DUST3R_CONFIG)?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let model = Dust3r::load(&dir)?;
+    let image: Vec<f32> = (0..3 * 512 * 512).map(|i| ((i % 613) as f32 / 613.0 - 0.5) * 2.0).collect();
+    let pair = || -> anyhow::Result<()> {
+        let e1 = model.encode(&image, 512, 512)?;
+        let e2 = model.encode(&image, 512, 512)?;
+        model.predict(&e1, &e2)?;
+        Ok(())
+    };
+    let t = Instant::now();
+    pair()?;
+    println!("one DUSt3R pair alone: {:.2} s (small geometry unless --dust3r-weights)", t.elapsed().as_secs_f64());
+    let back_to_back = |done: &AtomicBool| {
+        let mut n = 0;
+        while !done.load(Ordering::Relaxed) && pair().is_ok() {
+            n += 1;
+        }
+        n
+    };
+    let pool = BackgroundPool::new("dust3r", 0, args.nice)?;
+    let pooled = |done: &AtomicBool| pool.install(|| back_to_back(done));
+    println!("camera at {} fps, {} s each, 640x480, newest frame wins:", args.rate, args.seconds);
+    let alone = camera_stream(&sp, &input.plane, (h, w), args.rate, args.seconds, None)?;
+    println!("  SuperPoint alone: {alone}");
+    let shared = camera_stream(&sp, &input.plane, (h, w), args.rate, args.seconds, Some(&back_to_back))?;
+    println!("  pairs on SuperPoint's threads: {shared}");
+    let background = camera_stream(&sp, &input.plane, (h, w), args.rate, args.seconds, Some(&pooled))?;
+    println!("  pairs on the background pool (nice +{}): {background}", pool.nice());
+    Ok(())
+}
+
 /// The encoder MLP's first product: 1024 tokens x 1024 channels times the 1024 -> 4096 weight.
 const PEAK_SHAPE: (usize, usize, usize) = (1024, 1024, 4096);
 
@@ -378,7 +529,7 @@ fn gemm_peak(python: &Path, no_peer: bool) -> anyhow::Result<Option<f64>> {
     let weight: Vec<f32> = (0..n * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 1e-4).collect();
     let mut out = vec![0.0f32; m * n];
     let mut times = Vec::new();
-    for i in 0..13 {
+    for i in 0..33 {
         let t = Instant::now();
         gemm(&mut out, n, MatRef::rows(&lhs, m, k, k), MatRef::transposed(&weight, k, n, k), 1.0, false, Threads::All)?;
         if i >= 3 {
@@ -391,7 +542,7 @@ fn gemm_peak(python: &Path, no_peer: bool) -> anyhow::Result<Option<f64>> {
     let ours = match sp_dust3r::tensor::PackedRhs::from_weight(&weight, n, k) {
         Some(packed) => {
             let mut times = Vec::new();
-            for i in 0..13 {
+            for i in 0..33 {
                 let t = Instant::now();
                 sp_dust3r::tensor::gemm_packed(&mut out, n, &lhs, k, m, &packed)?;
                 if i >= 3 {

@@ -8,5 +8,6 @@ pub mod loading;
 pub mod map;
 pub mod matching;
 pub mod odometry;
+pub mod priority;
 pub mod slot;
 pub mod tracking;

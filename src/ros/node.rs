@@ -51,6 +51,7 @@ use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::pipeline::loading::{Loader, Phase};
 use crate::pipeline::map::{grow, VoxelMap};
 use crate::pipeline::odometry::{track_frame, Odometry, PairView, TOriginFrame};
+use crate::pipeline::priority::BackgroundPool;
 use crate::pipeline::slot::LatestSlot;
 use crate::pipeline::tracking::NotTracked;
 use crate::superpoint::Keypoints;
@@ -450,7 +451,22 @@ fn track(
 /// is abandoned (the CPU model checks `stop` between blocks) and publishes nothing.
 fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     let Some(model) = shared.dust3r.wait(stop) else { return };
-    let model = model.as_ref();
+    // Pairs run on threads of their own below SuperPoint's priority, so that a frame never waits
+    // for a pair's blocks on the shared cores.
+    let nice = shared.initial.dust3r_nice;
+    match BackgroundPool::new("dust3r", 0, nice) {
+        Ok(pool) => {
+            tracing::info!("DUSt3R runs on {} threads at nice +{nice} below SuperPoint's", pool.threads());
+            pool.install(|| dust3r_loop(shared, publishers, stop, model.as_ref()));
+        }
+        Err(e) => {
+            tracing::warn!("DUSt3R shares SuperPoint's threads and priority: {e}");
+            dust3r_loop(shared, publishers, stop, model.as_ref());
+        }
+    }
+}
+
+fn dust3r_loop(shared: &Shared, publishers: &Publishers, stop: &Cancel, model: &dyn PairReconstructor) {
     let stats = &shared.stats;
     // The map lives on this thread only: growing it never holds up a frame.
     let (mut map, mut map_chain) = (None, 0);

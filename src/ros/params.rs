@@ -193,6 +193,9 @@ parameters! {
          arbitrary)";
     map_max_points: i64 = 200_000, Constraint::Integer { min: 1000, max: 10_000_000 }, FIXED,
         "Most points the map holds (20 bytes each on the wire); beyond it the voxel edge doubles";
+    dust3r_nice: i64 = 10, Constraint::Integer { min: 0, max: 19 }, FIXED,
+        "How much lower than SuperPoint's the priority of the CPU DUSt3R's threads is (Linux nice): while a pair \
+         is reconstructed on the same cores, frames keep their keypoint rate; 0 shares the cores evenly";
     use_sim_time: bool = false, Constraint::None, FIXED,
         "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`";
     expected_rate: f64 = 0.0, Constraint::Double { min: 0.0, max: 10_000.0 }, TUNABLE,
@@ -305,6 +308,8 @@ pub struct NodeParams {
     pub map_voxel_size: f64,
     /// Most map points.
     pub map_max_points: usize,
+    /// Nice value the CPU DUSt3R's threads add.
+    pub dust3r_nice: i32,
     /// Take time from /clock.
     pub use_sim_time: bool,
     /// What the /diagnostics levels look at.
@@ -408,6 +413,7 @@ impl NodeParams {
             tracking_match_ratio: v.tracking_match_ratio,
             map_voxel_size: v.map_voxel_size,
             map_max_points: v.map_max_points.max(1) as usize,
+            dust3r_nice: v.dust3r_nice.clamp(0, 19) as i32,
             use_sim_time: v.use_sim_time,
             diagnostic_limits: Limits {
                 expected_rate: v.expected_rate,

@@ -1,85 +1,56 @@
 //! GEMM against a constant right operand packed once, when the layer is built: a linear layer's
 //! weight is read in the same order at every call, so it is laid out for the micro-kernel at load
 //! time instead of being packed again on every product (the way ONNX Runtime keeps a MatMul's
-//! constant weight). The micro-kernels broadcast the left operand straight from its rows (no
-//! packing) and keep an `MR x NR` tile of the result in registers: 6 x 16 with AVX2 + FMA
-//! (12 accumulators), 12 x 32 with AVX-512 (24). Without either the layer keeps the general
-//! [`super::gemm`].
+//! constant weight). The AVX2 + FMA micro-kernel broadcasts the left operand straight from its
+//! rows (no packing) and keeps a 6 x 16 tile of the result in 12 registers.
+//!
+//! Only the AVX2 level uses it: there it made the ViT-L pair 15 % faster than the gemm crate's
+//! AVX2 kernels, while at AVX-512 a 12 x 32 version of it measured no faster than the crate's
+//! own AVX-512 path, which therefore stays (as does the baseline's).
 
 use rayon::prelude::*;
 
 use super::simd::Level;
 use super::TensorError;
 
-/// `W^T` of a PyTorch `n x k` weight, in panels of `nr` columns: panel `p` holds, for each `kk`,
-/// the `nr` values `W[p * nr + j][kk]` (zero past column `n`).
+/// `W^T` of a PyTorch `n x k` weight, in panels of [`NR`] columns: panel `p` holds, for each
+/// `kk`, the values `W[p * NR + j][kk]` for `j < NR` (zero past column `n`).
 #[derive(Debug, Clone)]
 pub struct PackedRhs {
     k: usize,
     n: usize,
-    kernel: Kernel,
     data: Vec<f32>,
 }
 
-/// A micro-kernel family, fixed when the weight is packed (the level is fixed for the process).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kernel {
-    /// AVX2 + FMA, 6 x 16.
-    Avx2,
-    /// AVX-512, 12 x 32.
-    Avx512,
-}
+/// Rows of the register tile.
+const MR: usize = 6;
+/// Columns of the register tile: the panel width, two AVX2 vectors.
+const NR: usize = 16;
 
-impl Kernel {
-    fn for_level(level: Level) -> Option<Kernel> {
-        match level {
-            Level::Avx512 => Some(Kernel::Avx512),
-            Level::Avx2 => Some(Kernel::Avx2),
-            Level::Baseline => None,
-        }
-    }
+/// Depth of one pass over a panel (the result tile is loaded and stored once per pass).
+/// Measured on the encoder's and decoder's shapes (AMD EPYC, both levels): 1024 beat 256 and 512
+/// by 10-20 % and was on par with the whole depth.
+const KC: usize = 1024;
 
-    /// Rows of the register tile.
-    const fn mr(self) -> usize {
-        match self {
-            Kernel::Avx2 => 6,
-            Kernel::Avx512 => 12,
-        }
-    }
-
-    /// Columns of the register tile (the panel width).
-    const fn nr(self) -> usize {
-        match self {
-            Kernel::Avx2 => 16,
-            Kernel::Avx512 => 32,
-        }
-    }
-
-    /// Depth of one pass over a panel: `kc x nr` values stay in L1 while the rows stream by.
-    const fn kc(self) -> usize {
-        match self {
-            Kernel::Avx2 => 256,
-            Kernel::Avx512 => 192,
-        }
-    }
-}
-
-/// Rows of the left operand one task works through (its `mc x kc` block stays in L2).
-const MC: usize = 192;
+/// Rows of the left operand one task works through (its `mc x kc` block stays in L2); 384
+/// measured best of 96, 192 and 384 on the same shapes.
+const MC: usize = 384;
 
 impl PackedRhs {
-    /// Packs `W^T` for the kernels of the level the process runs at ([`Level::best`]); `None`
-    /// where that level has no packed kernel (the caller keeps the general GEMM).
+    /// Packs `W^T` where the process runs at the AVX2 level ([`Level::best`]); `None` at the
+    /// other levels (the caller keeps the general GEMM).
     pub fn from_weight(weight: &[f32], n: usize, k: usize) -> Option<PackedRhs> {
         Self::for_level(Level::best(), weight, n, k)
     }
 
     pub(crate) fn for_level(level: Level, weight: &[f32], n: usize, k: usize) -> Option<PackedRhs> {
-        let kernel = Kernel::for_level(level)?;
+        if level != Level::Avx2 {
+            return None;
+        }
         if weight.len() != n * k || n == 0 || k == 0 {
             return None;
         }
-        let nr = kernel.nr();
+        let nr = NR;
         let panels = n.div_ceil(nr);
         let mut data = vec![0.0f32; panels * k * nr];
         data.par_chunks_mut(k * nr).enumerate().for_each(|(p, panel)| {
@@ -90,7 +61,7 @@ impl PackedRhs {
                 }
             }
         });
-        Some(PackedRhs { k, n, kernel, data })
+        Some(PackedRhs { k, n, data })
     }
 
     /// Inner dimension.
@@ -124,8 +95,7 @@ pub fn gemm_packed(
     if lda < k || a.len() < (m - 1) * lda + k {
         return Err(TensorError::TooSmall { op: "gemm_packed", what: "left operand", len: a.len() });
     }
-    let kernel = b.kernel;
-    let (nr, kc) = (kernel.nr(), kernel.kc());
+    let (nr, kc) = (NR, KC);
     let panels = n.div_ceil(nr);
     // Tasks: blocks of MC rows times runs of panels, at least four per thread where the shape
     // allows, so that both cores stay busy to the end.
@@ -147,13 +117,12 @@ pub fn gemm_packed(
                 let panel = &b.data[p * k * nr + k0 * nr..][..depth * nr];
                 let mut r = rows.start;
                 while r < rows.end {
-                    let tile_rows = kernel.mr().min(rows.end - r);
+                    let tile_rows = MR.min(rows.end - r);
                     // SAFETY: rows r..r+tile_rows < m and columns `cols` < n lie inside c (checked
                     // above), and no other task touches them; a's rows were checked likewise; the
-                    // kernel's level is one the CPU has (it was chosen by Level::best).
+                    // weight was packed only at the AVX2 level, which the CPU has (Level::best).
                     unsafe {
                         tile(
-                            kernel,
                             tile_rows,
                             depth,
                             a.as_ptr().add(r * lda + k0),
@@ -189,10 +158,9 @@ impl SendPtr {
 ///
 /// # Safety
 /// `a` addresses `rows` rows of `depth` values `lda` apart, `panel` `depth * nr` values, `c`
-/// `rows` rows of `cols` values `ldc` apart; the CPU has the kernel's instruction set.
+/// `rows` rows of `cols` values `ldc` apart; the CPU has AVX2 and FMA.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
-    kernel: Kernel,
     rows: usize,
     depth: usize,
     a: *const f32,
@@ -202,19 +170,19 @@ unsafe fn tile(
     ldc: usize,
     cols: usize,
 ) {
-    let nr = kernel.nr();
+    let nr = NR;
     if cols == nr {
         // SAFETY: forwarded.
-        unsafe { micro(kernel, rows, depth, a, lda, panel, c, ldc) };
+        unsafe { micro(rows, depth, a, lda, panel, c, ldc) };
         return;
     }
-    let mut scratch = [0.0f32; 12 * 32];
+    let mut scratch = [0.0f32; MR * NR];
     for i in 0..rows {
         // SAFETY: row i of c has `cols` values.
         unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), scratch.as_mut_ptr().add(i * nr), cols) };
     }
-    // SAFETY: the scratch tile is rows x nr (rows <= mr, mr * nr <= 12 * 32).
-    unsafe { micro(kernel, rows, depth, a, lda, panel, scratch.as_mut_ptr(), nr) };
+    // SAFETY: the scratch tile is rows x NR (rows <= MR).
+    unsafe { micro(rows, depth, a, lda, panel, scratch.as_mut_ptr(), nr) };
     for i in 0..rows {
         // SAFETY: as above.
         unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr().add(i * nr), c.add(i * ldc), cols) };
@@ -222,37 +190,24 @@ unsafe fn tile(
 }
 
 /// Dispatches to the kernel compiled for exactly `rows` rows.
-#[allow(clippy::too_many_arguments)]
-unsafe fn micro(
-    kernel: Kernel,
-    rows: usize,
-    depth: usize,
-    a: *const f32,
-    lda: usize,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-) {
+unsafe fn micro(rows: usize, depth: usize, a: *const f32, lda: usize, b: *const f32, c: *mut f32, ldc: usize) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the caller's contract; `rows` is at most the kernel's MR.
+    // SAFETY: the caller's contract; `rows` is at most MR.
     unsafe {
-        macro_rules! by_rows {
-            ($f:ident, $($r:literal),*) => {
-                match rows {
-                    $($r => x86::$f::<$r>(depth, a, lda, b, c, ldc),)*
-                    _ => unreachable!("a tile has 1..=MR rows"),
-                }
-            };
-        }
-        match kernel {
-            Kernel::Avx2 => by_rows!(avx2, 1, 2, 3, 4, 5, 6),
-            Kernel::Avx512 => by_rows!(avx512, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
+        match rows {
+            1 => x86::avx2::<1>(depth, a, lda, b, c, ldc),
+            2 => x86::avx2::<2>(depth, a, lda, b, c, ldc),
+            3 => x86::avx2::<3>(depth, a, lda, b, c, ldc),
+            4 => x86::avx2::<4>(depth, a, lda, b, c, ldc),
+            5 => x86::avx2::<5>(depth, a, lda, b, c, ldc),
+            6 => x86::avx2::<6>(depth, a, lda, b, c, ldc),
+            _ => unreachable!("a tile has 1..=MR rows"),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (kernel, rows, depth, a, lda, b, c, ldc);
-        unreachable!("packed kernels exist only on x86-64");
+        let _ = (rows, depth, a, lda, b, c, ldc);
+        unreachable!("the packed kernel exists only on x86-64");
     }
 }
 
@@ -294,41 +249,6 @@ mod x86 {
             }
         }
     }
-
-    /// `c[R x 32] += a[R x depth] x b[depth x 32]`, AVX-512.
-    ///
-    /// # Safety
-    /// See `tile`; the CPU has AVX-512F.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub unsafe fn avx512<const R: usize>(
-        depth: usize,
-        a: *const f32,
-        lda: usize,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-    ) {
-        // SAFETY: every address stays within the extents the caller vouches for.
-        unsafe {
-            let mut acc = [[_mm512_setzero_ps(); 2]; R];
-            let mut bp = b;
-            for kk in 0..depth {
-                let b0 = _mm512_loadu_ps(bp);
-                let b1 = _mm512_loadu_ps(bp.add(16));
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let av = _mm512_set1_ps(*a.add(r * lda + kk));
-                    acc[0] = _mm512_fmadd_ps(av, b0, acc[0]);
-                    acc[1] = _mm512_fmadd_ps(av, b1, acc[1]);
-                }
-                bp = bp.add(32);
-            }
-            for (r, acc) in acc.iter().enumerate() {
-                let row = c.add(r * ldc);
-                _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[0]));
-                _mm512_storeu_ps(row.add(16), _mm512_add_ps(_mm512_loadu_ps(row.add(16)), acc[1]));
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -336,14 +256,13 @@ mod tests {
     use super::*;
     use crate::tensor::simd::test_values;
 
-    /// The packed product equals the general GEMM's (f64 reference) at every level with a packed
-    /// kernel, on shapes off every tile edge: rows not a multiple of MR, columns not of NR, depth
-    /// not of KC, strided rows in and out.
+    /// The packed product equals an f64 reference on shapes off every tile edge: rows not a
+    /// multiple of MR, columns not of NR, depth not of KC, strided rows in and out.
     #[test]
     fn packed_product_matches_the_reference_at_every_level() {
         let mut checked = Vec::new();
         for level in Level::supported() {
-            for (m, k, n) in [(1, 1, 1), (5, 7, 3), (13, 300, 40), (200, 513, 33), (37, 64, 96)] {
+            for (m, k, n) in [(1, 1, 1), (5, 7, 3), (13, 300, 40), (200, 513, 33), (37, 64, 96), (9, 1500, 20)] {
                 let Some(b) = PackedRhs::for_level(level, &test_values(n * k, 2, 1.0), n, k) else { continue };
                 let w = test_values(n * k, 2, 1.0);
                 let (lda, ldc) = (k + 3, n + 5);
@@ -379,12 +298,17 @@ mod tests {
 
     #[test]
     fn mismatched_operands_are_errors() {
-        let Some(b) = PackedRhs::for_level(Level::detected(), &[1.0; 12], 3, 4) else { return };
+        #[cfg(target_arch = "x86_64")]
+        if !crate::tensor::simd::has_avx2_fma() {
+            return;
+        }
+        let b = PackedRhs::for_level(Level::Avx2, &[1.0; 12], 3, 4).unwrap();
         let mut c = [0.0; 6];
         assert!(gemm_packed(&mut c, 3, &[0.0; 7], 4, 2, &b).is_err(), "a too short");
         assert!(gemm_packed(&mut c[..5], 3, &[0.0; 8], 4, 2, &b).is_err(), "c too short");
         assert!(gemm_packed(&mut c, 2, &[0.0; 8], 4, 2, &b).is_err(), "ldc below n");
         assert!(gemm_packed(&mut c, 3, &[0.0; 8], 4, 2, &b).is_ok());
-        assert!(PackedRhs::for_level(Level::detected(), &[1.0; 11], 3, 4).is_none());
+        assert!(PackedRhs::for_level(Level::Avx2, &[1.0; 11], 3, 4).is_none());
+        assert!(PackedRhs::for_level(Level::Avx512, &[1.0; 12], 3, 4).is_none(), "the crate's path at AVX-512");
     }
 }

@@ -23,7 +23,7 @@ def main():
     ap.add_argument("--k", type=int, default=1024)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
 
