@@ -71,7 +71,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
         assert_eq!((p["frame_id"].as_str(), p["unit_quaternion"].as_bool()), (Some("cam_optical"), Some(true)));
     }
     assert!(stdout.contains("node_exit=0"), "clean exit on SIGINT within 2 s: {stdout}\nnode log:\n{log}");
-    // Pairs ran on the DUSt3R pool's threads at dust3r_nice (10) below the rest of the node
+    // Pairs ran on the DUSt3R pool's threads at dust3r_nice (19) below the rest of the node
     // (/proc/PID/task/TID/stat: the name in parentheses, then the nice value as field 19).
     let threads: Vec<(String, i64)> = stdout
         .lines()
@@ -85,7 +85,7 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     let (pool, others): (Vec<_>, Vec<_>) = threads.iter().partition(|(name, _)| name.starts_with("dust3r-"));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(pool.len(), cores, "one DUSt3R thread per core: {threads:?}");
-    assert!(pool.iter().all(|(_, nice)| *nice == 10), "{threads:?}");
+    assert!(pool.iter().all(|(_, nice)| *nice == 19), "{threads:?}");
     assert!(others.len() > 2 && others.iter().all(|(_, nice)| *nice == 0), "{threads:?}");
     assert!(log.contains("dropping a frame"), "bad frames are reported: {log}");
     assert!(log.contains(&format!("{} errors", report["bad_sent"])), "bad frames are counted: {log}");

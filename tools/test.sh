@@ -36,6 +36,7 @@ cargo test --release "$@"
 if [ $# -eq 0 ]; then
     # The models against upstream again at the AVX2 level (SP_DUST3R_CPU_LEVEL caps it): our
     # machines have AVX-512 or only AVX2, and the linear layers take another kernel on each.
-    SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --test dust3r_tiny --test superpoint_network --test superpoint_real
+    SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --test dust3r_tiny --test superpoint_network --test superpoint_real \
+        --test tensor_ops
     tools/fuzz.sh --seconds 10
 fi

@@ -59,8 +59,8 @@ pub struct PriorityArgs {
     /// Seconds of each phase.
     #[arg(long, default_value_t = 20.0)]
     seconds: f64,
-    /// The background pool's nice value.
-    #[arg(long, default_value_t = 10)]
+    /// The background pool's nice value (the node's dust3r_nice).
+    #[arg(long, default_value_t = 19)]
     nice: i32,
 }
 
@@ -544,7 +544,7 @@ fn gemm_peak(python: &Path, no_peer: bool) -> anyhow::Result<Option<f64>> {
             let mut times = Vec::new();
             for i in 0..33 {
                 let t = Instant::now();
-                sp_dust3r::tensor::gemm_packed(&mut out, n, &lhs, k, m, &packed)?;
+                sp_dust3r::tensor::gemm_packed(&mut out, n, &lhs, k, m, &packed, Threads::All)?;
                 if i >= 3 {
                     times.push(t.elapsed().as_secs_f64());
                 }

@@ -193,7 +193,7 @@ parameters! {
          arbitrary)";
     map_max_points: i64 = 200_000, Constraint::Integer { min: 1000, max: 10_000_000 }, FIXED,
         "Most points the map holds (20 bytes each on the wire); beyond it the voxel edge doubles";
-    dust3r_nice: i64 = 10, Constraint::Integer { min: 0, max: 19 }, FIXED,
+    dust3r_nice: i64 = 19, Constraint::Integer { min: 0, max: 19 }, FIXED,
         "How much lower than SuperPoint's the priority of the CPU DUSt3R's threads is (Linux nice): while a pair \
          is reconstructed on the same cores, frames keep their keypoint rate; 0 shares the cores evenly";
     use_sim_time: bool = false, Constraint::None, FIXED,

@@ -1,7 +1,8 @@
 use rayon::prelude::*;
 
+use super::packed::{gemm_packed, PackedRhs};
 use super::simd::multiversion;
-use super::{matmul, FeatureMap, TensorError};
+use super::{matmul, FeatureMap, TensorError, Threads};
 
 /// A 3x3 convolution, stride 1, zero padding 1, with bias.
 ///
@@ -13,6 +14,8 @@ pub struct Conv3x3 {
     c_in: usize,
     c_out: usize,
     rows: [Vec<f32>; 3],
+    /// The same three matrices packed for the AVX2 micro-kernel, at that level.
+    packed: Option<[PackedRhs; 3]>,
     bias: Vec<f32>,
 }
 
@@ -45,7 +48,13 @@ impl Conv3x3 {
             }
             m
         });
-        Ok(Self { c_in, c_out, rows, bias: bias.to_vec() })
+        Ok(Self::new(c_in, c_out, rows, bias.to_vec()))
+    }
+
+    fn new(c_in: usize, c_out: usize, rows: [Vec<f32>; 3], bias: Vec<f32>) -> Self {
+        let packed = rows.iter().map(|r| PackedRhs::from_rows(r, 3 * c_in, c_out)).collect::<Option<Vec<_>>>();
+        let packed = packed.and_then(|p| <[PackedRhs; 3]>::try_from(p).ok());
+        Self { c_in, c_out, rows, packed, bias }
     }
 
     /// Stacks the output channels of several convolutions over the same input into one, so
@@ -69,7 +78,7 @@ impl Conv3x3 {
             m
         });
         let bias = parts.iter().flat_map(|p| p.bias.iter().copied()).collect();
-        Ok(Self { c_in, c_out, rows, bias })
+        Ok(Self::new(c_in, c_out, rows, bias))
     }
 
     /// Input channels.
@@ -128,7 +137,7 @@ impl Conv1x1 {
             first_channel,
             row_stride: input.channels(),
             k: self.c_in,
-            taps: vec![(0, self.weight.as_slice())],
+            taps: vec![(0, self.weight.as_slice(), None)],
             bias: &self.bias,
             relu,
             back: 0,
@@ -165,8 +174,8 @@ struct ShiftedGemm<'a> {
     /// Elements between consecutive pixels of `src`.
     row_stride: usize,
     k: usize,
-    /// (offset in pixels, `k x c_out` weights) per GEMM.
-    taps: Vec<(usize, &'a [f32])>,
+    /// (offset in pixels, `k x c_out` weights, the same packed) per GEMM.
+    taps: Vec<(usize, &'a [f32], Option<&'a PackedRhs>)>,
     bias: &'a [f32],
     relu: bool,
     /// Pixels between an output pixel and the first input pixel its taps read, before offsets.
@@ -181,11 +190,14 @@ impl ShiftedGemm<'_> {
         for r in block.chunks_exact_mut(c_out) {
             r.copy_from_slice(self.bias);
         }
-        for &(offset, weight) in &self.taps {
+        for &(offset, weight, packed) in &self.taps {
             let a = (o0 - self.back + offset) * self.row_stride + self.first_channel;
             let lhs =
                 self.src.get(a..).ok_or(TensorError::TooSmall { op: "conv", what: "input", len: self.src.len() })?;
-            matmul(block, c_out, lhs, self.row_stride, weight, c_out, (m, c_out, self.k), true)?;
+            match packed {
+                Some(p) => gemm_packed(block, c_out, lhs, self.row_stride, m, p, Threads::Single)?,
+                None => matmul(block, c_out, lhs, self.row_stride, weight, c_out, (m, c_out, self.k), true)?,
+            }
         }
         if self.relu {
             block.iter_mut().for_each(|v| *v = v.max(0.0));
@@ -221,7 +233,7 @@ impl Conv3x3 {
             row_stride: self.c_in,
             k: 3 * self.c_in,
             // Kernel row dy of output pixel o starts at padded pixel o - pw - 1 + dy * pw.
-            taps: (0..3).map(|dy| (dy * pw, self.rows[dy].as_slice())).collect(),
+            taps: (0..3).map(|dy| (dy * pw, self.rows[dy].as_slice(), self.packed.as_ref().map(|p| &p[dy]))).collect(),
             bias: &self.bias,
             relu,
             back: pw + 1,

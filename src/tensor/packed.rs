@@ -10,6 +10,7 @@
 
 use rayon::prelude::*;
 
+use super::matmul::Threads;
 use super::simd::Level;
 use super::TensorError;
 
@@ -64,6 +65,20 @@ impl PackedRhs {
         Some(PackedRhs { k, n, data })
     }
 
+    /// Packs a `k x n` row-major right operand (a convolution's weight matrix), as
+    /// [`PackedRhs::from_weight`] does its transpose.
+    pub fn from_rows(rhs: &[f32], k: usize, n: usize) -> Option<PackedRhs> {
+        Self::from_rows_at(Level::best(), rhs, k, n)
+    }
+
+    pub(crate) fn from_rows_at(level: Level, rhs: &[f32], k: usize, n: usize) -> Option<PackedRhs> {
+        if level != Level::Avx2 || rhs.len() != k * n || n == 0 || k == 0 {
+            return None;
+        }
+        let transposed: Vec<f32> = (0..n).flat_map(|j| (0..k).map(move |kk| rhs[kk * n + j])).collect();
+        Self::for_level(level, &transposed, n, k)
+    }
+
     /// Inner dimension.
     pub fn k(&self) -> usize {
         self.k
@@ -75,8 +90,9 @@ impl PackedRhs {
     }
 }
 
-/// `c += a x B` for `m` rows: `a` is `m x k` (rows `lda` apart), `c` is `m x n` (rows `ldc`
-/// apart), on rayon's pool. Extents are checked.
+/// `c += a x B` for `m` rows: `a` is `m x k` (rows `lda` apart; they may overlap, as the 3x3
+/// convolution reads three neighbouring pixels as one row), `c` is `m x n` (rows `ldc` apart),
+/// on rayon's pool or on the calling thread. Extents are checked.
 pub fn gemm_packed(
     c: &mut [f32],
     ldc: usize,
@@ -84,6 +100,7 @@ pub fn gemm_packed(
     lda: usize,
     m: usize,
     b: &PackedRhs,
+    threads: Threads,
 ) -> Result<(), TensorError> {
     let (k, n) = (b.k, b.n);
     if m == 0 {
@@ -92,53 +109,75 @@ pub fn gemm_packed(
     if ldc < n || c.len() < (m - 1) * ldc + n {
         return Err(TensorError::TooSmall { op: "gemm_packed", what: "destination", len: c.len() });
     }
-    if lda < k || a.len() < (m - 1) * lda + k {
+    if a.len() < (m - 1) * lda + k {
         return Err(TensorError::TooSmall { op: "gemm_packed", what: "left operand", len: a.len() });
     }
-    let (nr, kc) = (NR, KC);
-    let panels = n.div_ceil(nr);
-    // Tasks: blocks of MC rows times runs of panels, at least four per thread where the shape
-    // allows, so that both cores stay busy to the end.
-    let row_blocks = m.div_ceil(MC);
-    let want = 4 * rayon::current_num_threads();
-    let panel_runs = want.div_ceil(row_blocks).clamp(1, panels);
-    let run = panels.div_ceil(panel_runs);
-    let tasks: Vec<(usize, usize)> =
-        (0..row_blocks).flat_map(|rb| (0..panels.div_ceil(run)).map(move |pr| (rb, pr))).collect();
-    // Each task writes rows [rb*MC, ..) and columns [pr*run*nr, ..) of c: disjoint tiles.
+    let panels = n.div_ceil(NR);
     let c_ptr = SendPtr(c.as_mut_ptr());
-    tasks.into_par_iter().for_each(|(rb, pr)| {
-        let rows = rb * MC..(rb * MC + MC).min(m);
-        let panel_range = pr * run..(pr * run + run).min(panels);
-        for k0 in (0..k).step_by(kc) {
-            let depth = kc.min(k - k0);
-            for p in panel_range.clone() {
-                let cols = p * nr..(p * nr + nr).min(n);
-                let panel = &b.data[p * k * nr + k0 * nr..][..depth * nr];
-                let mut r = rows.start;
-                while r < rows.end {
-                    let tile_rows = MR.min(rows.end - r);
-                    // SAFETY: rows r..r+tile_rows < m and columns `cols` < n lie inside c (checked
-                    // above), and no other task touches them; a's rows were checked likewise; the
-                    // weight was packed only at the AVX2 level, which the CPU has (Level::best).
-                    unsafe {
-                        tile(
-                            tile_rows,
-                            depth,
-                            a.as_ptr().add(r * lda + k0),
-                            lda,
-                            panel.as_ptr(),
-                            c_ptr.get().add(r * ldc + cols.start),
-                            ldc,
-                            cols.len(),
-                        );
-                    }
-                    r += tile_rows;
+    // SAFETY (both arms): every block lies inside the extents checked above, and the blocks of
+    // the parallel arm write disjoint tiles of c.
+    match threads {
+        Threads::Single => unsafe { block(c_ptr.get(), ldc, a, lda, b, 0..m, 0..panels) },
+        Threads::All => {
+            // Tasks: blocks of MC rows times runs of panels, at least four per thread where the
+            // shape allows, so that both cores stay busy to the end.
+            let row_blocks = m.div_ceil(MC);
+            let want = 4 * rayon::current_num_threads();
+            let panel_runs = want.div_ceil(row_blocks).clamp(1, panels);
+            let run = panels.div_ceil(panel_runs);
+            let tasks: Vec<(usize, usize)> =
+                (0..row_blocks).flat_map(|rb| (0..panels.div_ceil(run)).map(move |pr| (rb, pr))).collect();
+            tasks.into_par_iter().for_each(|(rb, pr)| {
+                let rows = rb * MC..(rb * MC + MC).min(m);
+                let panel_range = pr * run..(pr * run + run).min(panels);
+                unsafe { block(c_ptr.get(), ldc, a, lda, b, rows, panel_range) }
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Rows `rows` of c against panels `panels` of b, depth in passes of [`KC`].
+///
+/// # Safety
+/// `c` addresses the rows and the panels' columns (rows `ldc` apart) and nothing else writes
+/// them meanwhile; `a` holds `rows.end` rows of `b.k` values `lda` apart (checked by the caller);
+/// b was packed at the AVX2 level, which the CPU has (Level::best).
+unsafe fn block(
+    c: *mut f32,
+    ldc: usize,
+    a: &[f32],
+    lda: usize,
+    b: &PackedRhs,
+    rows: std::ops::Range<usize>,
+    panels: std::ops::Range<usize>,
+) {
+    let (k, n) = (b.k, b.n);
+    for k0 in (0..k).step_by(KC) {
+        let depth = KC.min(k - k0);
+        for p in panels.clone() {
+            let cols = p * NR..(p * NR + NR).min(n);
+            let panel = &b.data[p * k * NR + k0 * NR..][..depth * NR];
+            let mut r = rows.start;
+            while r < rows.end {
+                let tile_rows = MR.min(rows.end - r);
+                // SAFETY: the caller's contract, for rows r..r + tile_rows and columns `cols`.
+                unsafe {
+                    tile(
+                        tile_rows,
+                        depth,
+                        a.as_ptr().add(r * lda + k0),
+                        lda,
+                        panel.as_ptr(),
+                        c.add(r * ldc + cols.start),
+                        ldc,
+                        cols.len(),
+                    );
                 }
+                r += tile_rows;
             }
         }
-    });
-    Ok(())
+    }
 }
 
 /// A raw pointer the tasks share; each writes its own tile.
@@ -257,32 +296,43 @@ mod tests {
     use crate::tensor::simd::test_values;
 
     /// The packed product equals an f64 reference on shapes off every tile edge: rows not a
-    /// multiple of MR, columns not of NR, depth not of KC, strided rows in and out.
+    /// multiple of MR, columns not of NR, depth not of KC, strided rows out, strided and
+    /// overlapping rows in; packed from the transposed weight and from the plain rows alike; one
+    /// thread and all.
     #[test]
     fn packed_product_matches_the_reference_at_every_level() {
         let mut checked = Vec::new();
         for level in Level::supported() {
             for (m, k, n) in [(1, 1, 1), (5, 7, 3), (13, 300, 40), (200, 513, 33), (37, 64, 96), (9, 1500, 20)] {
-                let Some(b) = PackedRhs::for_level(level, &test_values(n * k, 2, 1.0), n, k) else { continue };
                 let w = test_values(n * k, 2, 1.0);
-                let (lda, ldc) = (k + 3, n + 5);
-                let a = test_values(m * lda, 3, 1.0);
+                let rows: Vec<f32> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
+                let (Some(b), Some(b_rows)) =
+                    (PackedRhs::for_level(level, &w, n, k), PackedRhs::from_rows_at(level, &rows, k, n))
+                else {
+                    continue;
+                };
+                let ldc = n + 5;
                 let start = test_values(m * ldc, 4, 1.0);
-                let mut c = start.clone();
-                gemm_packed(&mut c, ldc, &a, lda, m, &b).unwrap();
-                for i in 0..m {
-                    for j in 0..ldc {
-                        let got = c[i * ldc + j] as f64;
-                        if j >= n {
-                            assert_eq!(got, start[i * ldc + j] as f64, "padding at ({i}, {j}) written");
-                            continue;
+                for lda in [k + 3, k / 3 + 1] {
+                    let a = test_values((m - 1) * lda + k, 3, 1.0);
+                    for (packed, threads) in [(&b, Threads::All), (&b_rows, Threads::Single), (&b, Threads::Single)] {
+                        let mut c = start.clone();
+                        gemm_packed(&mut c, ldc, &a, lda, m, packed, threads).unwrap();
+                        for i in 0..m {
+                            for j in 0..ldc {
+                                let got = c[i * ldc + j] as f64;
+                                if j >= n {
+                                    assert_eq!(got, start[i * ldc + j] as f64, "padding at ({i}, {j}) written");
+                                    continue;
+                                }
+                                let want = start[i * ldc + j] as f64
+                                    + (0..k).map(|p| a[i * lda + p] as f64 * w[j * k + p] as f64).sum::<f64>();
+                                assert!(
+                                    (got - want).abs() <= 1e-5 * (k as f64).sqrt() * (1.0 + want.abs()),
+                                    "{level:?} {m}x{k}x{n} lda {lda} {threads:?} ({i}, {j}): {got} vs {want}"
+                                );
+                            }
                         }
-                        let want = start[i * ldc + j] as f64
-                            + (0..k).map(|p| a[i * lda + p] as f64 * w[j * k + p] as f64).sum::<f64>();
-                        assert!(
-                            (got - want).abs() <= 1e-5 * (k as f64).sqrt() * (1.0 + want.abs()),
-                            "{level:?} {m}x{k}x{n} ({i}, {j}): {got} vs {want}"
-                        );
                     }
                 }
                 checked.push(level);
@@ -292,7 +342,7 @@ mod tests {
         eprintln!("packed GEMM checked at {checked:?}");
         #[cfg(target_arch = "x86_64")]
         if crate::tensor::simd::has_avx2_fma() {
-            assert!(checked.contains(&Level::Avx2));
+            assert_eq!(checked, [Level::Avx2]);
         }
     }
 
@@ -304,10 +354,11 @@ mod tests {
         }
         let b = PackedRhs::for_level(Level::Avx2, &[1.0; 12], 3, 4).unwrap();
         let mut c = [0.0; 6];
-        assert!(gemm_packed(&mut c, 3, &[0.0; 7], 4, 2, &b).is_err(), "a too short");
-        assert!(gemm_packed(&mut c[..5], 3, &[0.0; 8], 4, 2, &b).is_err(), "c too short");
-        assert!(gemm_packed(&mut c, 2, &[0.0; 8], 4, 2, &b).is_err(), "ldc below n");
-        assert!(gemm_packed(&mut c, 3, &[0.0; 8], 4, 2, &b).is_ok());
+        let all = Threads::All;
+        assert!(gemm_packed(&mut c, 3, &[0.0; 7], 4, 2, &b, all).is_err(), "a too short");
+        assert!(gemm_packed(&mut c[..5], 3, &[0.0; 8], 4, 2, &b, all).is_err(), "c too short");
+        assert!(gemm_packed(&mut c, 2, &[0.0; 8], 4, 2, &b, all).is_err(), "ldc below n");
+        assert!(gemm_packed(&mut c, 3, &[0.0; 8], 4, 2, &b, all).is_ok());
         assert!(PackedRhs::for_level(Level::Avx2, &[1.0; 11], 3, 4).is_none());
         assert!(PackedRhs::for_level(Level::Avx512, &[1.0; 12], 3, 4).is_none(), "the crate's path at AVX-512");
     }

@@ -87,7 +87,7 @@ impl Linear {
             }
         }
         match &self.weight {
-            LinearWeight::Packed(packed) => gemm_packed(out, self.out_dim, x, x_rs, n, packed),
+            LinearWeight::Packed(packed) => gemm_packed(out, self.out_dim, x, x_rs, n, packed, Threads::All),
             LinearWeight::InPlace(weight) => gemm(
                 out,
                 self.out_dim,

@@ -24,7 +24,15 @@ def load_safetensors(path):
     tensors = safetensors.numpy.load_file(path)
     for name, value in tensors.items():
         assert value.dtype == np.float32, name
-    return tensors
+    # Magic Leap's own names (superpoint_v1.pth, as in shared/real) for the Hugging Face ones.
+    original = {f"conv{i + 1}{ab}": f"encoder.conv_blocks.{i}.conv_{ab}" for i in range(4) for ab in "ab"}
+    original.update({"convPa": "keypoint_decoder.conv_score_a", "convPb": "keypoint_decoder.conv_score_b",
+                     "convDa": "descriptor_decoder.conv_descriptor_a", "convDb": "descriptor_decoder.conv_descriptor_b"})
+    renamed = {}
+    for name, value in tensors.items():
+        prefix, _, kind = name.rpartition(".")
+        renamed[f"{original.get(prefix, prefix)}.{kind}"] = value
+    return renamed
 
 
 def build_graph(w, height, width):
