@@ -114,9 +114,8 @@ pub fn gemm_packed(
     }
     let panels = n.div_ceil(NR);
     let c_ptr = SendPtr(c.as_mut_ptr());
-    // SAFETY (both arms): every block lies inside the extents checked above, and the blocks of
-    // the parallel arm write disjoint tiles of c.
     match threads {
+        // SAFETY: the block is all of c and a, whose extents were checked above.
         Threads::Single => unsafe { block(c_ptr.get(), ldc, a, lda, b, 0..m, 0..panels) },
         Threads::All => {
             // Tasks: blocks of MC rows times runs of panels, at least four per thread where the
@@ -130,6 +129,8 @@ pub fn gemm_packed(
             tasks.into_par_iter().for_each(|(rb, pr)| {
                 let rows = rb * MC..(rb * MC + MC).min(m);
                 let panel_range = pr * run..(pr * run + run).min(panels);
+                // SAFETY: each task's rows and panels lie inside the extents checked above, and
+                // no two tasks share a tile of c.
                 unsafe { block(c_ptr.get(), ldc, a, lda, b, rows, panel_range) }
             });
         }
@@ -185,6 +186,7 @@ unsafe fn block(
 struct SendPtr(*mut f32);
 // SAFETY: tasks write disjoint regions (see gemm_packed).
 unsafe impl Send for SendPtr {}
+// SAFETY: as above; the pointer itself is only copied.
 unsafe impl Sync for SendPtr {}
 impl SendPtr {
     fn get(self) -> *mut f32 {
