@@ -150,9 +150,10 @@ fn capped_gemm(level: Level) -> Option<GemmFn> {
     if level >= Level::detected() {
         return None;
     }
+    use gemm_common::simd::MixedSimd;
     match level {
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2 => Some(fma_gemm),
+        Level::Avx2 => <gemm_common::simd::V3 as MixedSimd<f32, f32, f32, f32>>::try_new().map(|_| fma_gemm as GemmFn),
         Level::Baseline => Some(scalar_gemm),
         Level::Avx512 => None,
     }
@@ -188,31 +189,7 @@ macro_rules! gemm_with {
             use $kernels as kernels;
             const N: usize = $lanes;
             let Some(simd) = <$simd as MixedSimd<f32, f32, f32, f32>>::try_new() else {
-                // Not reached: the level was capped below what the CPU has.
-                // SAFETY: the caller's contract is gemm::gemm's.
-                return unsafe {
-                    gemm::gemm(
-                        m,
-                        n,
-                        k,
-                        dst,
-                        dst_cs,
-                        dst_rs,
-                        read_dst,
-                        lhs,
-                        lhs_cs,
-                        lhs_rs,
-                        rhs,
-                        rhs_cs,
-                        rhs_rs,
-                        alpha,
-                        beta,
-                        conj_dst,
-                        conj_lhs,
-                        conj_rhs,
-                        parallelism,
-                    )
-                };
+                unreachable!("capped_gemm hands out a kernel set only where its SIMD type exists");
             };
             // SAFETY: as for gemm::gemm, whose dispatch this repeats for one fixed kernel set.
             unsafe {
