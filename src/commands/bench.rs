@@ -523,33 +523,32 @@ const PEAK_SHAPE: (usize, usize, usize) = (1024, 1024, 4096);
 /// place, both threads), printed, then ONNX Runtime's MatMul with a constant weight in this
 /// invocation, printed and returned (`None` without the peer).
 fn gemm_peak(python: &Path, no_peer: bool) -> anyhow::Result<Option<f64>> {
-    use sp_dust3r::tensor::{gemm, MatRef, Threads};
+    use sp_dust3r::tensor::{gemm, gemm_packed, MatRef, PackedRhs, Threads};
     let (m, k, n) = PEAK_SHAPE;
     let lhs: Vec<f32> = (0..m * k).map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1e-3).collect();
     let weight: Vec<f32> = (0..n * k).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 1e-4).collect();
     let mut out = vec![0.0f32; m * n];
-    let mut times = Vec::new();
-    for i in 0..33 {
-        let t = Instant::now();
-        gemm(&mut out, n, MatRef::rows(&lhs, m, k, k), MatRef::transposed(&weight, k, n, k), 1.0, false, Threads::All)?;
-        if i >= 3 {
-            times.push(t.elapsed().as_secs_f64());
-        }
-    }
     let flop = 2.0 * (m * n * k) as f64;
-    let general = flop / super::median(&times) / 1e9;
-    println!("sp_dust3r GEMM {m}x{k}x{n}, general: {general:.0} GFLOP/s, {} threads", rayon::current_num_threads());
-    let ours = match sp_dust3r::tensor::PackedRhs::from_weight(&weight, n, k) {
-        Some(packed) => {
-            let mut times = Vec::new();
-            for i in 0..33 {
-                let t = Instant::now();
-                sp_dust3r::tensor::gemm_packed(&mut out, n, &lhs, k, m, &packed, Threads::All)?;
-                if i >= 3 {
-                    times.push(t.elapsed().as_secs_f64());
-                }
+    // GFLOP/s of the median of 30 products, after 3 to warm up.
+    let rate = |product: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
+        let mut times = Vec::new();
+        for i in 0..33 {
+            let t = Instant::now();
+            product()?;
+            if i >= 3 {
+                times.push(t.elapsed().as_secs_f64());
             }
-            let packed = flop / super::median(&times) / 1e9;
+        }
+        Ok(flop / super::median(&times) / 1e9)
+    };
+    let general = rate(&mut || {
+        let weight_t = MatRef::transposed(&weight, k, n, k);
+        Ok(gemm(&mut out, n, MatRef::rows(&lhs, m, k, k), weight_t, 1.0, false, Threads::All)?)
+    })?;
+    println!("sp_dust3r GEMM {m}x{k}x{n}, general: {general:.0} GFLOP/s, {} threads", rayon::current_num_threads());
+    let ours = match PackedRhs::from_weight(&weight, n, k) {
+        Some(packed) => {
+            let packed = rate(&mut || Ok(gemm_packed(&mut out, n, &lhs, k, m, &packed, Threads::All)?))?;
             println!("sp_dust3r GEMM {m}x{k}x{n}, packed weight: {packed:.0} GFLOP/s");
             packed
         }

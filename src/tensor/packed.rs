@@ -45,24 +45,7 @@ impl PackedRhs {
     }
 
     pub(crate) fn for_level(level: Level, weight: &[f32], n: usize, k: usize) -> Option<PackedRhs> {
-        if level != Level::Avx2 {
-            return None;
-        }
-        if weight.len() != n * k || n == 0 || k == 0 {
-            return None;
-        }
-        let nr = NR;
-        let panels = n.div_ceil(nr);
-        let mut data = vec![0.0f32; panels * k * nr];
-        data.par_chunks_mut(k * nr).enumerate().for_each(|(p, panel)| {
-            for j in 0..nr.min(n - p * nr) {
-                let row = &weight[(p * nr + j) * k..][..k];
-                for (kk, &w) in row.iter().enumerate() {
-                    panel[kk * nr + j] = w;
-                }
-            }
-        });
-        Some(PackedRhs { k, n, data })
+        (weight.len() == n * k).then(|| Self::pack(level, k, n, |j, kk| weight[j * k + kk]))?
     }
 
     /// Packs a `k x n` row-major right operand (a convolution's weight matrix), as
@@ -72,21 +55,24 @@ impl PackedRhs {
     }
 
     pub(crate) fn from_rows_at(level: Level, rhs: &[f32], k: usize, n: usize) -> Option<PackedRhs> {
-        if level != Level::Avx2 || rhs.len() != k * n || n == 0 || k == 0 {
+        (rhs.len() == k * n).then(|| Self::pack(level, k, n, |j, kk| rhs[kk * n + j]))?
+    }
+
+    /// The panels of the `k x n` right operand whose element (`kk`, `j`) is `value(j, kk)`, at
+    /// the AVX2 level only.
+    fn pack(level: Level, k: usize, n: usize, value: impl Fn(usize, usize) -> f32 + Sync) -> Option<PackedRhs> {
+        if level != Level::Avx2 || n == 0 || k == 0 {
             return None;
         }
-        let transposed: Vec<f32> = (0..n).flat_map(|j| (0..k).map(move |kk| rhs[kk * n + j])).collect();
-        Self::for_level(level, &transposed, n, k)
-    }
-
-    /// Inner dimension.
-    pub fn k(&self) -> usize {
-        self.k
-    }
-
-    /// Output columns.
-    pub fn n(&self) -> usize {
-        self.n
+        let mut data = vec![0.0f32; n.div_ceil(NR) * k * NR];
+        data.par_chunks_mut(k * NR).enumerate().for_each(|(p, panel)| {
+            for j in 0..NR.min(n - p * NR) {
+                for kk in 0..k {
+                    panel[kk * NR + j] = value(p * NR + j, kk);
+                }
+            }
+        });
+        Some(PackedRhs { k, n, data })
     }
 }
 
@@ -194,11 +180,11 @@ impl SendPtr {
     }
 }
 
-/// One register tile: `c[rows x cols] += a[rows x depth] x panel[depth x nr]`. A partial tile
+/// One register tile: `c[rows x cols] += a[rows x depth] x panel[depth x NR]`. A partial tile
 /// (fewer columns than the panel) goes through a scratch tile so the kernel always works whole.
 ///
 /// # Safety
-/// `a` addresses `rows` rows of `depth` values `lda` apart, `panel` `depth * nr` values, `c`
+/// `a` addresses `rows` rows of `depth` values `lda` apart, `panel` `depth * NR` values, `c`
 /// `rows` rows of `cols` values `ldc` apart; the CPU has AVX2 and FMA.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
@@ -211,8 +197,7 @@ unsafe fn tile(
     ldc: usize,
     cols: usize,
 ) {
-    let nr = NR;
-    if cols == nr {
+    if cols == NR {
         // SAFETY: forwarded.
         unsafe { micro(rows, depth, a, lda, panel, c, ldc) };
         return;
@@ -220,13 +205,13 @@ unsafe fn tile(
     let mut scratch = [0.0f32; MR * NR];
     for i in 0..rows {
         // SAFETY: row i of c has `cols` values.
-        unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), scratch.as_mut_ptr().add(i * nr), cols) };
+        unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), scratch.as_mut_ptr().add(i * NR), cols) };
     }
     // SAFETY: the scratch tile is rows x NR (rows <= MR).
-    unsafe { micro(rows, depth, a, lda, panel, scratch.as_mut_ptr(), nr) };
+    unsafe { micro(rows, depth, a, lda, panel, scratch.as_mut_ptr(), NR) };
     for i in 0..rows {
         // SAFETY: as above.
-        unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr().add(i * nr), c.add(i * ldc), cols) };
+        unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr().add(i * NR), c.add(i * ldc), cols) };
     }
 }
 

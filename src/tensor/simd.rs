@@ -23,6 +23,9 @@ pub enum Level {
 pub const LEVEL_ENV: &str = "SP_DUST3R_CPU_LEVEL";
 
 impl Level {
+    /// Every level, lowest first.
+    pub const ALL: [Level; 3] = [Level::Baseline, Level::Avx2, Level::Avx512];
+
     /// The level the kernels run at: the best this CPU has, capped by [`LEVEL_ENV`]. Read once.
     #[inline]
     pub fn best() -> Level {
@@ -58,7 +61,7 @@ impl Level {
 
     /// The level a name (as [`Level::name`] gives it, any case) stands for.
     pub fn parse(name: &str) -> Option<Level> {
-        [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().find(|l| l.name().eq_ignore_ascii_case(name.trim()))
+        Level::ALL.into_iter().find(|l| l.name().eq_ignore_ascii_case(name.trim()))
     }
 
     /// Its name in logs and /diagnostics.
@@ -72,7 +75,7 @@ impl Level {
 
     /// Every level this CPU runs, baseline first (the tests compare them all, whatever the cap).
     pub fn supported() -> Vec<Level> {
-        [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= Level::detected()).collect()
+        Level::ALL.into_iter().filter(|&l| l <= Level::detected()).collect()
     }
 }
 
@@ -218,7 +221,7 @@ mod tests {
 
     #[test]
     fn level_names_parse_back() {
-        for level in [Level::Baseline, Level::Avx2, Level::Avx512] {
+        for level in Level::ALL {
             assert_eq!(Level::parse(level.name()), Some(level));
             assert_eq!(Level::parse(&format!(" {} ", level.name().to_uppercase())), Some(level));
         }
