@@ -2,20 +2,23 @@ use rayon::prelude::*;
 
 use super::packed::{gemm_packed, PackedRhs};
 use super::simd::multiversion;
+use super::winograd::{Scratch, Winograd};
 use super::{matmul, FeatureMap, TensorError, Threads};
 
 /// A 3x3 convolution, stride 1, zero padding 1, with bias.
 ///
 /// Weights are kept as three `(3 * c_in) x c_out` matrices, one per kernel row, whose rows run
 /// over (kernel column, input channel): exactly the order in which a padded NHWC map stores three
-/// horizontally neighbouring pixels.
+/// horizontally neighbouring pixels. Convolutions with more than [`DIRECT_MAX_C_IN`] input
+/// channels run by Winograd's F(2x2, 3x3) on kernels transformed at load; the few-channel ones
+/// (SuperPoint's first layer) by a direct kernel.
 #[derive(Clone, Debug)]
 pub struct Conv3x3 {
     c_in: usize,
     c_out: usize,
     rows: [Vec<f32>; 3],
-    /// The same three matrices packed for the AVX2 micro-kernel, at that level.
-    packed: Option<[PackedRhs; 3]>,
+    /// The transformed kernels, where the convolution runs by Winograd's algorithm.
+    winograd: Option<Winograd>,
     bias: Vec<f32>,
 }
 
@@ -25,6 +28,8 @@ pub struct Conv1x1 {
     c_in: usize,
     c_out: usize,
     weight: Vec<f32>,
+    /// The same packed for the AVX2 micro-kernel, at that level.
+    packed: Option<PackedRhs>,
     bias: Vec<f32>,
 }
 
@@ -52,9 +57,8 @@ impl Conv3x3 {
     }
 
     fn new(c_in: usize, c_out: usize, rows: [Vec<f32>; 3], bias: Vec<f32>) -> Self {
-        let packed = rows.iter().map(|r| PackedRhs::from_rows(r, 3 * c_in, c_out)).collect::<Option<Vec<_>>>();
-        let packed = packed.and_then(|p| <[PackedRhs; 3]>::try_from(p).ok());
-        Self { c_in, c_out, rows, packed, bias }
+        let winograd = (c_in > DIRECT_MAX_C_IN).then(|| Winograd::new(c_in, c_out, &rows));
+        Self { c_in, c_out, rows, winograd, bias }
     }
 
     /// Stacks the output channels of several convolutions over the same input into one, so
@@ -100,13 +104,14 @@ impl Conv1x1 {
                 what: format!("weight has {} values and bias {} for {c_out}x{c_in}x1x1", weight.len(), bias.len()),
             });
         }
+        let packed = PackedRhs::from_weight(weight, c_out, c_in);
         let mut m = vec![0.0; c_in * c_out];
         for co in 0..c_out {
             for ci in 0..c_in {
                 m[ci * c_out + co] = weight[co * c_in + ci];
             }
         }
-        Ok(Self { c_in, c_out, weight: m, bias: bias.to_vec() })
+        Ok(Self { c_in, c_out, weight: m, packed, bias: bias.to_vec() })
     }
 
     /// Input channels.
@@ -118,7 +123,8 @@ impl Conv1x1 {
         self.c_out
     }
 
-    /// Applies the convolution to input channels `first_channel .. first_channel + c_in`.
+    /// Applies the convolution to input channels `first_channel .. first_channel + c_in`: one
+    /// GEMM over the padded grid's pixels, in blocks (the border columns' junk is cleared after).
     pub fn forward_channels(
         &self,
         input: &FeatureMap,
@@ -132,17 +138,34 @@ impl Conv1x1 {
                 got: input.channels(),
             });
         }
-        let view = ShiftedGemm {
-            src: input.raw(),
-            first_channel,
-            row_stride: input.channels(),
-            k: self.c_in,
-            taps: vec![(0, self.weight.as_slice(), None)],
-            bias: &self.bias,
-            relu,
-            back: 0,
-        };
-        view.run_all(input.height(), input.width())
+        let (h, w, c_out) = (input.height(), input.width(), self.c_out);
+        let mut out = FeatureMap::zeros(h, w, c_out);
+        if h == 0 || w == 0 {
+            return Ok(out);
+        }
+        let (src, stride) = (input.raw(), input.channels());
+        // Pixels from interior (0, 0) to interior (h-1, w-1), junk border columns included.
+        let first = w + 3;
+        let count = h * (w + 2) - 2;
+        let rows = block_rows(count, self.c_in, c_out);
+        let dst = &mut out.raw_mut()[first * c_out..(first + count) * c_out];
+        dst.par_chunks_mut(rows * c_out).enumerate().try_for_each(|(i, block)| {
+            let m = block.len() / c_out;
+            for r in block.chunks_exact_mut(c_out) {
+                r.copy_from_slice(&self.bias);
+            }
+            let lhs = &src[(first + i * rows) * stride + first_channel..];
+            match &self.packed {
+                Some(p) => gemm_packed(block, c_out, lhs, stride, m, p, Threads::Single)?,
+                None => matmul(block, c_out, lhs, stride, &self.weight, c_out, (m, c_out, self.c_in), true)?,
+            }
+            if relu {
+                block.iter_mut().for_each(|v| *v = v.max(0.0));
+            }
+            Ok::<_, TensorError>(())
+        })?;
+        out.clear_side_borders();
+        Ok(out)
     }
 
     /// The convolution of `input`, with ReLU when asked.
@@ -159,107 +182,62 @@ fn block_rows(count: usize, c_in: usize, c_out: usize) -> usize {
     by_cache.min(by_balance)
 }
 
-/// Below this many input channels a 3x3 convolution runs as a direct kernel: with K = 3 x C_in
-/// that small, a GEMM spends its time packing, not multiplying (SuperPoint's first layer).
+/// Up to this many input channels a 3x3 convolution runs as a direct kernel: with so few, the
+/// transforms of Winograd's algorithm would cost more than the products they save (SuperPoint's
+/// first layer).
 const DIRECT_MAX_C_IN: usize = 4;
 
 /// Convolution rows per band of the fused conv + pool kernels: two pooled rows. Small enough
 /// that a band's input, output and weights stay in L2.
 const BAND_ROWS: usize = 4;
 
-/// The padded-pixel view of one convolution: where the taps read, and with what weights.
-struct ShiftedGemm<'a> {
-    src: &'a [f32],
-    first_channel: usize,
-    /// Elements between consecutive pixels of `src`.
-    row_stride: usize,
-    k: usize,
-    /// (offset in pixels, `k x c_out` weights, the same packed) per GEMM.
-    taps: Vec<(usize, &'a [f32], Option<&'a PackedRhs>)>,
-    bias: &'a [f32],
-    relu: bool,
-    /// Pixels between an output pixel and the first input pixel its taps read, before offsets.
-    back: usize,
-}
-
-impl ShiftedGemm<'_> {
-    /// Output pixels `o0 .. o0 + block.len() / c_out` (padded indices) into `block`.
-    fn run(&self, o0: usize, block: &mut [f32]) -> Result<(), TensorError> {
-        let c_out = self.bias.len();
-        let m = block.len() / c_out;
-        for r in block.chunks_exact_mut(c_out) {
-            r.copy_from_slice(self.bias);
-        }
-        for &(offset, weight, packed) in &self.taps {
-            let a = (o0 - self.back + offset) * self.row_stride + self.first_channel;
-            let lhs =
-                self.src.get(a..).ok_or(TensorError::TooSmall { op: "conv", what: "input", len: self.src.len() })?;
-            match packed {
-                Some(p) => gemm_packed(block, c_out, lhs, self.row_stride, m, p, Threads::Single)?,
-                None => matmul(block, c_out, lhs, self.row_stride, weight, c_out, (m, c_out, self.k), true)?,
-            }
-        }
-        if self.relu {
-            block.iter_mut().for_each(|v| *v = v.max(0.0));
-        }
-        Ok(())
-    }
-
-    /// The whole interior of an `h x w` map into a new map, blocks in parallel.
-    fn run_all(&self, h: usize, w: usize) -> Result<FeatureMap, TensorError> {
-        let c_out = self.bias.len();
-        let mut out = FeatureMap::zeros(h, w, c_out);
-        if h == 0 || w == 0 {
-            return Ok(out);
-        }
-        let pw = w + 2;
-        // Output pixels from interior (0, 0) to interior (h-1, w-1), junk border columns included.
-        let first = pw + 1;
-        let count = h * pw - 2;
-        let rows = block_rows(count, self.k, c_out);
-        let dst = &mut out.raw_mut()[first * c_out..(first + count) * c_out];
-        dst.par_chunks_mut(rows * c_out).enumerate().try_for_each(|(i, block)| self.run(first + i * rows, block))?;
-        out.clear_side_borders();
-        Ok(out)
-    }
+/// A worker's buffers in the fused conv + pool kernels.
+#[derive(Default)]
+struct BandState {
+    winograd: Scratch,
+    /// Unpooled convolution rows (direct kernel).
+    rows: Vec<f32>,
+    /// The first convolution's band with its halo rows (pair kernel).
+    halo: Option<FeatureMap>,
 }
 
 impl Conv3x3 {
-    fn gemm_view<'a>(&'a self, input: &'a FeatureMap, relu: bool) -> ShiftedGemm<'a> {
-        let pw = input.padded_width();
-        ShiftedGemm {
-            src: input.raw(),
-            first_channel: 0,
-            row_stride: self.c_in,
-            k: 3 * self.c_in,
-            // Kernel row dy of output pixel o starts at padded pixel o - pw - 1 + dy * pw.
-            taps: (0..3).map(|dy| (dy * pw, self.rows[dy].as_slice(), self.packed.as_ref().map(|p| &p[dy]))).collect(),
-            bias: &self.bias,
-            relu,
-            back: pw + 1,
+    /// Applies the convolution (and a fused ReLU when `relu`).
+    pub fn forward(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
+        self.check_input(input)?;
+        let (h, w, c) = (input.height(), input.width(), self.c_out);
+        let mut out = FeatureMap::zeros(h, w, c);
+        let pw = w + 2;
+        let interior = &mut out.raw_mut()[pw * c..(h + 1) * pw * c];
+        match &self.winograd {
+            // A row of tiles (two output rows) per task.
+            Some(wino) => interior.par_chunks_mut(2 * pw * c).enumerate().try_for_each_init(
+                Scratch::default,
+                |scratch, (ty, rows)| {
+                    let row_count = rows.len() / (pw * c);
+                    wino.tile_row(input, ty, w.div_ceil(2), &self.bias, relu, scratch, |tx, y| {
+                        for r in 0..row_count {
+                            for s in 0..2 {
+                                let x = 2 * tx + s;
+                                if x < w {
+                                    rows[(r * pw + x + 1) * c..][..c].copy_from_slice(&y[(2 * r + s) * c..][..c]);
+                                }
+                            }
+                        }
+                    })
+                },
+            )?,
+            None => interior
+                .par_chunks_mut(pw * c)
+                .enumerate()
+                .for_each(|(y, row)| self.direct_row(input, y, relu, &mut row[c..(w + 1) * c])),
         }
+        Ok(out)
     }
 
     /// Output row `y` (interior pixels only, `width x c_out`) by the direct kernel.
     fn direct_row(&self, input: &FeatureMap, y: usize, relu: bool, dst: &mut [f32]) {
         direct_row(input.raw(), input.padded_width(), self.c_in, &self.rows, &self.bias, y, relu, dst);
-    }
-
-    /// Applies the convolution (and a fused ReLU when `relu`).
-    pub fn forward(&self, input: &FeatureMap, relu: bool) -> Result<FeatureMap, TensorError> {
-        self.check_input(input)?;
-        let (h, w) = (input.height(), input.width());
-        if self.c_in > DIRECT_MAX_C_IN {
-            return self.gemm_view(input, relu).run_all(h, w);
-        }
-        let mut out = FeatureMap::zeros(h, w, self.c_out);
-        let (pw, c_out) = (w + 2, self.c_out);
-        out.raw_mut()
-            .par_chunks_mut(pw * c_out)
-            .enumerate()
-            .filter(|(y, _)| (1..=h).contains(y))
-            .for_each(|(y, row)| self.direct_row(input, y - 1, relu, &mut row[c_out..(w + 1) * c_out]));
-        Ok(out)
     }
 
     fn check_input(&self, input: &FeatureMap) -> Result<(), TensorError> {
@@ -273,99 +251,122 @@ impl Conv3x3 {
     /// bands of rows are convolved and pooled while in cache.
     pub fn forward_relu_pooled(&self, input: &FeatureMap) -> Result<FeatureMap, TensorError> {
         self.check_input(input)?;
-        let view = self.gemm_view(input, true);
-        pooled_bands(input.height(), input.width(), self.c_out, |y0, band, scratch, _| {
-            let o0 = (y0 + 1) * (input.width() + 2) + 1;
-            view.run(o0, &mut scratch[..band_len(band, input.width(), self.c_out)])
+        pooled_bands(input.height(), input.width(), self.c_out, |pooled_row, dst, state| {
+            self.pool_band(input, pooled_row, dst, state)
         })
     }
 
-    /// `max_pool_2x2(relu(second(relu(self(input)))))`, band by band: the first convolution is
-    /// recomputed on the two halo rows each band needs, so neither full-resolution output is ever
-    /// written. Worth it when this (first) convolution is cheap, as SuperPoint's 1->64 is; its
-    /// 480x640x64 outputs would otherwise cost more in memory traffic than in arithmetic.
+    /// Pooled rows `pooled_row ..` (as many as `dst` holds, in the pooled map's padded layout) of
+    /// `relu(conv(input))`. Winograd's 2x2 tiles are exactly the pooling windows, so each tile's
+    /// maximum is written straight out.
+    fn pool_band(
+        &self,
+        input: &FeatureMap,
+        pooled_row: usize,
+        dst: &mut [f32],
+        state: &mut BandState,
+    ) -> Result<(), TensorError> {
+        let (w, c) = (input.width(), self.c_out);
+        let ow = w / 2;
+        let Some(wino) = &self.winograd else {
+            let (pw, rows) = (w + 2, 2 * dst.len() / ((ow + 2) * c));
+            state.rows.resize(rows * pw * c, 0.0);
+            for (r, row) in state.rows.chunks_exact_mut(pw * c).enumerate() {
+                self.direct_row(input, 2 * pooled_row + r, true, &mut row[..w * c]);
+            }
+            pool_into(&state.rows, w, c, dst);
+            return Ok(());
+        };
+        for (r, row) in dst.chunks_exact_mut((ow + 2) * c).enumerate() {
+            wino.tile_row(input, pooled_row + r, ow, &self.bias, true, &mut state.winograd, |tx, y| {
+                let (a, rest) = y.split_at(c);
+                let (b, rest) = rest.split_at(c);
+                let (p, q) = rest.split_at(c);
+                let o = &mut row[(tx + 1) * c..][..c];
+                for ch in 0..c {
+                    o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `max_pool_2x2(relu(second(relu(self(input)))))`, band by band where this (first)
+    /// convolution runs by the direct kernel: it is recomputed on the two halo rows each band
+    /// needs, so neither full-resolution output is ever written. SuperPoint's 1->64 is that cheap;
+    /// its 480x640x64 outputs would otherwise cost more in memory traffic than in arithmetic.
     pub fn forward_pair_relu_pooled(&self, second: &Conv3x3, input: &FeatureMap) -> Result<FeatureMap, TensorError> {
         self.check_input(input)?;
         if second.c_in != self.c_out {
             return Err(TensorError::Channels { op: "conv3x3 pair", expected: self.c_out, got: second.c_in });
         }
+        if self.winograd.is_some() {
+            return second.forward_relu_pooled(&self.forward(input, true)?);
+        }
         let (h, w, c) = (input.height(), input.width(), self.c_out);
         let pw = w + 2;
-        pooled_bands(h, w, second.c_out, |y0, band, scratch, halo| {
+        pooled_bands(h, w, second.c_out, |pooled_row, dst, state| {
+            let (y0, band) = (2 * pooled_row, 2 * dst.len() / ((w / 2 + 2) * second.c_out));
             // First convolution's rows y0 - 1 .. y0 + band + 1, stored as a map whose border rows
             // are the halo (zero outside the image). Reused across bands of a thread.
-            let first = match halo {
+            let mut first = match state.halo.take() {
                 Some(map) if map.height() == band => map,
-                _ => halo.insert(FeatureMap::zeros(band, w, c)),
+                _ => FeatureMap::zeros(band, w, c),
             };
             for r in 0..band + 2 {
                 let row = &mut first.raw_mut()[(r * pw + 1) * c..(r * pw + 1 + w) * c];
                 match (y0 + r).checked_sub(1).filter(|&y| y < h) {
-                    Some(y) => self.direct_row_any(input, y, row)?,
+                    Some(y) => self.direct_row(input, y, true, row),
                     None => row.fill(0.0),
                 }
             }
-            second.gemm_view(first, true).run(pw + 1, &mut scratch[..band_len(band, w, second.c_out)])
+            let pooled = second.pool_band(&first, 0, dst, state);
+            state.halo = Some(first);
+            pooled
         })
     }
-
-    /// One output row with ReLU, by whichever kernel suits the channel count.
-    fn direct_row_any(&self, input: &FeatureMap, y: usize, row: &mut [f32]) -> Result<(), TensorError> {
-        if self.c_in <= DIRECT_MAX_C_IN {
-            self.direct_row(input, y, true, row);
-            Ok(())
-        } else {
-            // A block of exactly one row's interior pixels contains no junk border columns.
-            let o0 = (y + 1) * input.padded_width() + 1;
-            self.gemm_view(input, true).run(o0, row)
-        }
-    }
 }
 
-/// Length of a band's output in padded pixels: its rows, minus the trailing junk pair.
-fn band_len(band: usize, w: usize, c: usize) -> usize {
-    (band * (w + 2) - 2) * c
-}
-
-/// Drives the fused conv + 2x2 max-pool kernels: `conv_band(y0, rows, scratch, aux)` fills
-/// `scratch` with the ReLU'd convolution rows `y0 .. y0 + rows` in padded-pixel order starting at
-/// interior pixel (y0, 0); the rows are pooled straight into the output map. Bands run in
-/// parallel; `scratch` and `aux` (a map the closure may keep) are per worker.
-fn pooled_bands<F>(h: usize, w: usize, c: usize, conv_band: F) -> Result<FeatureMap, TensorError>
+/// Drives the fused conv + 2x2 max-pool kernels over the `h/2 x w/2` pooled map:
+/// `pool_band(first pooled row, rows, state)` fills a band of pooled rows, given in the map's
+/// padded layout with their border columns (to be left zero). Bands of [`BAND_ROWS`] convolution
+/// rows run in parallel; `state` is per worker.
+fn pooled_bands<F>(h: usize, w: usize, c: usize, pool_band: F) -> Result<FeatureMap, TensorError>
 where
-    F: Fn(usize, usize, &mut [f32], &mut Option<FeatureMap>) -> Result<(), TensorError> + Sync,
+    F: Fn(usize, &mut [f32], &mut BandState) -> Result<(), TensorError> + Sync,
 {
     let (oh, ow) = (h / 2, w / 2);
     let mut out = FeatureMap::zeros(oh, ow, c);
     if oh == 0 || ow == 0 {
         return Ok(out);
     }
-    let (pw, out_pw) = (w + 2, ow + 2);
+    let out_pw = ow + 2;
     let pooled_per_band = BAND_ROWS / 2;
     let interior = &mut out.raw_mut()[out_pw * c..(oh + 1) * out_pw * c];
-    interior.par_chunks_mut(pooled_per_band * out_pw * c).enumerate().try_for_each_init(
-        || (vec![0.0; BAND_ROWS * pw * c], None),
-        |(scratch, aux), (i, dst)| {
-            let pooled_rows = dst.len() / (out_pw * c);
-            let y0 = 2 * i * pooled_per_band;
-            conv_band(y0, 2 * pooled_rows, scratch, aux)?;
-            for pr in 0..pooled_rows {
-                for px in 0..ow {
-                    let at = |dy: usize, dx: usize| {
-                        let j = ((2 * pr + dy) * pw + 2 * px + dx) * c;
-                        &scratch[j..j + c]
-                    };
-                    let (a, b, p, q) = (at(0, 0), at(0, 1), at(1, 0), at(1, 1));
-                    let o = &mut dst[(pr * out_pw + px + 1) * c..][..c];
-                    for ch in 0..c {
-                        o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
-                    }
-                }
-            }
-            Ok(())
-        },
-    )?;
+    interior
+        .par_chunks_mut(pooled_per_band * out_pw * c)
+        .enumerate()
+        .try_for_each_init(BandState::default, |state, (i, dst)| pool_band(i * pooled_per_band, dst, state))?;
     Ok(out)
+}
+
+/// Pools convolution rows (`w + 2` pixels apart, each from interior column 0) into the pooled
+/// rows `dst`.
+fn pool_into(conv: &[f32], w: usize, c: usize, dst: &mut [f32]) {
+    let (pw, ow) = (w + 2, w / 2);
+    for (pr, row) in dst.chunks_exact_mut((ow + 2) * c).enumerate() {
+        for px in 0..ow {
+            let at = |dy: usize, dx: usize| {
+                let j = ((2 * pr + dy) * pw + 2 * px + dx) * c;
+                &conv[j..j + c]
+            };
+            let (a, b, p, q) = (at(0, 0), at(0, 1), at(1, 0), at(1, 1));
+            let o = &mut row[(px + 1) * c..][..c];
+            for ch in 0..c {
+                o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
+            }
+        }
+    }
 }
 
 multiversion! {

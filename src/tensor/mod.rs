@@ -13,6 +13,7 @@ mod ops;
 mod packed;
 pub mod simd;
 mod transformer;
+mod winograd;
 
 pub use conv::{Conv1x1, Conv3x3, ConvTransposeBlock};
 pub use map::FeatureMap;

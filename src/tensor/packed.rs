@@ -45,7 +45,7 @@ impl PackedRhs {
     }
 
     pub(crate) fn for_level(level: Level, weight: &[f32], n: usize, k: usize) -> Option<PackedRhs> {
-        (weight.len() == n * k).then(|| Self::pack(level, k, n, |j, kk| weight[j * k + kk]))?
+        (weight.len() == n * k).then(|| Self::from_transposed_at(level, weight, k, n, k))?
     }
 
     /// Packs a `k x n` row-major right operand (a convolution's weight matrix), as
@@ -55,7 +55,33 @@ impl PackedRhs {
     }
 
     pub(crate) fn from_rows_at(level: Level, rhs: &[f32], k: usize, n: usize) -> Option<PackedRhs> {
-        (rhs.len() == k * n).then(|| Self::pack(level, k, n, |j, kk| rhs[kk * n + j]))?
+        (rhs.len() == k * n).then(|| Self::from_strided_rows_at(level, rhs, k, n, n))?
+    }
+
+    /// The `k x n` right operand whose rows are `row_stride` apart in `rhs` (attention's values,
+    /// one head of a wider matrix). `None` also where `rhs` is too short.
+    pub(crate) fn from_strided_rows_at(
+        level: Level,
+        rhs: &[f32],
+        k: usize,
+        n: usize,
+        row_stride: usize,
+    ) -> Option<PackedRhs> {
+        let fits = k == 0 || n == 0 || rhs.len() >= (k - 1) * row_stride + n;
+        fits.then(|| Self::pack(level, k, n, |j, kk| rhs[kk * row_stride + j]))?
+    }
+
+    /// The `k x n` right operand whose transpose has rows `row_stride` apart in `t` (attention's
+    /// keys, one head of a wider matrix). `None` also where `t` is too short.
+    pub(crate) fn from_transposed_at(
+        level: Level,
+        t: &[f32],
+        k: usize,
+        n: usize,
+        row_stride: usize,
+    ) -> Option<PackedRhs> {
+        let fits = k == 0 || n == 0 || t.len() >= (n - 1) * row_stride + k;
+        fits.then(|| Self::pack(level, k, n, |j, kk| t[j * row_stride + kk]))?
     }
 
     /// The panels of the `k x n` right operand whose element (`kk`, `j`) is `value(j, kk)`, at

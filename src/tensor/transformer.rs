@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use super::matmul::{gemm, MatRef, Threads};
 use super::ops::softmax_block;
 use super::packed::{gemm_packed, PackedRhs};
-use super::simd::{multiversion, sum_lanes};
+use super::simd::{multiversion, sum_lanes, Level};
 use super::TensorError;
 use crate::weights::Param;
 
@@ -293,35 +293,51 @@ pub fn attention(
         return Err(TensorError::Shape { op: "attention", what: format!("{} keys, {} values", k.tokens, v.tokens) });
     }
     let (nq, nk) = (q.tokens, k.tokens);
+    let level = Level::best();
     // Head-major result, so each head is one contiguous task.
     let mut per_head = vec![0.0; heads * nq * head_dim];
     per_head.par_chunks_mut((nq * head_dim).max(1)).enumerate().try_for_each_init(
-        || vec![0.0f32; ATTENTION_BLOCK * nk],
-        |scores, (h, out)| {
+        || (vec![0.0f32; ATTENTION_BLOCK * nk], Vec::new()),
+        |(scores, q_scaled), (h, out)| {
             let (qh, kh, vh) = (q.head(h, head_dim)?, k.head(h, head_dim)?, v.head(h, head_dim)?);
+            // At the AVX2 level both products run on the packed micro-kernel, the head's keys and
+            // values packed once for all its query blocks.
+            let packed = PackedRhs::from_transposed_at(level, kh, head_dim, nk, k.row_stride)
+                .zip(PackedRhs::from_strided_rows_at(level, vh, nk, head_dim, v.row_stride));
             for r0 in (0..nq).step_by(ATTENTION_BLOCK) {
                 let rows = ATTENTION_BLOCK.min(nq - r0);
                 let s = &mut scores[..rows * nk];
                 let q_blk = qh.get(r0 * q.row_stride..).unwrap_or(&[]);
-                gemm(
-                    s,
-                    nk,
-                    MatRef::rows(q_blk, rows, head_dim, q.row_stride),
-                    MatRef::transposed(kh, head_dim, nk, k.row_stride),
-                    scale,
-                    false,
-                    Threads::Single,
-                )?;
-                softmax_block(s, nk);
-                gemm(
-                    &mut out[r0 * head_dim..],
-                    head_dim,
-                    MatRef::rows(s, rows, nk, nk),
-                    MatRef::rows(vh, nk, head_dim, v.row_stride),
-                    1.0,
-                    false,
-                    Threads::Single,
-                )?;
+                let dst = &mut out[r0 * head_dim..];
+                match &packed {
+                    Some((keys, values)) => {
+                        // The scale goes on the queries (a copy of the block), not on the scores.
+                        q_scaled.clear();
+                        for row in q_blk.chunks(q.row_stride).take(rows) {
+                            q_scaled.extend(row.iter().take(head_dim).map(|x| x * scale));
+                        }
+                        s.fill(0.0);
+                        gemm_packed(s, nk, q_scaled, head_dim, rows, keys, Threads::Single)?;
+                        softmax_block(s, nk);
+                        // `dst` is still zero: each block of the result is written once.
+                        gemm_packed(dst, head_dim, s, nk, rows, values, Threads::Single)?;
+                    }
+                    None => {
+                        gemm(
+                            s,
+                            nk,
+                            MatRef::rows(q_blk, rows, head_dim, q.row_stride),
+                            MatRef::transposed(kh, head_dim, nk, k.row_stride),
+                            scale,
+                            false,
+                            Threads::Single,
+                        )?;
+                        softmax_block(s, nk);
+                        let probabilities = MatRef::rows(s, rows, nk, nk);
+                        let values = MatRef::rows(vh, nk, head_dim, v.row_stride);
+                        gemm(dst, head_dim, probabilities, values, 1.0, false, Threads::Single)?;
+                    }
+                }
             }
             Ok::<_, TensorError>(())
         },
