@@ -432,6 +432,8 @@ pub struct ConvTransposeBlock {
     /// `c_in x (k * k * c_out)`, columns ordered (block row, block column, output channel): one
     /// block row of the result is then `k` adjacent NHWC output pixels.
     weight: Vec<f32>,
+    /// The same packed for the micro-kernel, at a level that has one.
+    packed: Option<PackedRhs>,
     bias: Vec<f32>,
 }
 
@@ -454,7 +456,8 @@ impl ConvTransposeBlock {
                 }
             }
         }
-        Ok(Self { c_in, c_out, k, weight: w, bias: bias.to_vec() })
+        let packed = PackedRhs::from_rows(&w, c_in, k * k * c_out);
+        Ok(Self { c_in, c_out, k, weight: w, packed, bias: bias.to_vec() })
     }
 
     /// The transposed convolution of `input`.
@@ -466,15 +469,18 @@ impl ConvTransposeBlock {
         let dense = input.to_dense();
         let cols = k * k * co;
         let mut blocks = vec![0.0; h * w * cols];
-        super::gemm(
-            &mut blocks,
-            cols,
-            super::MatRef::rows(&dense, h * w, self.c_in, self.c_in),
-            super::MatRef::rows(&self.weight, self.c_in, cols, cols),
-            1.0,
-            false,
-            super::Threads::All,
-        )?;
+        match &self.packed {
+            Some(p) => gemm_packed(&mut blocks, cols, &dense, self.c_in, h * w, p, Threads::All)?,
+            None => super::gemm(
+                &mut blocks,
+                cols,
+                super::MatRef::rows(&dense, h * w, self.c_in, self.c_in),
+                super::MatRef::rows(&self.weight, self.c_in, cols, cols),
+                1.0,
+                false,
+                Threads::All,
+            )?,
+        }
         let mut out = FeatureMap::zeros(k * h, k * w, co);
         let out_pw = k * w + 2;
         let bias = &self.bias;

@@ -1,6 +1,6 @@
 use rayon::prelude::*;
 
-use super::simd::{exp_approx, multiversion, sum_lanes};
+use super::simd::{exp_approx, max_lanes, multiversion, sum_lanes};
 use super::{FeatureMap, TensorError};
 
 impl FeatureMap {
@@ -44,7 +44,7 @@ multiversion! {
     /// Softmax of each row of `channels` values, on the calling thread.
     pub(crate) fn softmax_block(block: &mut [f32], channels: usize) {
         for row in block.chunks_exact_mut(channels) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let max = max_lanes(row);
             row.iter_mut().for_each(|v| *v = exp_approx(*v - max));
             let inv = 1.0 / sum_lanes(row);
             row.iter_mut().for_each(|v| *v *= inv);

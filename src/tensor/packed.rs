@@ -1,12 +1,13 @@
 //! GEMM against a constant right operand packed once, when the layer is built: a linear layer's
 //! weight is read in the same order at every call, so it is laid out for the micro-kernel at load
 //! time instead of being packed again on every product (the way ONNX Runtime keeps a MatMul's
-//! constant weight). The AVX2 + FMA micro-kernel broadcasts the left operand straight from its
-//! rows (no packing) and keeps a 6 x 16 tile of the result in 12 registers.
+//! constant weight). The micro-kernels broadcast the left operand straight from its rows (no
+//! packing) and keep a tile of the result in registers: 6 x 16 with AVX2 + FMA, 12 x 32 with
+//! AVX-512; the baseline keeps the general GEMM.
 //!
-//! Only the AVX2 level uses it: there it made the ViT-L pair 15 % faster than the gemm crate's
-//! AVX2 kernels, while at AVX-512 a 12 x 32 version of it measured no faster than the crate's
-//! own AVX-512 path, which therefore stays (as does the baseline's).
+//! Linear layers use them at both levels. The short products (Winograd's per-block GEMMs,
+//! attention's per-head ones) use them at AVX2 only ([`packs_short_products`]): at AVX-512 the
+//! gemm crate's kernels measured faster there (AMD EPYC: the DPT heads 2.3 s against 3.2 s).
 
 use rayon::prelude::*;
 
@@ -20,13 +21,55 @@ use super::TensorError;
 pub struct PackedRhs {
     k: usize,
     n: usize,
+    kernel: Kernel,
     data: Vec<f32>,
 }
 
-/// Rows of the register tile.
-const MR: usize = 6;
-/// Columns of the register tile: the panel width, two AVX2 vectors.
-const NR: usize = 16;
+/// A micro-kernel family, fixed when the operand is packed (the level is fixed for the process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// AVX2 + FMA: a 6 x 16 tile in 12 registers.
+    Avx2,
+    /// AVX-512: a 12 x 32 tile in 24 registers.
+    Avx512,
+}
+
+/// The AVX-512 kernel uses intrinsics stabilised in Rust 1.89. Built by an older compiler (the
+/// MSRV is Debian's 1.85) it is absent, and the AVX-512 level keeps the gemm crate's kernels.
+#[rustversion::since(1.89)]
+const AVX512_KERNEL: bool = true;
+#[rustversion::before(1.89)]
+const AVX512_KERNEL: bool = false;
+
+impl Kernel {
+    fn for_level(level: Level) -> Option<Kernel> {
+        match level {
+            Level::Avx512 if AVX512_KERNEL => Some(Kernel::Avx512),
+            Level::Avx512 => None,
+            Level::Avx2 => Some(Kernel::Avx2),
+            Level::Baseline => None,
+        }
+    }
+
+    /// Rows of the register tile.
+    const fn mr(self) -> usize {
+        match self {
+            Kernel::Avx2 => 6,
+            Kernel::Avx512 => 12,
+        }
+    }
+
+    /// Columns of the register tile: the panel width, two vectors.
+    const fn nr(self) -> usize {
+        match self {
+            Kernel::Avx2 => 16,
+            Kernel::Avx512 => 32,
+        }
+    }
+}
+
+/// The largest register tile, for the scratch tile of partial panels.
+const MAX_TILE: usize = 12 * 32;
 
 /// Depth of one pass over a panel (the result tile is loaded and stored once per pass).
 /// Measured on the encoder's and decoder's shapes (AMD EPYC, both levels): 1024 beat 256 and 512
@@ -37,9 +80,14 @@ const KC: usize = 1024;
 /// measured best of 96, 192 and 384 on the same shapes.
 const MC: usize = 384;
 
+/// Whether products with few rows per packed operand (or a short depth) run packed at `level`.
+pub(crate) fn packs_short_products(level: Level) -> bool {
+    level == Level::Avx2
+}
+
 impl PackedRhs {
-    /// Packs `W^T` where the process runs at the AVX2 level ([`Level::best`]); `None` at the
-    /// other levels (the caller keeps the general GEMM).
+    /// Packs `W^T` for the kernels of the level the process runs at ([`Level::best`]); `None`
+    /// at the baseline (the caller keeps the general GEMM).
     pub fn from_weight(weight: &[f32], n: usize, k: usize) -> Option<PackedRhs> {
         Self::for_level(Level::best(), weight, n, k)
     }
@@ -85,20 +133,22 @@ impl PackedRhs {
     }
 
     /// The panels of the `k x n` right operand whose element (`kk`, `j`) is `value(j, kk)`, at
-    /// the AVX2 level only.
+    /// a level with a packed kernel.
     fn pack(level: Level, k: usize, n: usize, value: impl Fn(usize, usize) -> f32 + Sync) -> Option<PackedRhs> {
-        if level != Level::Avx2 || n == 0 || k == 0 {
+        let kernel = Kernel::for_level(level)?;
+        if n == 0 || k == 0 {
             return None;
         }
-        let mut data = vec![0.0f32; n.div_ceil(NR) * k * NR];
-        data.par_chunks_mut(k * NR).enumerate().for_each(|(p, panel)| {
-            for j in 0..NR.min(n - p * NR) {
+        let nr = kernel.nr();
+        let mut data = vec![0.0f32; n.div_ceil(nr) * k * nr];
+        data.par_chunks_mut(k * nr).enumerate().for_each(|(p, panel)| {
+            for j in 0..nr.min(n - p * nr) {
                 for kk in 0..k {
-                    panel[kk * NR + j] = value(p * NR + j, kk);
+                    panel[kk * nr + j] = value(p * nr + j, kk);
                 }
             }
         });
-        Some(PackedRhs { k, n, data })
+        Some(PackedRhs { k, n, kernel, data })
     }
 }
 
@@ -124,7 +174,7 @@ pub fn gemm_packed(
     if a.len() < (m - 1) * lda + k {
         return Err(TensorError::TooSmall { op: "gemm_packed", what: "left operand", len: a.len() });
     }
-    let panels = n.div_ceil(NR);
+    let panels = n.div_ceil(b.kernel.nr());
     let c_ptr = SendPtr(c.as_mut_ptr());
     match threads {
         // SAFETY: the block is all of c and a, whose extents were checked above.
@@ -155,7 +205,7 @@ pub fn gemm_packed(
 /// # Safety
 /// `c` addresses the rows and the panels' columns (rows `ldc` apart) and nothing else writes
 /// them meanwhile; `a` holds `rows.end` rows of `b.k` values `lda` apart (checked by the caller);
-/// b was packed at the AVX2 level, which the CPU has (Level::best).
+/// b was packed for a level the CPU has (Level::best).
 unsafe fn block(
     c: *mut f32,
     ldc: usize,
@@ -165,18 +215,20 @@ unsafe fn block(
     rows: std::ops::Range<usize>,
     panels: std::ops::Range<usize>,
 ) {
-    let (k, n) = (b.k, b.n);
+    let (k, n, kernel) = (b.k, b.n, b.kernel);
+    let nr = kernel.nr();
     for k0 in (0..k).step_by(KC) {
         let depth = KC.min(k - k0);
         for p in panels.clone() {
-            let cols = p * NR..(p * NR + NR).min(n);
-            let panel = &b.data[p * k * NR + k0 * NR..][..depth * NR];
+            let cols = p * nr..(p * nr + nr).min(n);
+            let panel = &b.data[p * k * nr + k0 * nr..][..depth * nr];
             let mut r = rows.start;
             while r < rows.end {
-                let tile_rows = MR.min(rows.end - r);
+                let tile_rows = kernel.mr().min(rows.end - r);
                 // SAFETY: the caller's contract, for rows r..r + tile_rows and columns `cols`.
                 unsafe {
                     tile(
+                        kernel,
                         tile_rows,
                         depth,
                         a.as_ptr().add(r * lda + k0),
@@ -206,14 +258,15 @@ impl SendPtr {
     }
 }
 
-/// One register tile: `c[rows x cols] += a[rows x depth] x panel[depth x NR]`. A partial tile
+/// One register tile: `c[rows x cols] += a[rows x depth] x panel[depth x nr]`. A partial tile
 /// (fewer columns than the panel) goes through a scratch tile so the kernel always works whole.
 ///
 /// # Safety
-/// `a` addresses `rows` rows of `depth` values `lda` apart, `panel` `depth * NR` values, `c`
-/// `rows` rows of `cols` values `ldc` apart; the CPU has AVX2 and FMA.
+/// `a` addresses `rows` rows of `depth` values `lda` apart, `panel` `depth * nr` values, `c`
+/// `rows` rows of `cols` values `ldc` apart; the CPU has the kernel's instruction set.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
+    kernel: Kernel,
     rows: usize,
     depth: usize,
     a: *const f32,
@@ -223,43 +276,57 @@ unsafe fn tile(
     ldc: usize,
     cols: usize,
 ) {
-    if cols == NR {
+    let nr = kernel.nr();
+    if cols == nr {
         // SAFETY: forwarded.
-        unsafe { micro(rows, depth, a, lda, panel, c, ldc) };
+        unsafe { micro(kernel, rows, depth, a, lda, panel, c, ldc) };
         return;
     }
-    let mut scratch = [0.0f32; MR * NR];
+    let mut scratch = [0.0f32; MAX_TILE];
     for i in 0..rows {
         // SAFETY: row i of c has `cols` values.
-        unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), scratch.as_mut_ptr().add(i * NR), cols) };
+        unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), scratch.as_mut_ptr().add(i * nr), cols) };
     }
-    // SAFETY: the scratch tile is rows x NR (rows <= MR).
-    unsafe { micro(rows, depth, a, lda, panel, scratch.as_mut_ptr(), NR) };
+    // SAFETY: the scratch tile is rows x nr (rows <= mr, mr * nr <= MAX_TILE).
+    unsafe { micro(kernel, rows, depth, a, lda, panel, scratch.as_mut_ptr(), nr) };
     for i in 0..rows {
         // SAFETY: as above.
-        unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr().add(i * NR), c.add(i * ldc), cols) };
+        unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr().add(i * nr), c.add(i * ldc), cols) };
     }
 }
 
 /// Dispatches to the kernel compiled for exactly `rows` rows.
-unsafe fn micro(rows: usize, depth: usize, a: *const f32, lda: usize, b: *const f32, c: *mut f32, ldc: usize) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn micro(
+    kernel: Kernel,
+    rows: usize,
+    depth: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the caller's contract; `rows` is at most MR.
+    // SAFETY: the caller's contract; `rows` is at most the kernel's MR.
     unsafe {
-        match rows {
-            1 => x86::avx2::<1>(depth, a, lda, b, c, ldc),
-            2 => x86::avx2::<2>(depth, a, lda, b, c, ldc),
-            3 => x86::avx2::<3>(depth, a, lda, b, c, ldc),
-            4 => x86::avx2::<4>(depth, a, lda, b, c, ldc),
-            5 => x86::avx2::<5>(depth, a, lda, b, c, ldc),
-            6 => x86::avx2::<6>(depth, a, lda, b, c, ldc),
-            _ => unreachable!("a tile has 1..=MR rows"),
+        macro_rules! by_rows {
+            ($f:ident, $($r:literal),*) => {
+                match rows {
+                    $($r => x86::$f::<$r>(depth, a, lda, b, c, ldc),)*
+                    _ => unreachable!("a tile has 1..=MR rows"),
+                }
+            };
+        }
+        match kernel {
+            Kernel::Avx2 => by_rows!(avx2, 1, 2, 3, 4, 5, 6),
+            Kernel::Avx512 => by_rows!(avx512, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (rows, depth, a, lda, b, c, ldc);
-        unreachable!("the packed kernel exists only on x86-64");
+        let _ = (kernel, rows, depth, a, lda, b, c, ldc);
+        unreachable!("the packed kernels exist only on x86-64");
     }
 }
 
@@ -300,6 +367,49 @@ mod x86 {
                 _mm256_storeu_ps(row.add(8), _mm256_add_ps(_mm256_loadu_ps(row.add(8)), acc[1]));
             }
         }
+    }
+
+    /// `c[R x 32] += a[R x depth] x b[depth x 32]`, AVX-512.
+    ///
+    /// # Safety
+    /// See `tile`; the CPU has AVX-512F.
+    #[rustversion::since(1.89)]
+    #[allow(clippy::incompatible_msrv)] // built only by a compiler that has the intrinsics
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub unsafe fn avx512<const R: usize>(
+        depth: usize,
+        a: *const f32,
+        lda: usize,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        // SAFETY: every address stays within the extents the caller vouches for.
+        unsafe {
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            let mut bp = b;
+            for kk in 0..depth {
+                let b0 = _mm512_loadu_ps(bp);
+                let b1 = _mm512_loadu_ps(bp.add(16));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*a.add(r * lda + kk));
+                    acc[0] = _mm512_fmadd_ps(av, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(av, b1, acc[1]);
+                }
+                bp = bp.add(32);
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let row = c.add(r * ldc);
+                _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[0]));
+                _mm512_storeu_ps(row.add(16), _mm512_add_ps(_mm512_loadu_ps(row.add(16)), acc[1]));
+            }
+        }
+    }
+
+    /// Without the AVX-512 kernel no operand is packed for it (`AVX512_KERNEL`).
+    #[rustversion::before(1.89)]
+    pub unsafe fn avx512<const R: usize>(_: usize, _: *const f32, _: usize, _: *const f32, _: *mut f32, _: usize) {
+        unreachable!("no operand is packed for the AVX-512 kernel by this build");
     }
 }
 
@@ -355,7 +465,33 @@ mod tests {
         eprintln!("packed GEMM checked at {checked:?}");
         #[cfg(target_arch = "x86_64")]
         if crate::tensor::simd::has_avx2_fma() {
-            assert_eq!(checked, [Level::Avx2]);
+            assert_eq!(checked, Level::supported()[1..]);
+        }
+    }
+
+    /// The strided constructors (attention's heads) pack what the contiguous ones pack.
+    #[test]
+    fn strided_operands_pack_like_contiguous_ones() {
+        let (k, n, stride) = (70, 37, 90);
+        let wide = test_values(k.max(n) * stride, 5, 1.0);
+        for level in Level::supported() {
+            let rows: Vec<f32> = (0..k).flat_map(|kk| wide[kk * stride..][..n].to_vec()).collect();
+            let transposed: Vec<f32> = (0..n).flat_map(|j| wide[j * stride..][..k].to_vec()).collect();
+            let pairs = [
+                (
+                    PackedRhs::from_strided_rows_at(level, &wide, k, n, stride),
+                    PackedRhs::from_rows_at(level, &rows, k, n),
+                ),
+                (
+                    PackedRhs::from_transposed_at(level, &wide, k, n, stride),
+                    PackedRhs::for_level(level, &transposed, n, k),
+                ),
+            ];
+            for (strided, contiguous) in pairs {
+                assert_eq!(strided.map(|p| p.data), contiguous.map(|p| p.data), "{level:?}");
+            }
+            assert!(PackedRhs::from_strided_rows_at(level, &wide[..(k - 1) * stride + n - 1], k, n, stride).is_none());
+            assert!(PackedRhs::from_transposed_at(level, &wide[..(n - 1) * stride + k - 1], k, n, stride).is_none());
         }
     }
 
@@ -373,6 +509,6 @@ mod tests {
         assert!(gemm_packed(&mut c, 2, &[0.0; 8], 4, 2, &b, all).is_err(), "ldc below n");
         assert!(gemm_packed(&mut c, 3, &[0.0; 8], 4, 2, &b, all).is_ok());
         assert!(PackedRhs::for_level(Level::Avx2, &[1.0; 11], 3, 4).is_none());
-        assert!(PackedRhs::for_level(Level::Avx512, &[1.0; 12], 3, 4).is_none(), "the crate's path at AVX-512");
+        assert!(PackedRhs::for_level(Level::Baseline, &[1.0; 12], 3, 4).is_none(), "the general GEMM");
     }
 }

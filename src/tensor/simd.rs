@@ -174,7 +174,11 @@ pub fn exp_approx(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 5e-1;
     let y = p * r * r + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // 2^n: n + 127 is an integer in [1, 254]; added to 2^23 it lands in the low mantissa bits,
+    // whence one shift moves it to the exponent. (`n as i32` would be a saturating conversion,
+    // which the compiler cannot vectorise: it made every exp of softmax scalar.)
+    const MAGIC: f32 = 8_388_608.0;
+    y * f32::from_bits((n + (127.0 + MAGIC)).to_bits() << 23)
 }
 
 /// Sum with 16 independent partial sums, so the loop vectorises (a plain fold is a serial chain).
@@ -189,6 +193,22 @@ pub fn sum_lanes(values: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// Maximum with 16 independent partial maxima, so the loop vectorises (a plain fold is a
+/// serial chain of dependent `max`es: it was a quarter of attention's time). NaNs are ignored,
+/// as by `f32::max`; an empty slice gives negative infinity.
+#[inline(always)]
+pub fn max_lanes(values: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 16];
+    let chunks = values.chunks_exact(16);
+    let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = a.max(v);
+        }
+    }
+    acc.iter().copied().fold(tail, f32::max)
 }
 
 /// Test support: runs `run` at every level this CPU has and asserts each result equals the
@@ -217,7 +237,7 @@ pub(crate) fn test_values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_levels, exp_approx, sum_lanes, test_values, Level};
+    use super::{check_levels, exp_approx, max_lanes, sum_lanes, test_values, Level};
 
     #[test]
     fn level_names_parse_back() {
@@ -268,6 +288,25 @@ mod tests {
         }
         let values = test_values(1000, 7, 10.0);
         check_levels("sum_then_exp", |level| sum_then_exp::at(level, &values));
+    }
+
+    #[test]
+    fn max_lanes_is_the_maximum_at_every_level() {
+        multiversion! {
+            #[allow(dead_code)] // only its levels are called
+            fn lanes_max(values: &[f32]) -> u32 {
+                max_lanes(values).to_bits()
+            }
+        }
+        for n in [0, 1, 15, 16, 17, 1000] {
+            let mut values = test_values(n, 8, 10.0);
+            if n > 3 {
+                values[3] = f32::NAN;
+            }
+            let want = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(max_lanes(&values), want, "{n} values");
+            check_levels("lanes_max", |level| lanes_max::at(level, &values));
+        }
     }
 
     #[test]

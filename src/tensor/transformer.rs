@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use super::matmul::{gemm, MatRef, Threads};
 use super::ops::softmax_block;
-use super::packed::{gemm_packed, PackedRhs};
+use super::packed::{gemm_packed, packs_short_products, PackedRhs};
 use super::simd::{multiversion, sum_lanes, Level};
 use super::TensorError;
 use crate::weights::Param;
@@ -300,10 +300,14 @@ pub fn attention(
         || (vec![0.0f32; ATTENTION_BLOCK * nk], Vec::new()),
         |(scores, q_scaled), (h, out)| {
             let (qh, kh, vh) = (q.head(h, head_dim)?, k.head(h, head_dim)?, v.head(h, head_dim)?);
-            // At the AVX2 level both products run on the packed micro-kernel, the head's keys and
-            // values packed once for all its query blocks.
-            let packed = PackedRhs::from_transposed_at(level, kh, head_dim, nk, k.row_stride)
-                .zip(PackedRhs::from_strided_rows_at(level, vh, nk, head_dim, v.row_stride));
+            // Where short products run packed, the head's keys and values are packed once for
+            // all its query blocks.
+            let packed = packs_short_products(level)
+                .then(|| {
+                    PackedRhs::from_transposed_at(level, kh, head_dim, nk, k.row_stride)
+                        .zip(PackedRhs::from_strided_rows_at(level, vh, nk, head_dim, v.row_stride))
+                })
+                .flatten();
             for r0 in (0..nq).step_by(ATTENTION_BLOCK) {
                 let rows = ATTENTION_BLOCK.min(nq - r0);
                 let s = &mut scores[..rows * nk];

@@ -10,8 +10,8 @@
 //! `A^T = [1 1 1 0; 0 1 -1 -1]`. Rounding stays at the direct convolution's level: the input
 //! transform adds at most four values, and `U` is computed in f64.
 
-use super::packed::{gemm_packed, PackedRhs};
-use super::simd::multiversion;
+use super::packed::{gemm_packed, packs_short_products, PackedRhs};
+use super::simd::{multiversion, Level};
 use super::{matmul, FeatureMap, TensorError, Threads};
 
 /// Positions of the transformed 4x4 patch.
@@ -37,7 +37,7 @@ pub(super) struct Winograd {
 enum Kernels {
     /// Row-major, one after another, for the general GEMM.
     Plain(Vec<f32>),
-    /// Packed for the AVX2 micro-kernel, at that level.
+    /// Packed for the micro-kernel, where short products run packed.
     Packed(Vec<PackedRhs>),
 }
 
@@ -71,8 +71,14 @@ impl Winograd {
                 }
             }
         }
-        let packed =
-            u.chunks_exact(c_in * c_out).map(|up| PackedRhs::from_rows(up, c_in, c_out)).collect::<Option<Vec<_>>>();
+        let level = Level::best();
+        let packed = packs_short_products(level)
+            .then(|| {
+                u.chunks_exact(c_in * c_out)
+                    .map(|up| PackedRhs::from_rows_at(level, up, c_in, c_out))
+                    .collect::<Option<Vec<_>>>()
+            })
+            .flatten();
         let u = match packed {
             Some(packed) => Kernels::Packed(packed),
             None => Kernels::Plain(u),
