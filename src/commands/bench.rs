@@ -396,9 +396,6 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// DUSt3R geometry of `bench priority`: pairs of a second or more at 512x512 on two cores.
-const PRIORITY_DUST3R_CONFIG: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity], "patch_size": 16, "enc_embed_dim": 256, "enc_depth": 4, "enc_num_heads": 4, "dec_embed_dim": 256, "dec_depth": 12, "dec_num_heads": 4, "pos_embed": "RoPE100"}"#;
-
 /// What a camera stream got from SuperPoint in one phase.
 struct StreamReport {
     sent: usize,
@@ -488,7 +485,7 @@ fn priority(args: PriorityArgs) -> anyhow::Result<()> {
     let dir = match &args.dust3r_weights {
         Some(d) => d.clone(),
         None => {
-            synthetic::write_checkpoint(tmp.path(), PRIORITY_DUST3R_CONFIG)?;
+            synthetic::write_checkpoint(tmp.path(), synthetic::SMALL_CONFIG)?;
             tmp.path().to_path_buf()
         }
     };

@@ -6,6 +6,11 @@ use std::path::Path;
 
 use super::{ConfigError, Dust3rConfig};
 
+/// A small geometry (512x512 input, 4 encoder blocks of 256, 12 decoder blocks of 256) whose pair
+/// takes a few seconds on two cores: enough to keep a pair in flight while a camera streams, for
+/// `bench priority` and the node's load test.
+pub const SMALL_CONFIG: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity], "patch_size": 16, "enc_embed_dim": 256, "enc_depth": 4, "enc_num_heads": 4, "dec_embed_dim": 256, "dec_depth": 12, "dec_num_heads": 4, "pos_embed": "RoPE100"}"#;
+
 /// FNV-1a, 64 bit.
 pub fn fnv1a64(text: &str) -> u64 {
     text.bytes().fold(0xcbf29ce484222325, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))

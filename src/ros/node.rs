@@ -502,6 +502,12 @@ fn dust3r_loop(shared: &Shared, publishers: &Publishers, stop: &Cancel, model: &
                 }
                 stats.dust3r_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                 stats.bump(Counter::PairsDone);
+                tracing::debug!(
+                    "DUSt3R: pair {:.3} -> {:.3} done in {:.2} s",
+                    stamps.0,
+                    stamps.1,
+                    t.elapsed().as_secs_f64()
+                );
                 if let Some(reason) = &out.no_pose {
                     stats.bump(Counter::NoPose);
                     tracing::warn!("no pose for the pair: {reason}");
