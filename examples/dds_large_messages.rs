@@ -35,7 +35,7 @@ use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use large_messages::{cloud, keypoints, latencies, node_writer, quantile, send, Reader};
+use large_messages::{cloud, keypoints, latencies, node_writer, quantile, reference_clouds, send, Reader};
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, Subscription};
 use sp_dust3r::ros::msg::{node_msgs, sensor_msgs, RosMessage};
@@ -178,17 +178,6 @@ fn cyclone_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Va
     let sizes: Vec<String> = opts.sizes.iter().map(|mb| mb.to_string()).collect();
     reference_clouds(python, &sizes.join(","), opts.count, opts.interval)?;
     reader.report()
-}
-
-/// Runs Cyclone DDS's C writer (tools/peers/cyclone_cloud_writer.py): `count` clouds of each of
-/// `sizes` (MB, comma-separated), `interval` seconds apart.
-fn reference_clouds(python: &str, sizes: &str, count: usize, interval: f64) -> anyhow::Result<()> {
-    let status = Command::new(python)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_writer.py"))
-        .args(["--sizes", sizes, "--count", &count.to_string(), "--interval", &interval.to_string()])
-        .status()?;
-    anyhow::ensure!(status.success(), "the Cyclone writer failed");
-    Ok(())
 }
 
 /// `arrived p50 p95 max` of one size (all when `None`) in a reader's report.

@@ -16,7 +16,7 @@ mod common;
 #[path = "common/large_messages.rs"]
 mod large_messages;
 
-use large_messages::{cloud, keypoints, latencies, node_writer, quantile, send, Reader};
+use large_messages::{cloud, keypoints, latencies, node_writer, quantile, reference_clouds, send, Reader};
 use sp_dust3r::ros::msg::{node_msgs, sensor_msgs, RosMessage};
 
 /// Set in the namespaced re-run.
@@ -81,8 +81,17 @@ fn full_resolution_clouds_reach_a_reader_with_cyclones_default_buffer_within_a_s
         return;
     }
     // A pair's cloud at cloud_stride 1 (2 x 512 x 512 points, 10.5 MB) at 2 Hz. With Cyclone's
-    // 1344-byte fragments this took p95 3.3-4.1 s; the C writer 0.6-1.2 s.
-    clouds_arrive_in_time(10.5, 10, None, 1.0);
+    // 1344-byte fragments this took p95 3.3-4.1 s; the C writer 0.6-1.2 s, and up to 1.8 s when
+    // this shared machine is slow. So the bar is 1 s or 1.5x the C writer's p95 measured just
+    // before, whichever is larger.
+    let (mb, count) = (10.5, 10);
+    let python = common::peer_python();
+    let reader = Reader::cyclone(python.to_str().unwrap(), count, 60.0, None).unwrap();
+    reference_clouds(python.to_str().unwrap(), &mb.to_string(), count, 0.5).unwrap();
+    let reference = latencies(&reader.report().unwrap(), Some(&mb.to_string()));
+    let reference_p95 = quantile(&reference, 0.95);
+    eprintln!("the C writer: {} of {count} arrived, p95 {reference_p95:.3} s", reference.len());
+    clouds_arrive_in_time(mb, count, None, (1.5 * reference_p95).max(1.0));
 }
 
 #[test]

@@ -166,3 +166,14 @@ pub fn latencies(report: &serde_json::Value, size: Option<&str>) -> Vec<f64> {
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted.get(((sorted.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(f64::NAN)
 }
+
+/// Runs Cyclone DDS's C writer (tools/peers/cyclone_cloud_writer.py): `count` clouds of each of
+/// `sizes` (MB, comma-separated), `interval` seconds apart.
+pub fn reference_clouds(python: &str, sizes: &str, count: usize, interval: f64) -> anyhow::Result<()> {
+    let status = std::process::Command::new(python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_cloud_writer.py"))
+        .args(["--sizes", sizes, "--count", &count.to_string(), "--interval", &interval.to_string()])
+        .status()?;
+    anyhow::ensure!(status.success(), "the Cyclone writer failed");
+    Ok(())
+}
