@@ -28,7 +28,7 @@ pub struct Conv1x1 {
     c_in: usize,
     c_out: usize,
     weight: Vec<f32>,
-    /// The same packed for the AVX2 micro-kernel, at that level.
+    /// The same packed for the micro-kernel, at a level that has one.
     packed: Option<PackedRhs>,
     bias: Vec<f32>,
 }
@@ -282,10 +282,7 @@ impl Conv3x3 {
                 let (a, rest) = y.split_at(c);
                 let (b, rest) = rest.split_at(c);
                 let (p, q) = rest.split_at(c);
-                let o = &mut row[(tx + 1) * c..][..c];
-                for ch in 0..c {
-                    o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
-                }
+                max4_into(&mut row[(tx + 1) * c..][..c], [a, b, p, q]);
             })?;
         }
         Ok(())
@@ -360,12 +357,15 @@ fn pool_into(conv: &[f32], w: usize, c: usize, dst: &mut [f32]) {
                 let j = ((2 * pr + dy) * pw + 2 * px + dx) * c;
                 &conv[j..j + c]
             };
-            let (a, b, p, q) = (at(0, 0), at(0, 1), at(1, 0), at(1, 1));
-            let o = &mut row[(px + 1) * c..][..c];
-            for ch in 0..c {
-                o[ch] = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
-            }
+            max4_into(&mut row[(px + 1) * c..][..c], [at(0, 0), at(0, 1), at(1, 0), at(1, 1)]);
         }
+    }
+}
+
+/// One pooled pixel: the channel-wise maximum of a 2x2 window's four pixels.
+fn max4_into(out: &mut [f32], [a, b, p, q]: [&[f32]; 4]) {
+    for (ch, o) in out.iter_mut().enumerate() {
+        *o = a[ch].max(b[ch]).max(p[ch].max(q[ch]));
     }
 }
 
