@@ -47,6 +47,8 @@ pub(super) struct Scratch {
     v: Vec<f32>,
     m: Vec<f32>,
     y: Vec<f32>,
+    /// A pixel of zeros, for the patch pixels beyond the map's border (never written).
+    zeros: Vec<f32>,
 }
 
 impl Winograd {
@@ -133,22 +135,23 @@ impl Winograd {
         if input.channels() != c_in {
             return Err(TensorError::Channels { op: "winograd", expected: c_in, got: input.channels() });
         }
-        let Scratch { v, m, y } = scratch;
+        let Scratch { v, m, y, zeros } = scratch;
         v.resize(POS * count * c_in, 0.0);
         m.resize(POS * count * c_out, 0.0);
         y.resize(4 * c_out, 0.0);
+        zeros.resize(c_in, 0.0);
+        let zeros = zeros.as_slice();
 
         let (src, pw, padded_rows) = (input.raw(), input.padded_width(), input.height() + 2);
-        let zeros = vec![0.0f32; c_in];
         for t in 0..count {
             let tx = tx0 + t;
             let patch: [&[f32]; POS] = std::array::from_fn(|p| {
                 let (py, px) = (2 * ty + p / 4, 2 * tx + p % 4);
                 if py < padded_rows && px < pw {
                     let at = (py * pw + px) * c_in;
-                    src.get(at..at + c_in).unwrap_or(&zeros)
+                    src.get(at..at + c_in).unwrap_or(zeros)
                 } else {
-                    &zeros
+                    zeros
                 }
             });
             input_transform(&patch, v, count * c_in, t * c_in);
