@@ -60,7 +60,8 @@ fn a_played_bag_gets_answers_with_its_own_stamps_and_clock() {
 /// points and the true pose, `--sample-bag`). Frames are tracked on the SuperPoint worker while
 /// pairs join the chain on the DUSt3R worker: the odometry (and TF, `publish_tf`) of the frames
 /// it tracked carries their recorded stamps, in `odom` of `cam_optical`, where the renderer put
-/// the camera (frame 0's camera turned to REP 103's axes), and the keyframes' path arrives.
+/// the camera (frame 0's camera turned to REP 103's axes; within 2 cm and 0.25 degrees, where
+/// one frame's step is 5.5 cm), and the keyframes' path arrives.
 #[test]
 fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,8 +121,15 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
             v("orientation", 1),
             v("orientation", 2),
         ));
-        assert!((got_t - want_t).norm() < 5e-3, "at {t}: {got_t:?} vs {want_t:?}: {ctx}");
-        assert!(q.to_rotation_matrix().angle_to(&want_r).to_degrees() < 0.1, "at {t}: {ctx}");
+        // Live, a frame is tracked against the newest keyframe on the chain, which is one or two
+        // keyframes back while pairs are in flight. Integer-pixel keypoints give an error that
+        // grows with that distance (offline, the same code on the same frames: 0.7 mm for frame
+        // 23 against keyframe 20, 6.8 mm against keyframe 10, at most 16.5 mm and 0.18 degrees up
+        // to 4.4 s back). Replay checks that accuracy at 5 mm; here the bound only has to tell a
+        // pose from its neighbour's: one frame of the sample moves the camera 54-56 mm and
+        // 0.62-0.66 degrees.
+        assert!((got_t - want_t).norm() < 2e-2, "at {t}: {got_t:?} vs {want_t:?}: {ctx}");
+        assert!(q.to_rotation_matrix().angle_to(&want_r).to_degrees() < 0.25, "at {t}: {ctx}");
     }
     // TF: the same poses, odom -> cam_optical, at the same stamps.
     let tf = trajectory["tf"].as_array().unwrap();
