@@ -125,3 +125,38 @@ fn latest_slot_keeps_the_newest_and_counts_drops() {
     assert!(slot.is_closed());
     assert_eq!(slot.next(), None, "a closed, empty slot ends the worker's loop");
 }
+
+#[test]
+fn a_rest_keeps_what_arrives_and_ends_early_when_the_slot_closes() {
+    let slot = Arc::new(LatestSlot::new());
+    let t = std::time::Instant::now();
+    slot.put(1);
+    assert!(slot.rest(Duration::from_millis(30)), "open: the full rest");
+    assert!(t.elapsed() >= Duration::from_millis(30), "{:?}", t.elapsed());
+    assert_eq!(slot.take(Duration::ZERO), Some(1), "an item that arrived before or during a rest stays");
+    // An item arriving mid-rest does not cut it short (a rest is for the other work).
+    let putter = {
+        let slot = Arc::clone(&slot);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            slot.put(2);
+        })
+    };
+    let t = std::time::Instant::now();
+    assert!(slot.rest(Duration::from_millis(60)));
+    assert!(t.elapsed() >= Duration::from_millis(60), "{:?}", t.elapsed());
+    putter.join().unwrap();
+    assert_eq!(slot.take(Duration::ZERO), Some(2));
+    // Closing ends a rest at once: a shutdown never waits for it.
+    let closer = {
+        let slot = Arc::clone(&slot);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            slot.close();
+        })
+    };
+    let t = std::time::Instant::now();
+    assert!(!slot.rest(Duration::from_secs(30)), "closed during the rest");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    closer.join().unwrap();
+}

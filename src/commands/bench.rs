@@ -62,6 +62,9 @@ pub struct PriorityArgs {
     /// The background pool's nice value (the node's dust3r_nice).
     #[arg(long, default_value_t = 19)]
     nice: i32,
+    /// The pairs' guaranteed share of the time in the last phase (the node's dust3r_cpu_share).
+    #[arg(long, default_value_t = sp_dust3r::pipeline::priority::DEFAULT_BACKGROUND_SHARE)]
+    share: f64,
 }
 
 #[derive(clap::Args)]
@@ -432,6 +435,7 @@ fn camera_stream(
     rate: f64,
     seconds: f64,
     background: Option<&(dyn Fn(&std::sync::atomic::AtomicBool) -> usize + Sync)>,
+    rest_share: f64,
 ) -> anyhow::Result<StreamReport> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Mutex;
@@ -455,14 +459,22 @@ fn camera_stream(
             sent
         });
         let mut latencies_ms = Vec::new();
+        let mut rest_until = None;
         while !done.load(Ordering::Relaxed) {
+            // As the node's SuperPoint worker: the rest before the next frame (pairs are always
+            // in flight here).
+            if let Some(until) = rest_until.take() {
+                std::thread::sleep(Instant::saturating_duration_since(&until, Instant::now()));
+            }
             let Some(arrived) = waiting.lock().ok().and_then(|mut slot| slot.take()) else {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             };
+            let t = Instant::now();
             let out = sp.net().forward(plane, h, w)?;
             sp.postprocess(&out, &params)?;
             latencies_ms.push(arrived.elapsed().as_secs_f64() * 1e3);
+            rest_until = Some(Instant::now() + sp_dust3r::pipeline::priority::rest_after(t.elapsed(), rest_share));
         }
         let sent = camera.join().map_err(|_| anyhow::anyhow!("the camera thread panicked"))?;
         let pairs = match pairs {
@@ -510,12 +522,15 @@ fn priority(args: PriorityArgs) -> anyhow::Result<()> {
     let pool = BackgroundPool::new("dust3r", 0, args.nice)?;
     let pooled = |done: &AtomicBool| pool.install(|| back_to_back(done));
     println!("camera at {} fps, {} s each, 640x480, newest frame wins:", args.rate, args.seconds);
-    let alone = camera_stream(&sp, &input.plane, (h, w), args.rate, args.seconds, None)?;
-    println!("  SuperPoint alone: {alone}");
-    let shared = camera_stream(&sp, &input.plane, (h, w), args.rate, args.seconds, Some(&back_to_back))?;
-    println!("  pairs on SuperPoint's threads: {shared}");
-    let background = camera_stream(&sp, &input.plane, (h, w), args.rate, args.seconds, Some(&pooled))?;
-    println!("  pairs on the background pool (nice +{}): {background}", pool.nice());
+    let stream = |pairs, share| camera_stream(&sp, &input.plane, (h, w), args.rate, args.seconds, pairs, share);
+    println!("  SuperPoint alone: {}", stream(None, 0.0)?);
+    println!("  pairs on SuperPoint's threads: {}", stream(Some(&back_to_back), 0.0)?);
+    println!("  pairs on the background pool (nice +{}): {}", pool.nice(), stream(Some(&pooled), 0.0)?);
+    println!(
+        "  the same, SuperPoint resting for the pairs' {} share: {}",
+        args.share,
+        stream(Some(&pooled), args.share)?
+    );
     Ok(())
 }
 

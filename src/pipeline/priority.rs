@@ -3,6 +3,12 @@
 //! queue behind a pair's blocks, so the live node runs DUSt3R on a pool of its own whose threads
 //! have a higher nice value: the kernel's scheduler gives the cores to SuperPoint whenever it has
 //! a frame and to DUSt3R the rest of the time, with no cost when either is idle.
+//!
+//! A camera faster than SuperPoint leaves no rest time, and at nice 19 a pair would then get a
+//! sliver of the cores and never finish; so while a pair is in flight the foreground rests a
+//! little after each frame ([`rest_after`]), which guarantees the pair a share of the time.
+
+use std::time::Duration;
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
@@ -56,6 +62,23 @@ impl BackgroundPool {
     }
 }
 
+/// The node's default share of the time for a pair in flight (`dust3r_cpu_share`): enough for a
+/// pair to finish when frames come faster than SuperPoint, for about a third of the keypoints
+/// then (measured, README: Speed), and only then.
+pub const DEFAULT_BACKGROUND_SHARE: f64 = 0.25;
+
+/// The most of the time the background may be guaranteed: the foreground keeps a tenth.
+pub const MAX_BACKGROUND_SHARE: f64 = 0.9;
+
+/// How long the foreground rests after work that took `busy` so that waiting background work
+/// gets `share` of the time even when the foreground always has more to do: `busy * share / (1 -
+/// share)` (`share` clamped to 0..=[`MAX_BACKGROUND_SHARE`]). Time the foreground would have
+/// waited anyway counts toward it.
+pub fn rest_after(busy: Duration, share: f64) -> Duration {
+    let share = if share.is_nan() { 0.0 } else { share.clamp(0.0, MAX_BACKGROUND_SHARE) };
+    busy.mul_f64(share / (1.0 - share))
+}
+
 /// Raises the calling thread's nice value by `nice` (Linux: per thread, through its id).
 fn lower_this_thread(nice: i32) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
@@ -96,6 +119,22 @@ pub fn this_thread_nice() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rest_leaves_the_background_its_share_of_the_time() {
+        for (busy_ms, share) in [(300.0, 0.25), (80.0, 0.5), (1234.0, 0.1), (250.0, 0.9)] {
+            let busy = Duration::from_secs_f64(busy_ms / 1e3);
+            let rest = rest_after(busy, share).as_secs_f64();
+            // Over one frame and its rest, the background has the cores for `share` of the time.
+            let background = rest / (rest + busy.as_secs_f64());
+            assert!((background - share).abs() < 1e-6, "busy {busy_ms} ms, share {share}: {background}");
+        }
+        let busy = Duration::from_millis(200);
+        assert_eq!(rest_after(busy, 0.0), Duration::ZERO, "0: no rest");
+        assert_eq!(rest_after(busy, -1.0), Duration::ZERO);
+        assert_eq!(rest_after(busy, f64::NAN), Duration::ZERO);
+        assert_eq!(rest_after(busy, 1.0), rest_after(busy, MAX_BACKGROUND_SHARE), "never all of it");
+    }
 
     #[test]
     fn the_pools_threads_run_at_the_raised_nice_value_and_the_caller_does_not() {

@@ -76,6 +76,20 @@ impl<T> LatestSlot<T> {
         }
     }
 
+    /// Waits `pause` without taking anything (items that arrive stay for `next`), or less if
+    /// the slot is closed meanwhile; returns false once closed.
+    pub fn rest(&self, pause: Duration) -> bool {
+        let deadline = std::time::Instant::now() + pause;
+        let mut s = self.lock();
+        loop {
+            let now = std::time::Instant::now();
+            if s.closed || now >= deadline {
+                return !s.closed;
+            }
+            s = self.ready.wait_timeout(s, deadline - now).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
     /// Items replaced before a worker took them.
     pub fn dropped(&self) -> u64 {
         self.lock().dropped

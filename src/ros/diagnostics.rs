@@ -74,6 +74,9 @@ counters! {
     NoPose => "no_pose", false;
     /// Frames skipped while SuperPoint's server could not answer and no fallback ran.
     SuperPointPaused => "superpoint_paused", false;
+    /// Milliseconds SuperPoint rested after frames so that a CPU pair in flight got its share
+    /// of the cores (`dust3r_cpu_share`).
+    SuperPointRestMs => "superpoint_rested_ms", false;
     /// Pairs skipped while DUSt3R's server could not answer and no fallback ran.
     Dust3rPaused => "dust3r_paused", false;
     /// Frames placed on the keyframe chain.
@@ -527,7 +530,7 @@ pub fn diagnostics(s: &Stats, h: &History, r: Report<'_>) -> diagnostic_msgs::Di
         done: Counter::FramesDone,
         failed: Counter::SuperPointErrors,
         paused: Counter::SuperPointPaused,
-        more: &[Counter::FrameDrops, Counter::DebugImages, Counter::PublishErrors],
+        more: &[Counter::FrameDrops, Counter::SuperPointRestMs, Counter::DebugImages, Counter::PublishErrors],
         latency_ms: s.superpoint_ms.load(Ordering::Relaxed),
     };
     let dust3r = ModelTask {

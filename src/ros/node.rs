@@ -43,7 +43,7 @@ use super::params::{NodeParams, ParamError, ParamStore};
 use super::rosout;
 use super::tf_static::StaticTransforms;
 use super::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
-use crate::backend::build::{build_dust3r, build_superpoint, BuildError, BuildProgress};
+use crate::backend::build::{build_dust3r, build_superpoint, BackendKind, BuildError, BuildProgress};
 use crate::backend::{BackendHealth, FeatureExtractor, PairOutput, PairReconstructor};
 use crate::image::Frame;
 use crate::pipeline::cancel::Cancel;
@@ -51,7 +51,7 @@ use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::pipeline::loading::{Loader, Phase};
 use crate::pipeline::map::{grow, VoxelMap};
 use crate::pipeline::odometry::{track_frame, Odometry, PairView, TOriginFrame};
-use crate::pipeline::priority::BackgroundPool;
+use crate::pipeline::priority::{rest_after, BackgroundPool};
 use crate::pipeline::slot::LatestSlot;
 use crate::pipeline::tracking::NotTracked;
 use crate::superpoint::Keypoints;
@@ -304,6 +304,8 @@ struct Shared {
     tree: Mutex<StaticTransforms>,
     superpoint: Arc<Loader<dyn FeatureExtractor>>,
     dust3r: Arc<Loader<dyn PairReconstructor>>,
+    /// The DUSt3R worker is on a pair (the SuperPoint worker then leaves it its share).
+    pair_in_flight: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -338,60 +340,89 @@ fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     };
     let stats = &shared.stats;
     let mut keyframes: KeyframeSelector<Keyframe> = KeyframeSelector::new(shared.initial.keyframe_policy());
-    while let Some(input) = shared.frames.next() {
+    // With both models on the CPU, a pair in flight is guaranteed `dust3r_cpu_share` of the
+    // time: after each frame this worker rests before it takes the next (see `rest_after`).
+    let on_shared_cores = [shared.initial.superpoint_backend, shared.initial.dust3r_backend] == [BackendKind::Cpu; 2];
+    let mut rest_until = None;
+    loop {
+        if let Some(until) = rest_until.take().filter(|_| shared.pair_in_flight.load(Ordering::Relaxed)) {
+            let pause = Instant::saturating_duration_since(&until, Instant::now());
+            if !pause.is_zero() {
+                shared.frames.rest(pause);
+                stats.add(Counter::SuperPointRestMs, pause.as_millis() as u64);
+            }
+        }
+        let Some(input) = shared.frames.next() else { break };
         let p = shared.current();
         keyframes.set_policy(p.keyframe_policy());
         let t = Instant::now();
-        match features.detect(&input.frame, &p.post_params()) {
-            Ok(kp) => {
-                stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
-                stats.bump(Counter::FramesDone);
-                let debug = publishers.wanted(OutputKind::DebugImage);
-                shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
-                if !matches!(shared.dust3r.phase(), Phase::Failed(_)) {
-                    let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());
-                    let keyframe = Keyframe { input, keypoints: Arc::new(kp) };
-                    let tracked = track(shared, publishers, &p, &keyframe, camera_info.as_ref());
-                    let stamp = keyframe.input.header.stamp.seconds();
-                    match keyframes.decide(stamp, &keyframe.keypoints, &keyframe) {
-                        KeyframeDecision::Skip { .. } => {}
-                        KeyframeDecision::First => {
-                            // The first frame, or time went backwards (a bag looped): a new chain.
-                            if let (Ok(mut o), Ok(mut out)) = (shared.odometry.lock(), shared.odom.lock()) {
-                                o.reset();
-                                out.reset();
-                                shared.chain.fetch_add(1, Ordering::Relaxed);
-                            }
+        work_on_frame(shared, publishers, &p, features.as_ref(), &mut keyframes, input);
+        if on_shared_cores {
+            rest_until = Some(Instant::now() + rest_after(t.elapsed(), p.dust3r_cpu_share));
+        }
+    }
+    shared.pairs.close();
+}
+
+/// One frame on the SuperPoint worker: its keypoints out, its pose on the chain, and whether it
+/// is a keyframe (then a pair for DUSt3R).
+fn work_on_frame(
+    shared: &Shared,
+    publishers: &Publishers,
+    p: &NodeParams,
+    features: &dyn FeatureExtractor,
+    keyframes: &mut KeyframeSelector<Keyframe>,
+    input: Input,
+) {
+    let stats = &shared.stats;
+    let t = Instant::now();
+    match features.detect(&input.frame, &p.post_params()) {
+        Ok(kp) => {
+            stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+            stats.bump(Counter::FramesDone);
+            let debug = publishers.wanted(OutputKind::DebugImage);
+            shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
+            if !matches!(shared.dust3r.phase(), Phase::Failed(_)) {
+                let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());
+                let keyframe = Keyframe { input, keypoints: Arc::new(kp) };
+                let tracked = track(shared, publishers, p, &keyframe, camera_info.as_ref());
+                let stamp = keyframe.input.header.stamp.seconds();
+                match keyframes.decide(stamp, &keyframe.keypoints, &keyframe) {
+                    KeyframeDecision::Skip { .. } => {}
+                    KeyframeDecision::First => {
+                        // The first frame, or time went backwards (a bag looped): a new chain.
+                        if let (Ok(mut o), Ok(mut out)) = (shared.odometry.lock(), shared.odom.lock()) {
+                            o.reset();
+                            out.reset();
+                            shared.chain.fetch_add(1, Ordering::Relaxed);
                         }
-                        KeyframeDecision::New { previous, .. } => {
-                            // Paired with the chain's newest keyframe, so the pair can join it.
-                            let first = shared.odometry.lock().ok().and_then(|mut o| {
-                                if let Some(pose) = tracked {
-                                    o.keyframe_tracked(stamp_of(&keyframe.input.header.stamp), pose);
-                                }
-                                o.anchor().map(|a| a.payload.clone())
-                            });
-                            let chain = shared.chain.load(Ordering::Relaxed);
-                            let job =
-                                PairJob { first: first.unwrap_or(previous), second: keyframe, camera_info, chain };
-                            if shared.pairs.put(job) {
-                                stats.bump(Counter::PairDrops);
+                    }
+                    KeyframeDecision::New { previous, .. } => {
+                        // Paired with the chain's newest keyframe, so the pair can join it.
+                        let first = shared.odometry.lock().ok().and_then(|mut o| {
+                            if let Some(pose) = tracked {
+                                o.keyframe_tracked(stamp_of(&keyframe.input.header.stamp), pose);
                             }
+                            o.anchor().map(|a| a.payload.clone())
+                        });
+                        let chain = shared.chain.load(Ordering::Relaxed);
+                        let job = PairJob { first: first.unwrap_or(previous), second: keyframe, camera_info, chain };
+                        if shared.pairs.put(job) {
+                            stats.bump(Counter::PairDrops);
                         }
                     }
                 }
             }
-            // The server is down or starting and there is no CPU fallback: paused, and
-            // /diagnostics says why (the link logs its state changes).
-            Err(e) if e.is_unavailable() => stats.bump(Counter::SuperPointPaused),
-            Err(e) => {
-                stats.bump(Counter::SuperPointErrors);
-                stats.count_kind("superpoint", e.kind());
-                crate::warn_throttled!("SuperPoint: {e}");
-            }
+        }
+        // The server is down or starting and there is no CPU fallback: paused, and
+        // /diagnostics says why (the link logs its state changes).
+        Err(e) if e.is_unavailable() => stats.bump(Counter::SuperPointPaused),
+        Err(e) => {
+            stats.bump(Counter::SuperPointErrors);
+            stats.count_kind("superpoint", e.kind());
+            crate::warn_throttled!("SuperPoint: {e}");
         }
     }
-    shared.pairs.close();
 }
 
 /// Places a frame on the keyframe chain (the chain's lock is held only to take its newest
@@ -471,6 +502,7 @@ fn dust3r_loop(shared: &Shared, publishers: &Publishers, stop: &Cancel, model: &
     // The map lives on this thread only: growing it never holds up a frame.
     let (mut map, mut map_chain) = (None, 0);
     while let Some(job) = shared.pairs.next() {
+        let _in_flight = InFlight::mark(&shared.pair_in_flight);
         if job.chain != map_chain {
             (map, map_chain) = (None, job.chain);
         }
@@ -522,6 +554,22 @@ fn dust3r_loop(shared: &Shared, publishers: &Publishers, stop: &Cancel, model: &
                 crate::warn_throttled!("DUSt3R: {e}");
             }
         }
+    }
+}
+
+/// Says a pair is in flight while it lives, on every way out of the pair's work.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl<'a> InFlight<'a> {
+    fn mark(flag: &'a std::sync::atomic::AtomicBool) -> Self {
+        flag.store(true, Ordering::Relaxed);
+        Self(flag)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 
@@ -900,6 +948,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         tree: Mutex::new(StaticTransforms::default()),
         superpoint,
         dust3r,
+        pair_in_flight: std::sync::atomic::AtomicBool::new(false),
     };
     let dds = Loop {
         io,

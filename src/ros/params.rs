@@ -9,6 +9,7 @@ use super::cyclone::WriterQos;
 use super::diagnostics::Limits;
 use crate::backend::build::{BackendConfig, BackendKind};
 use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
+use crate::pipeline::priority::{DEFAULT_BACKGROUND_SHARE, MAX_BACKGROUND_SHARE};
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
 
 /// Allowed values of a parameter.
@@ -196,6 +197,11 @@ parameters! {
     dust3r_nice: i64 = 19, Constraint::Integer { min: 0, max: 19 }, FIXED,
         "How much lower than SuperPoint's the priority of the CPU DUSt3R's threads is (Linux nice): while a pair \
          is reconstructed on the same cores, frames keep their keypoint rate; 0 shares the cores evenly";
+    dust3r_cpu_share: f64 = DEFAULT_BACKGROUND_SHARE, Constraint::Double { min: 0.0, max: MAX_BACKGROUND_SHARE }, TUNABLE,
+        "With SuperPoint and DUSt3R both on the CPU: the share of the time a pair in flight is guaranteed when \
+         frames come faster than SuperPoint keeps up (SuperPoint rests share / (1 - share) of each frame's time \
+         before it takes the next; a frame arriving meanwhile waits); 0: pairs get only the time SuperPoint \
+         leaves idle, which a camera faster than SuperPoint leaves none of";
     use_sim_time: bool = false, Constraint::None, FIXED,
         "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`";
     expected_rate: f64 = 0.0, Constraint::Double { min: 0.0, max: 10_000.0 }, TUNABLE,
@@ -310,6 +316,8 @@ pub struct NodeParams {
     pub map_max_points: usize,
     /// Nice value the CPU DUSt3R's threads add.
     pub dust3r_nice: i32,
+    /// Share of the time a CPU pair in flight is guaranteed (both models on the CPU).
+    pub dust3r_cpu_share: f64,
     /// Take time from /clock.
     pub use_sim_time: bool,
     /// What the /diagnostics levels look at.
@@ -414,6 +422,7 @@ impl NodeParams {
             map_voxel_size: v.map_voxel_size,
             map_max_points: v.map_max_points.max(1) as usize,
             dust3r_nice: v.dust3r_nice.clamp(0, 19) as i32,
+            dust3r_cpu_share: v.dust3r_cpu_share,
             use_sim_time: v.use_sim_time,
             diagnostic_limits: Limits {
                 expected_rate: v.expected_rate,
