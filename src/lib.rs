@@ -10,6 +10,7 @@ pub mod eval;
 pub mod geometry;
 pub mod image;
 pub mod pipeline;
+pub mod ply;
 pub mod rng;
 pub mod ros;
 pub mod sample;

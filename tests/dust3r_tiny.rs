@@ -395,3 +395,72 @@ fn offline_without_dust3r_weights_names_the_three_ways() {
         assert!(err.contains(needle), "missing {needle:?}: {err}");
     }
 }
+
+/// `--ply`: both views' confident points in camera 1's frame with their pixels' colours, as a
+/// binary PLY that PyPI plyfile (an independent reader) reads back with the right fields, the
+/// count and every value of the same run's NPZ and input PNGs, at a threshold that keeps about
+/// half the points.
+#[test]
+fn cli_writes_the_pair_as_a_ply_that_plyfile_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fx = Fixture::open("dust3r_tiny_512");
+    let (png1, _) = view_png(&mut fx, "img1", dir.path());
+    let (png2, _) = view_png(&mut fx, "img2", dir.path());
+    let (npz, ply) = (dir.path().join("pair.npz"), dir.path().join("pair.ply"));
+    let dust3r_cli = |min_confidence: &str| -> serde_json::Value {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+            .arg("dust3r")
+            .args(["--weights".as_ref(), checkpoint().as_os_str()])
+            .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str()])
+            .args(["--out".as_ref(), npz.as_os_str(), "--ply".as_ref(), ply.as_os_str()])
+            .args(["--min-confidence", min_confidence])
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let stdout = String::from_utf8(run.stdout).unwrap();
+        serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+    };
+    // The median confidence of the pair as the threshold (printed exactly, an f32's value).
+    dust3r_cli("1");
+    let mut reader = NpzReader::new(std::fs::File::open(&npz).unwrap()).unwrap();
+    let mut conf: Vec<f32> = ["conf1", "conf2"]
+        .iter()
+        .flat_map(|k| reader.by_name::<ndarray::OwnedRepr<f32>, ndarray::Ix2>(k).unwrap().into_iter())
+        .collect();
+    conf.sort_by(f32::total_cmp);
+    let threshold = format!("{}", conf[conf.len() / 2] as f64);
+    let last = dust3r_cli(&threshold);
+
+    let peer = std::process::Command::new(common::peer_python())
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/ply_check.py"))
+        .args(["--ply".as_ref(), ply.as_os_str(), "--npz".as_ref(), npz.as_os_str()])
+        .args(["--png".as_ref(), png1.as_os_str(), png2.as_os_str()])
+        .args(["--min-confidence", &threshold])
+        .output()
+        .unwrap();
+    assert!(peer.status.success(), "{}", String::from_utf8_lossy(&peer.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&peer.stdout).unwrap();
+    assert_eq!(report["format"], "little", "{report}");
+    assert_eq!(
+        report["fields"],
+        serde_json::json!([
+            ["x", "f4"],
+            ["y", "f4"],
+            ["z", "f4"],
+            ["red", "u1"],
+            ["green", "u1"],
+            ["blue", "u1"],
+            ["confidence", "f4"]
+        ]),
+        "{report}"
+    );
+    let (count, pixels) = (report["count"].as_u64().unwrap(), report["of_pixels"].as_u64().unwrap());
+    assert_eq!(report["expected"].as_u64(), Some(count), "{report}");
+    assert_eq!(last["ply_points"].as_u64(), Some(count), "{last}");
+    assert!(count > pixels / 3 && count < pixels * 2 / 3, "the median keeps about half: {report}");
+    assert_eq!(report["xyz_max_diff"].as_f64(), Some(0.0), "{report}");
+    assert_eq!(report["conf_max_diff"].as_f64(), Some(0.0), "{report}");
+    assert_eq!(report["rgb_mismatches"].as_u64(), Some(0), "{report}");
+    let comments = report["comments"].to_string();
+    assert!(comments.contains("camera 1's frame") && comments.contains(&threshold), "{comments}");
+}

@@ -4,8 +4,8 @@
 # then makes sure ./.venv has the Python peers the tests compare against (PyPI rosbags: ROS 2
 # message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
 # inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers; evo: the trajectory
-# metrics' reference), then runs every test, the model tests again at the AVX2 level,
-# then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
+# metrics' reference; plyfile: an independent PLY reader), then runs every test, the model tests
+# again at the AVX2 level, then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages: cmake and libclang-dev build Cyclone DDS (the cyclors crate compiles it from its
@@ -26,10 +26,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
-if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo" 2>/dev/null; then
+if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo, plyfile, PIL" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
-    .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support evo
+    .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support evo plyfile
 fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
 cargo test --release "$@"

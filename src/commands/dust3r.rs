@@ -8,7 +8,8 @@ use serde_json::json;
 use sp_dust3r::backend::build::BackendKind;
 use sp_dust3r::backend::tt_server::{TtDust3r, DEFAULT_DUST3R_URL};
 use sp_dust3r::backend::{CameraK, PairRequest};
-use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, PrepMode, HUB_MODEL};
+use sp_dust3r::dust3r::cloud::{cloud_points, ColouredPoints, DEFAULT_MIN_CONFIDENCE};
+use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, Pointmap, PrepMode, HUB_MODEL};
 use sp_dust3r::geometry::{relative_pose, PairPose, PoseOptions};
 use sp_dust3r::image::Frame;
 use sp_dust3r::weights;
@@ -44,8 +45,15 @@ pub struct Args {
     /// Output NPZ: pts3d1, pts3d2 (H,W,3) in camera 1's frame; conf1, conf2 (H,W) (512x512 unless
     /// --preprocess upstream); with
     /// --pose also R (3,3), t (3,) (X_cam2 = R X_cam1 + t), focal1, focal2 (input pixels).
+    #[arg(long, required_unless_present = "ply")]
+    out: Option<PathBuf>,
+    /// Output point cloud: both views' points in camera 1's frame with their pixels' colours and
+    /// confidences, above --min-confidence (binary PLY for MeshLab, CloudCompare, Open3D).
     #[arg(long)]
-    out: PathBuf,
+    ply: Option<PathBuf>,
+    /// The confidence (>= 1) a point needs to enter the PLY.
+    #[arg(long, default_value_t = DEFAULT_MIN_CONFIDENCE)]
+    min_confidence: f64,
     #[command(flatten)]
     server: super::ServerArgs,
 }
@@ -126,12 +134,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         pose = Some(result);
     }
 
-    write_npz(&args.out, &forward, pose.as_ref().and_then(|p| p.as_ref().ok()))
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    let ply_points = write_outputs(&args, &forward, [&v1.rgb, &v2.rgb], pose.as_ref().and_then(|p| p.as_ref().ok()))?;
     let mut line = json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
                                         "heads": heads, "pose": pose_ms, "total": ms(total)}});
     if let Some(p) = &pose {
         line["pose"] = super::pose::pose_json(p);
+    }
+    if let Some(n) = ply_points {
+        line["ply_points"] = json!(n);
     }
     println!("{line}");
     Ok(())
@@ -157,14 +167,45 @@ fn run_server(args: &Args) -> anyhow::Result<()> {
     if let Some(Err(reason)) = &pose {
         tracing::warn!("no pose: {reason}");
     }
-    write_npz(&args.out, &pair, pose.as_ref().and_then(|p| p.as_ref().ok()))
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    let ply_points = write_outputs(args, &pair, [&out.rgb1, &out.rgb2], pose.as_ref().and_then(|p| p.as_ref().ok()))?;
     let mut line = json!({"backend": backend.link().describe(), "timing_ms": super::host_timing_json(&[timing])});
     if let Some(p) = &pose {
         line["pose"] = super::pose::pose_json(p);
     }
+    if let Some(n) = ply_points {
+        line["ply_points"] = json!(n);
+    }
     println!("{line}");
     Ok(())
+}
+
+/// The NPZ and the PLY the arguments ask for; returns how many points the PLY got.
+fn write_outputs(
+    args: &Args,
+    pair: &PairPrediction,
+    rgb: [&[u8]; 2],
+    pose: Option<&PairPose>,
+) -> anyhow::Result<Option<usize>> {
+    if let Some(out) = &args.out {
+        write_npz(out, pair, pose).with_context(|| format!("writing {}", out.display()))?;
+    }
+    let Some(path) = &args.ply else { return Ok(None) };
+    let views =
+        [ColouredPoints { points: &pair.view1, rgb: rgb[0] }, ColouredPoints { points: &pair.view2_in_1, rgb: rgb[1] }];
+    let points: Vec<_> = cloud_points(&views, args.min_confidence as f32, 1).collect();
+    let n = points.len();
+    let describe = |p: &Pointmap| format!("{}x{}", p.width, p.height);
+    let comments = [
+        format!("sp_dust3r dust3r: {} (view 1) and {} (view 2)", args.image1.display(), args.image2.display()),
+        format!(
+            "both views' points ({} and {} grids) in camera 1's frame (x right, y down, z forward; DUSt3R's scale)",
+            describe(&pair.view1),
+            describe(&pair.view2_in_1)
+        ),
+        format!("points with confidence above {}", args.min_confidence),
+    ];
+    sp_dust3r::ply::save_ply(path, points, &comments)?;
+    Ok(Some(n))
 }
 
 fn write_npz(path: &std::path::Path, pair: &PairPrediction, pose: Option<&PairPose>) -> anyhow::Result<()> {

@@ -2,6 +2,7 @@
 //! by both views, a two-branch cross-attending decoder, and one DPT head per branch producing
 //! pointmaps of both views in camera 1's frame.
 
+pub mod cloud;
 mod config;
 mod dpt;
 mod layers;

@@ -4,7 +4,8 @@
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 
 use super::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs};
-use crate::dust3r::Pointmap;
+use crate::dust3r::cloud::cloud_points;
+pub use crate::dust3r::cloud::ColouredPoints;
 use crate::geometry::{PairPose, TCam1Cam2, Transform};
 use crate::image::draw::draw_markers;
 use crate::image::Frame;
@@ -28,15 +29,6 @@ pub fn keypoints_msg(header: std_msgs::Header, width: u32, height: u32, kp: &Key
 /// Bytes per point of [`pointcloud_msg`]: x, y, z, rgb, confidence as float32.
 pub const POINT_STEP: u32 = 20;
 
-/// One view's points for a cloud: its pointmap and its colours (interleaved 8-bit RGB of the
-/// same size, the network input).
-pub struct ColouredPoints<'a> {
-    /// The view's points and confidences.
-    pub points: &'a Pointmap,
-    /// Its colours, interleaved 8-bit RGB on the same grid.
-    pub rgb: &'a [u8],
-}
-
 /// `sensor_msgs/PointCloud2` with float32 fields x, y, z, rgb (RViz's packed 0x00RRGGBB read as
 /// float32), confidence; the finite points of every view whose confidence exceeds
 /// `min_confidence`, taking every `stride`-th pixel along rows and columns (1: all). An
@@ -47,19 +39,9 @@ pub fn pointcloud_msg(
     min_confidence: f32,
     stride: usize,
 ) -> sensor_msgs::PointCloud2 {
-    let stride = stride.max(1);
     let mut data = Vec::new();
-    for view in views {
-        let p = view.points;
-        for (i, (xyz, &conf)) in p.points.chunks_exact(3).zip(&p.confidence).enumerate() {
-            let (row, col) = (i / p.width.max(1), i % p.width.max(1));
-            if row % stride != 0 || col % stride != 0 || !(conf > min_confidence) || !xyz.iter().all(|v| v.is_finite())
-            {
-                continue;
-            }
-            let c = view.rgb.get(i * 3..i * 3 + 3).unwrap_or(&[0, 0, 0]);
-            push_point(&mut data, [xyz[0], xyz[1], xyz[2]], [c[0], c[1], c[2]], conf);
-        }
+    for p in cloud_points(views, min_confidence, stride) {
+        push_point(&mut data, p.xyz, p.rgb, p.confidence);
     }
     cloud(header, data)
 }

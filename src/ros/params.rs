@@ -9,6 +9,7 @@ use super::cyclone::WriterQos;
 use super::diagnostics::Limits;
 use crate::backend::build::{BackendConfig, BackendKind};
 use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
+use crate::dust3r::cloud::DEFAULT_MIN_CONFIDENCE;
 use crate::pipeline::priority::{DEFAULT_BACKGROUND_SHARE, MAX_BACKGROUND_SHARE};
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
 
@@ -166,7 +167,7 @@ parameters! {
         "Seconds of input time before another keyframe may be taken";
     keyframe_max_interval: f64 = 5.0, Constraint::Double { min: 0.0, max: 3600.0 }, TUNABLE,
         "Seconds of input time after which a keyframe is taken regardless of matches";
-    confidence_threshold: f64 = 3.0, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
+    confidence_threshold: f64 = DEFAULT_MIN_CONFIDENCE, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
         "Publish DUSt3R points whose confidence (>= 1) is above this";
     pose_confidence_threshold: f64 = 3.0, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
         "PairViewer's min_conf_thr: only DUSt3R points above this confidence enter the focal estimate and PnP";
