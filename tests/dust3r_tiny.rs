@@ -433,6 +433,7 @@ fn cli_writes_the_pair_as_a_ply_that_plyfile_reads() {
 
     let peer = std::process::Command::new(common::peer_python())
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/ply_check.py"))
+        .arg("pair")
         .args(["--ply".as_ref(), ply.as_os_str(), "--npz".as_ref(), npz.as_os_str()])
         .args(["--png".as_ref(), png1.as_os_str(), png2.as_os_str()])
         .args(["--min-confidence", &threshold])

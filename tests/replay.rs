@@ -63,6 +63,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     )
     .unwrap();
     let out = dir.path().join("out.mcap");
+    let ply_dir = dir.path().join("clouds");
     let (ok, summary, stderr) = replay(&[
         "--bag",
         bag.to_str().unwrap(),
@@ -72,6 +73,8 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
         params.to_str().unwrap(),
         "--superpoint-weights",
         fixture_dir("superpoint").to_str().unwrap(),
+        "--export-ply",
+        ply_dir.to_str().unwrap(),
     ]);
     let _ = double.kill();
     let _ = double.wait();
@@ -148,6 +151,43 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     assert_eq!(pose["view2_stamp"], json!([101, 0]));
     assert!(pose["position"].as_array().unwrap().iter().all(|v| v.as_f64().unwrap().is_finite()), "{pose}");
     assert_eq!(topics["/tf"]["frames"], json!([["odom", "cam_optical"]]), "{f}");
+
+    // --export-ply: each pair's cloud and the last map as PLY files, which PyPI plyfile reads
+    // back with every point of the bag's clouds as rosbags decodes them.
+    assert_eq!((summary["ply"]["pairs"].as_u64(), summary["ply"]["map"].is_string()), (Some(2), true), "{summary}");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/ply_check.py");
+    let check = Command::new(peer_python())
+        .arg(script)
+        .args(["bag", "--bag", out.to_str().unwrap(), "--dir", ply_dir.to_str().unwrap()])
+        .args(["--cloud-topic", "/cam/pointcloud", "--map-topic", "/cam/map"])
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    let p: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(
+        p["files"],
+        json!(["map.ply", "pair_100.000000000.ply", "pair_101.000000000.ply"]),
+        "one file per cloud, named by view 1's stamp: {p}"
+    );
+    let fields = json!([
+        ["x", "f4"],
+        ["y", "f4"],
+        ["z", "f4"],
+        ["red", "u1"],
+        ["green", "u1"],
+        ["blue", "u1"],
+        ["confidence", "f4"]
+    ]);
+    for e in p["pairs"].as_array().unwrap().iter().chain([&p["map"]]) {
+        assert_eq!((e["format"].as_str(), &e["fields"]), (Some("little"), &fields), "{e}");
+        assert!(e["count"].as_u64().unwrap() > 1000 && e["count"] == e["expected"], "{e}");
+        assert_eq!(
+            (e["xyz_max_diff"].as_f64(), e["conf_max_diff"].as_f64(), e["rgb_mismatches"].as_u64()),
+            (Some(0.0), Some(0.0), Some(0)),
+            "{e}"
+        );
+    }
+    assert!(p["map"]["comments"].to_string().contains("the map in frame odom"), "{p}");
 
     // Deterministic: the same input gives the same keypoints again.
     let out2 = dir.path().join("again.mcap");

@@ -156,3 +156,84 @@ fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
     assert_eq!(px(30, 5), &[0, 255, 0]);
     assert_eq!(px(20, 20), &[128, 128, 128]);
 }
+
+/// `replay --export-ply` reads a bag's clouds by their fields: our own cloud comes back point for
+/// point; a foreign layout (big endian, fields reordered, a uint32 `rgba`, no confidence, padded
+/// rows, an organised cloud's NaN hole) gives the same points; a layout that does not fit its data
+/// is an error, never a panic.
+#[test]
+fn clouds_are_read_back_by_their_field_layout() {
+    use sp_dust3r::dust3r::cloud::CloudPoint;
+    use sp_dust3r::ros::convert::{cloud_points_of, CloudLayoutError};
+    let view = Pointmap {
+        height: 1,
+        width: 3,
+        points: vec![0.1, 0.2, 1.0, -0.3, 0.4, 1.5, 2.0, -1.0, 0.5],
+        confidence: vec![5.0, 4.0, 9.0],
+    };
+    let rgb: Vec<u8> = vec![255, 0, 0, 10, 20, 30, 0, 0, 255];
+    let ours = pointcloud_msg(header(7, "c"), &[ColouredPoints { points: &view, rgb: &rgb }], 3.0, 1);
+    let got = cloud_points_of(&ours).unwrap();
+    let want: Vec<CloudPoint> = (0..3)
+        .map(|i| CloudPoint {
+            xyz: [view.points[3 * i], view.points[3 * i + 1], view.points[3 * i + 2]],
+            rgb: [rgb[3 * i], rgb[3 * i + 1], rgb[3 * i + 2]],
+            confidence: view.confidence[i],
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // Foreign: big endian, 16-byte points (z, x, rgba as uint32, y), 2 x 2 organised with 8 bytes
+    // of padding per row and one NaN point.
+    let field = |name: &str, offset: u32, datatype: u8| sensor_msgs::PointField {
+        name: name.into(),
+        offset,
+        datatype,
+        count: 1,
+    };
+    let mut data = Vec::new();
+    let rows: [[Option<&CloudPoint>; 2]; 2] = [[Some(&want[0]), None], [Some(&want[1]), Some(&want[2])]];
+    for row in rows {
+        for p in row {
+            let (xyz, c) = p.map_or(([f32::NAN; 3], [0u8; 3]), |p| (p.xyz, p.rgb));
+            data.extend_from_slice(&xyz[2].to_be_bytes());
+            data.extend_from_slice(&xyz[0].to_be_bytes());
+            data.extend_from_slice(&(u32::from(c[0]) << 16 | u32::from(c[1]) << 8 | u32::from(c[2])).to_be_bytes());
+            data.extend_from_slice(&xyz[1].to_be_bytes());
+        }
+        data.extend_from_slice(&[0xee; 8]);
+    }
+    let foreign = sensor_msgs::PointCloud2 {
+        header: header(7, "c"),
+        height: 2,
+        width: 2,
+        fields: vec![
+            field("z", 0, sensor_msgs::PointField::FLOAT32),
+            field("x", 4, sensor_msgs::PointField::FLOAT32),
+            field("rgba", 8, sensor_msgs::PointField::UINT32),
+            field("y", 12, sensor_msgs::PointField::FLOAT32),
+        ],
+        is_bigendian: true,
+        point_step: 16,
+        row_step: 40,
+        data,
+        is_dense: false,
+    };
+    let got = cloud_points_of(&foreign).unwrap();
+    let without_confidence: Vec<CloudPoint> = want.iter().map(|p| CloudPoint { confidence: 1.0, ..*p }).collect();
+    assert_eq!(got, without_confidence);
+
+    // Layouts that do not fit.
+    let short = sensor_msgs::PointCloud2 { data: foreign.data[..70].to_vec(), ..foreign.clone() };
+    assert!(matches!(cloud_points_of(&short), Err(CloudLayoutError::Short { len: 70, .. })));
+    let narrow_rows = sensor_msgs::PointCloud2 { row_step: 16, ..foreign.clone() };
+    assert!(matches!(cloud_points_of(&narrow_rows), Err(CloudLayoutError::Short { .. })));
+    let huge = sensor_msgs::PointCloud2 { width: u32::MAX, height: u32::MAX, row_step: u32::MAX, ..foreign.clone() };
+    assert!(matches!(cloud_points_of(&huge), Err(CloudLayoutError::Short { .. })));
+    let outside = sensor_msgs::PointCloud2 { point_step: 14, ..foreign.clone() };
+    assert!(matches!(cloud_points_of(&outside), Err(CloudLayoutError::FieldOutside { offset: 12, .. })));
+    let zero = sensor_msgs::PointCloud2 { point_step: 0, ..foreign.clone() };
+    assert!(cloud_points_of(&zero).is_err());
+    let no_y = sensor_msgs::PointCloud2 { fields: foreign.fields[..3].to_vec(), ..foreign };
+    assert_eq!(cloud_points_of(&no_y), Err(CloudLayoutError::MissingField("y")));
+}

@@ -31,6 +31,11 @@ pub const TARGETS: &[Target] = &[
     Target { name: "cdr_camera_info", what: "sensor_msgs/CameraInfo CDR, then its checks", run: cdr_camera_info },
     Target { name: "cdr_clock", what: "rosgraph_msgs/Clock CDR", run: cdr_clock },
     Target { name: "cdr_tf_static", what: "tf2_msgs/TFMessage CDR, then the mount lookup", run: cdr_tf_static },
+    Target {
+        name: "cdr_pointcloud",
+        what: "sensor_msgs/PointCloud2 CDR as --export-ply reads a bag's clouds, then the PLY",
+        run: cdr_pointcloud,
+    },
     Target { name: "param_request", what: "the six parameter-service requests, answered", run: param_request },
     Target { name: "image_raw", what: "raw sensor_msgs/Image buffers in every encoding", run: image_raw },
     Target { name: "image_png", what: "PNG decoding", run: image_encoded },
@@ -102,6 +107,16 @@ fn cdr_camera_info(data: &[u8]) {
 fn cdr_clock(data: &[u8]) {
     for c in cdr::<rosgraph_msgs::Clock>(data).into_iter().flatten() {
         std::hint::black_box(c.clock.seconds());
+    }
+}
+
+/// A bag's cloud as `replay --export-ply` reads it: its points by its field layout (any offsets,
+/// steps, endianness and sizes), then written as PLY into memory.
+fn cdr_pointcloud(data: &[u8]) {
+    if let Ok(msg) = from_cdr::<sensor_msgs::PointCloud2>(data) {
+        if let Ok(points) = sp_dust3r::ros::convert::cloud_points_of(&msg) {
+            let _ = sp_dust3r::ply::write_ply(&mut Vec::new(), points, &[msg.header.frame_id]);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! replay's output as a bag that `ros2 bag`, rosbags and Foxglove open (profile `ros2`, schemas
 //! `ros2msg` with the full definitions, messages `cdr`).
 
+pub mod export;
 mod records;
 pub mod replay;
 

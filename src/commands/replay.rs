@@ -6,12 +6,14 @@ use anyhow::{bail, Context};
 use serde_json::json;
 
 use sp_dust3r::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
-use sp_dust3r::bag::replay::{choose_topics, replay, Models, ReplaySummary};
+use sp_dust3r::bag::export::export_ply;
+use sp_dust3r::bag::replay::{choose_topics, output_topic, replay, Models, ReplaySummary};
 use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
 use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r::eval::evaluate_bag;
 use sp_dust3r::pipeline::cancel::Cancel;
 use sp_dust3r::ros::args::{ParamValue, RosArgs};
+use sp_dust3r::ros::outputs::OutputKind;
 use sp_dust3r::ros::params::{name, NodeParams};
 
 #[derive(clap::Args)]
@@ -54,6 +56,11 @@ pub struct Args {
     gt_topic: Option<String>,
     #[arg(long, num_args = 2, value_names = ["PARENT", "CHILD"])]
     gt_frames: Option<Vec<String>>,
+    /// After the replay, write every pair's cloud (`pair_<sec>.<nanosec>.ply`, view 1's stamp)
+    /// and the last map (`map.ply`) from the output bag into this folder, as binary PLY for
+    /// MeshLab, CloudCompare and Open3D.
+    #[arg(long, value_name = "DIR")]
+    export_ply: Option<PathBuf>,
 }
 
 fn p95(v: &[f64]) -> f64 {
@@ -162,6 +169,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         "latency_ms": {"superpoint": stats(&summary.superpoint_ms), "dust3r": stats(&summary.dust3r_ms)},
     });
+    if let Some(dir) = &args.export_ply {
+        // From the bag as written (also after an interruption: what it holds).
+        let written: Vec<McapFile> =
+            mcap_files(&out_path)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?;
+        let (cloud, map) = (OutputKind::Cloud.topic(), OutputKind::Map.topic());
+        let source = format!("sp_dust3r replay of {}", args.bag.display());
+        let exported = export_ply(
+            &written,
+            &output_topic(&cameras.image, cloud),
+            &output_topic(&cameras.image, map),
+            dir,
+            &source,
+        )
+        .with_context(|| format!("exporting the clouds of {} to {}", out_path.display(), dir.display()))?;
+        report["ply"] = json!({
+            "dir": dir.display().to_string(), "pairs": exported.pairs.len(),
+            "map": exported.map.map(|m| m.display().to_string()),
+        });
+    }
     if let Some(e) = stopped {
         println!("{report}");
         bail!("{e}; the {} frames before it are in {}", summary.frames, out_path.display());

@@ -4,8 +4,8 @@
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 
 use super::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs};
-use crate::dust3r::cloud::cloud_points;
 pub use crate::dust3r::cloud::ColouredPoints;
+use crate::dust3r::cloud::{cloud_points, CloudPoint};
 use crate::geometry::{PairPose, TCam1Cam2, Transform};
 use crate::image::draw::draw_markers;
 use crate::image::Frame;
@@ -137,4 +137,108 @@ pub fn debug_image_msg(header: std_msgs::Header, frame: &Frame, kp: &Keypoints) 
     let mut data = frame.to_rgb8();
     draw_markers(&mut data, width, height, &kp.xy, [0, 255, 0]);
     sensor_msgs::Image { header, height, width, encoding: "rgb8".into(), is_bigendian: 0, step: width * 3, data }
+}
+
+/// Why a `sensor_msgs/PointCloud2` cannot be read as coloured points.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CloudLayoutError {
+    /// A coordinate field is missing or not float32.
+    #[error("the cloud has no float32 field {0}")]
+    MissingField(&'static str),
+    /// A field reaches past the end of a point.
+    #[error("field {name} at offset {offset} does not fit in a point of {point_step} bytes")]
+    FieldOutside {
+        /// The field.
+        name: String,
+        /// Its offset.
+        offset: u32,
+        /// The point's size.
+        point_step: u32,
+    },
+    /// The data is shorter than the header says.
+    #[error("{width} x {height} points of {point_step} bytes in rows of {row_step} need more than its {len} bytes")]
+    Short {
+        /// Points per row.
+        width: u32,
+        /// Rows.
+        height: u32,
+        /// Bytes per point.
+        point_step: u32,
+        /// Bytes per row.
+        row_step: u32,
+        /// Bytes of data.
+        len: usize,
+    },
+}
+
+/// The points of any `sensor_msgs/PointCloud2` with float32 x, y, z: the colour from a packed
+/// `rgb` or `rgba` field (float32 or uint32, 0x00RRGGBB; white without one), the confidence from
+/// a float32 `confidence` field (1, DUSt3R's least, without one). Points with a non-finite
+/// coordinate (an organised cloud's holes) are left out.
+pub fn cloud_points_of(msg: &sensor_msgs::PointCloud2) -> Result<Vec<CloudPoint>, CloudLayoutError> {
+    use sensor_msgs::PointField;
+    let step = msg.point_step;
+    let field = |names: &[&str], types: &[u8]| -> Result<Option<u32>, CloudLayoutError> {
+        let Some(f) = msg.fields.iter().find(|f| names.contains(&f.name.as_str()) && types.contains(&f.datatype))
+        else {
+            return Ok(None);
+        };
+        if f.offset.checked_add(4).is_none_or(|end| end > step) {
+            return Err(CloudLayoutError::FieldOutside { name: f.name.clone(), offset: f.offset, point_step: step });
+        }
+        Ok(Some(f.offset))
+    };
+    let coordinate =
+        |name: &'static str| field(&[name], &[PointField::FLOAT32])?.ok_or(CloudLayoutError::MissingField(name));
+    let (x, y, z) = (coordinate("x")?, coordinate("y")?, coordinate("z")?);
+    let rgb = field(&["rgb", "rgba"], &[PointField::FLOAT32, PointField::UINT32])?;
+    let confidence = field(&["confidence"], &[PointField::FLOAT32])?;
+    let (w, h, row_step) = (msg.width as usize, msg.height as usize, msg.row_step as usize);
+    let short = || CloudLayoutError::Short {
+        width: msg.width,
+        height: msg.height,
+        point_step: step,
+        row_step: msg.row_step,
+        len: msg.data.len(),
+    };
+    // Every point's bytes lie inside its row and every row inside the data (x's check above
+    // made the point step at least 4).
+    let row_bytes = w.checked_mul(step as usize).ok_or_else(short)?;
+    if h > 1 && row_step < row_bytes {
+        return Err(short());
+    }
+    let needed = match h {
+        0 => 0,
+        _ => (h - 1).checked_mul(row_step).and_then(|b| b.checked_add(row_bytes)).ok_or_else(short)?,
+    };
+    if needed > msg.data.len() {
+        return Err(short());
+    }
+    let word = |point: &[u8], offset: u32| -> [u8; 4] {
+        let o = offset as usize;
+        let b = [point[o], point[o + 1], point[o + 2], point[o + 3]];
+        if msg.is_bigendian {
+            [b[3], b[2], b[1], b[0]]
+        } else {
+            b
+        }
+    };
+    let float = |point: &[u8], offset: u32| f32::from_le_bytes(word(point, offset));
+    let mut points = Vec::with_capacity(w * h);
+    for row in 0..h {
+        let bytes = &msg.data[row * row_step..row * row_step + row_bytes];
+        for point in bytes.chunks_exact(step as usize) {
+            let xyz = [float(point, x), float(point, y), float(point, z)];
+            if !xyz.iter().all(|v| v.is_finite()) {
+                continue;
+            }
+            let rgb = rgb.map_or([255; 3], |o| {
+                let v = u32::from_le_bytes(word(point, o));
+                [(v >> 16) as u8, (v >> 8) as u8, v as u8]
+            });
+            let confidence = confidence.map_or(1.0, |o| float(point, o));
+            points.push(CloudPoint { xyz, rgb, confidence });
+        }
+    }
+    Ok(points)
 }

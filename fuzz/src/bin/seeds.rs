@@ -28,6 +28,7 @@ fn main() {
         ("cdr_camera_info", vec![("valid".into(), cdr(&camera_info()))]),
         ("cdr_clock", cdr_clock()),
         ("cdr_tf_static", vec![("mount".into(), cdr(&tf_static()))]),
+        ("cdr_pointcloud", cdr_pointcloud()),
         ("param_request", param_request()),
         ("image_raw", image_raw()),
         ("image_png", pngs()),
@@ -146,9 +147,36 @@ fn tf_static() -> tf2_msgs::TFMessage {
         transforms: vec![
             tf("base_link", "camera_link", [0.2, 0.0, 0.1], [0.0, 0.0, 0.0, 1.0]),
             tf("camera_link", "camera_optical_frame", [0.0, 0.0, 0.0], [-0.5, 0.5, -0.5, 0.5]),
-            tf("map", "odom", [1.0, 2.0, 0.0], [0.0, 0.0, 0.7071, 0.7071]),
+            tf(
+                "map",
+                "odom",
+                [1.0, 2.0, 0.0],
+                [0.0, 0.0, std::f64::consts::FRAC_1_SQRT_2, std::f64::consts::FRAC_1_SQRT_2],
+            ),
         ],
     }
+}
+
+/// A pair's cloud as the node publishes it (three points of two views), and the same points in
+/// an organised 2 x 2 cloud with padded rows and a hole.
+fn cdr_pointcloud() -> Seeds {
+    use sp_dust3r::dust3r::{cloud::ColouredPoints, Pointmap};
+    let view =
+        Pointmap { width: 2, height: 1, points: vec![0.1, 0.2, 1.5, -0.3, 0.0, 2.0], confidence: vec![4.0, 9.0] };
+    let header = std_msgs::Header { stamp: builtin_interfaces::Time { sec: 5, nanosec: 0 }, frame_id: "cam".into() };
+    let views = [ColouredPoints { points: &view, rgb: &[200, 10, 30, 0, 255, 0] }];
+    let mut organised = sp_dust3r::ros::convert::pointcloud_msg(header.clone(), &views, 3.0, 1);
+    let step = organised.point_step as usize;
+    let mut data = organised.data.clone();
+    data.extend_from_slice(&[0; 4]);
+    data.extend_from_slice(&f32::NAN.to_le_bytes().repeat(step / 4));
+    data.extend_from_slice(&organised.data[..step]);
+    data.extend_from_slice(&[0; 4]);
+    (organised.width, organised.height, organised.row_step, organised.data) = (2, 2, 2 * step as u32 + 4, data);
+    vec![
+        ("pair".into(), cdr(&sp_dust3r::ros::convert::pointcloud_msg(header, &views, 3.0, 1))),
+        ("organised".into(), cdr(&organised)),
+    ]
 }
 
 fn cdr_clock() -> Seeds {
