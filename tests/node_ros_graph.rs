@@ -118,7 +118,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     assert_eq!(debug.iter().map(|i| i["stamp"].as_i64().unwrap()).collect::<Vec<_>>(), vec![201, 202], "{ctx}");
     for i in debug {
         assert_eq!((i["encoding"].as_str(), &i["size"]), (Some("rgb8"), &json!([640, 480])));
-        assert!(i["green_pixels"].as_u64().unwrap() > 0, "keypoints are drawn: {ctx}");
+        assert!(i["ring_pixels"].as_u64().unwrap() > 0, "keypoints are drawn: {ctx}");
     }
     let diag = &report["diagnostics"];
     assert_eq!(diag["debug_images"].as_str(), Some("2"), "{ctx}");

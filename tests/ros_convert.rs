@@ -141,7 +141,7 @@ fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
         descriptors: vec![1.0, 1.0],
         descriptor_dim: 1,
     };
-    let msg = debug_image_msg(header(42, "cam"), &frame, &kp);
+    let msg = debug_image_msg(header(42, "cam"), &frame, &kp, &sp_dust3r::superpoint::PostParams::default());
     let r = rosbags_read(&[&CdrEntry::of(&msg)]);
     let v = &r["sensor_msgs/msg/Image"]["value"];
     assert_eq!(
@@ -150,10 +150,13 @@ fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
     );
     assert_eq!(v["header"]["stamp"]["sec"].as_i64(), Some(42));
     assert_eq!(r["sensor_msgs/msg/Image"]["bytes_equal"], true);
+    // Rings in the colours of their scores (the strongest yellow, the weakest blue-purple), the
+    // grey between them untouched; this image is too small for a caption band.
+    use sp_dust3r::image::draw::score_colour;
     let px = |x: u32, y: u32| &msg.data[((y * w + x) * 3) as usize..((y * w + x) * 3 + 3) as usize];
-    assert_eq!(px(10, 12), &[0, 255, 0]);
-    assert_eq!(px(13, 12), &[0, 255, 0]);
-    assert_eq!(px(30, 5), &[0, 255, 0]);
+    assert_eq!(px(10, 12), &score_colour(1.0));
+    assert_eq!(px(13, 12), &score_colour(1.0));
+    assert_eq!(px(30, 5), &score_colour(0.0));
     assert_eq!(px(20, 20), &[128, 128, 128]);
 }
 

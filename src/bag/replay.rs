@@ -296,7 +296,7 @@ pub fn replay(
                 }
             };
             s.superpoint_ms.push(t.elapsed().as_secs_f64() * 1e3);
-            for output in frame_outputs(&header, &frame, &kp, false) {
+            for output in frame_outputs(&header, &frame, &kp, None) {
                 sink.emit(output)?;
             }
             if let Some(model) = pairs {

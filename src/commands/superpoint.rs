@@ -7,6 +7,7 @@ use serde_json::json;
 
 use sp_dust3r::backend::build::BackendKind;
 use sp_dust3r::backend::tt_server::{TtSuperPoint, DEFAULT_SUPERPOINT_URL};
+use sp_dust3r::image::draw::draw_keypoints;
 use sp_dust3r::image::Frame;
 use sp_dust3r::superpoint::{Keypoints, PostParams, SuperPoint, HUB_MODEL};
 use sp_dust3r::weights;
@@ -33,8 +34,12 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// Output NPZ: keypoints (N,2) [x, y] in input pixels, scores (N,), descriptors (N,256).
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "draw")]
+    out: Option<PathBuf>,
+    /// Output picture (PNG): the image with a ring at each keypoint coloured by its score, and a
+    /// caption with the count, the settings and the colour scale.
+    #[arg(long, value_name = "OUT.png")]
+    draw: Option<PathBuf>,
     #[command(flatten)]
     server: super::ServerArgs,
 }
@@ -51,12 +56,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let mut times = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     let mut result = Keypoints::default();
+    let mut frame = None;
     for _ in 0..args.repeat {
         let t = Instant::now();
-        let frame = Frame::open(&args.image)?;
+        let opened = frame.insert(Frame::open(&args.image)?);
         times[0].push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        let luma = frame.to_luma();
+        let luma = opened.to_luma();
         let luma_ms = t.elapsed().as_secs_f64() * 1e3;
         let (keypoints, stages) = model.detect(&luma, &params)?;
         times[1].push(luma_ms + stages.preprocess_ms);
@@ -64,7 +70,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         times[3].push(stages.postprocess_ms);
         result = keypoints;
     }
-    write_npz(&args.out, &result).with_context(|| format!("writing {}", args.out.display()))?;
+    if let Some(frame) = &frame {
+        write_outputs(&args, frame, &result, &params)?;
+    }
     let m = |i: usize| super::median(&times[i]);
     println!(
         "{}",
@@ -89,11 +97,25 @@ fn run_server(args: &Args, params: &PostParams) -> anyhow::Result<()> {
         timings.push(timing);
         result = kp;
     }
-    write_npz(&args.out, &result).with_context(|| format!("writing {}", args.out.display()))?;
+    write_outputs(args, &frame, &result, params)?;
     println!(
         "{}",
         json!({"num_keypoints": result.len(), "backend": backend.link().describe(), "timing_ms": super::host_timing_json(&timings)})
     );
+    Ok(())
+}
+
+/// The NPZ and the picture the arguments ask for.
+fn write_outputs(args: &Args, frame: &Frame, kp: &Keypoints, params: &PostParams) -> anyhow::Result<()> {
+    if let Some(out) = &args.out {
+        write_npz(out, kp).with_context(|| format!("writing {}", out.display()))?;
+    }
+    if let Some(path) = &args.draw {
+        let (w, h) = (frame.width(), frame.height());
+        let mut img = image::RgbImage::from_raw(w, h, frame.to_rgb8()).context("the frame's RGB buffer")?;
+        draw_keypoints(&mut img, &kp.xy, &kp.scores, &params.caption(kp.len()));
+        img.save(path).with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }
 

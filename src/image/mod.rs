@@ -2,6 +2,7 @@
 //! and their conversion to a luminance plane.
 
 pub mod draw;
+pub mod text;
 
 use std::path::Path;
 

@@ -7,10 +7,10 @@ use super::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_
 pub use crate::dust3r::cloud::ColouredPoints;
 use crate::dust3r::cloud::{cloud_points, CloudPoint};
 use crate::geometry::{PairPose, TCam1Cam2, Transform};
-use crate::image::draw::draw_markers;
+use crate::image::draw::draw_keypoints;
 use crate::image::Frame;
 use crate::pipeline::map::MapPoint;
-use crate::superpoint::Keypoints;
+use crate::superpoint::{Keypoints, PostParams};
 
 /// `sp_dust3r/msg/Keypoints` of one image (`width x height`, keypoints in its pixels).
 pub fn keypoints_msg(header: std_msgs::Header, width: u32, height: u32, kp: &Keypoints) -> node_msgs::Keypoints {
@@ -130,12 +130,20 @@ pub fn pose_msgs(
     (pair, stamped)
 }
 
-/// The debug image `keypoints/image`: the frame as rgb8 with a green ring at every keypoint,
-/// under the input's header.
-pub fn debug_image_msg(header: std_msgs::Header, frame: &Frame, kp: &Keypoints) -> sensor_msgs::Image {
+/// The debug image `keypoints/image`: the frame as rgb8 with the keypoints drawn (rings coloured
+/// by score, a caption with the count and `settings`), under the input's header.
+pub fn debug_image_msg(
+    header: std_msgs::Header,
+    frame: &Frame,
+    kp: &Keypoints,
+    settings: &PostParams,
+) -> sensor_msgs::Image {
     let (width, height) = (frame.width(), frame.height());
-    let mut data = frame.to_rgb8();
-    draw_markers(&mut data, width, height, &kp.xy, [0, 255, 0]);
+    // A frame's RGB is always width x height x 3 (the fallback is never taken).
+    let mut img = image::RgbImage::from_raw(width, height, frame.to_rgb8())
+        .unwrap_or_else(|| image::RgbImage::new(width, height));
+    draw_keypoints(&mut img, &kp.xy, &kp.scores, &settings.caption(kp.len()));
+    let data = img.into_raw();
     sensor_msgs::Image { header, height, width, encoding: "rgb8".into(), is_bigendian: 0, step: width * 3, data }
 }
 

@@ -380,7 +380,8 @@ fn work_on_frame(
         Ok(kp) => {
             stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
             stats.bump(Counter::FramesDone);
-            let debug = publishers.wanted(OutputKind::DebugImage);
+            let post = p.post_params();
+            let debug = publishers.wanted(OutputKind::DebugImage).then_some(&post);
             shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
             if !matches!(shared.dust3r.phase(), Phase::Failed(_)) {
                 let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());

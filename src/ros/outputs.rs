@@ -10,7 +10,7 @@ use super::topics;
 use crate::backend::{BackendError, CameraK, PairOutput, PairReconstructor, PairRequest};
 use crate::geometry::NoPose;
 use crate::image::Frame;
-use crate::superpoint::Keypoints;
+use crate::superpoint::{Keypoints, PostParams};
 
 /// One message the pipeline emits.
 #[derive(Clone, Debug)]
@@ -179,11 +179,17 @@ pub trait OutputSink {
     fn emit(&mut self, output: Output) -> Result<(), Self::Error>;
 }
 
-/// What a frame gives: its keypoints, and the debug image when someone looks at it.
-pub fn frame_outputs(header: &std_msgs::Header, frame: &Frame, kp: &Keypoints, debug_image: bool) -> Vec<Output> {
+/// What a frame gives: its keypoints, and the debug image (captioned with the settings it was
+/// found with) when someone looks at it.
+pub fn frame_outputs(
+    header: &std_msgs::Header,
+    frame: &Frame,
+    kp: &Keypoints,
+    debug_image: Option<&PostParams>,
+) -> Vec<Output> {
     let mut out = vec![Output::Keypoints(keypoints_msg(header.clone(), frame.width(), frame.height(), kp))];
-    if debug_image {
-        out.push(Output::DebugImage(debug_image_msg(header.clone(), frame, kp)));
+    if let Some(settings) = debug_image {
+        out.push(Output::DebugImage(debug_image_msg(header.clone(), frame, kp, settings)));
     }
     out
 }

@@ -48,6 +48,17 @@ impl Default for PostParams {
 }
 
 impl PostParams {
+    /// A caption for `n` keypoints found with these settings: "568 keypoints (score > 0.005,
+    /// NMS 4 px, best 1024)".
+    pub fn caption(&self, n: usize) -> String {
+        let nms = match self.nms_radius {
+            0 => "no NMS".to_string(),
+            r => format!("NMS {r} px"),
+        };
+        let best = self.max_keypoints.map_or("all kept".to_string(), |k| format!("best {k}"));
+        format!("{n} keypoints (score > {}, {nms}, {best})", self.threshold)
+    }
+
     /// From the CLI/ROS parameter conventions: `max_keypoints < 0` means all.
     pub fn new(threshold: f32, nms_radius: i64, border: i64, max_keypoints: i64) -> Result<Self, SuperPointError> {
         if !threshold.is_finite() || threshold < 0.0 {

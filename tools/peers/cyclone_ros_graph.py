@@ -201,8 +201,11 @@ def main():
     while len(debug_images) < 2 and time.time() - t0 < 10:
         for im in debug.take(N=10):
             px = np.frombuffer(bytes(im.data), dtype=np.uint8).reshape(im.height, im.width, 3)
-            green = int(np.sum((px[:, :, 0] == 0) & (px[:, :, 1] == 255) & (px[:, :, 2] == 0)))
-            debug_images.append({"stamp": im.header.stamp.sec, "encoding": im.encoding, "size": [im.width, im.height], "green_pixels": green})
+            # The frame sent is grey (mono8): the keypoints' rings are the coloured pixels above
+            # the caption band (at most the bottom eighth, whose colour scale is left out).
+            top = px[: im.height * 7 // 8].astype(np.int16)
+            ring = int(np.sum((top[:, :, 0] != top[:, :, 1]) | (top[:, :, 1] != top[:, :, 2])))
+            debug_images.append({"stamp": im.header.stamp.sec, "encoding": im.encoding, "size": [im.width, im.height], "ring_pixels": ring})
         time.sleep(0.05)
     report["debug_images"] = debug_images
 
