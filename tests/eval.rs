@@ -110,6 +110,7 @@ fn metrics_match_hand_computed_values() {
     assert_eq!(serde_json::from_str::<Value>(&std::fs::read_to_string(&json_out).unwrap()).unwrap(), r);
     // The picture beside it: two rotation markers (red) and a translation marker (blue) drawn.
     let png = image::open(json_out.with_extension("png")).expect("metrics.png").to_rgb8();
+    assert_eq!(png.dimensions(), sp_dust3r::eval::plot::SIZE);
     let count = |c: image::Rgb<u8>| png.pixels().filter(|p| **p == c).count();
     assert!(count(sp_dust3r::eval::plot::ROTATION) >= 2 * 25 && count(sp_dust3r::eval::plot::TRANSLATION) >= 25);
 

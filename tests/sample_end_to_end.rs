@@ -199,7 +199,7 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     assert_eq!(m["num_pairs"].as_u64(), Some(pairs), "every pair is scored (a pair without a pose as a failure): {m}");
     assert_eq!(m["auc"], summary["eval"]["auc"]);
     let png = image::open(&plot).unwrap();
-    assert!(png.width() >= 400 && png.height() >= 300);
+    assert_eq!((png.width(), png.height()), sp_dust3r::eval::plot::SIZE);
     // rosbags reads the bag: the camera copied, a keypoints message per frame, a cloud per pair.
     let r = rosbags_read(&bag);
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(40), "{r}");

@@ -55,17 +55,21 @@ pub fn gt_frames(arg: &Option<Vec<String>>) -> anyhow::Result<Option<(String, St
 
 /// Writes the metrics as JSON to `json` and the pictures where `png` says: the pairs' there,
 /// the trajectory's (when there is one) beside it as `<stem>_trajectory.png`, which it returns.
-pub fn save(report: &Report, json: Option<&Path>, png: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+pub fn save(report: &Report, title: &str, json: Option<&Path>, png: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
     if let Some(out) = json {
         std::fs::write(out, serde_json::to_string_pretty(report)?)
             .with_context(|| format!("writing {}", out.display()))?;
     }
     let Some(png) = png else { return Ok(None) };
-    sp_dust3r::eval::plot::render(report).save(png).with_context(|| format!("writing {}", png.display()))?;
+    sp_dust3r::eval::plot::render(report, &format!("{title}: pair poses"))
+        .save(png)
+        .with_context(|| format!("writing {}", png.display()))?;
     let Some(t) = &report.trajectory else { return Ok(None) };
     let stem = png.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let path = png.with_file_name(format!("{stem}_trajectory.png"));
-    sp_dust3r::eval::plot::render_trajectory(t).save(&path).with_context(|| format!("writing {}", path.display()))?;
+    sp_dust3r::eval::plot::render_trajectory(t, &format!("{title}: trajectory"))
+        .save(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(Some(path))
 }
 
@@ -83,7 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let report = evaluate_bag(&args.bag, &gt, args.tolerance, delta)?;
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
-    let trajectory_png = save(&report, args.out.as_deref(), png.as_deref())?;
+    let title = format!("{} against {}", file_name(&args.bag), file_name(&args.ground_truth));
+    let trajectory_png = save(&report, &title, args.out.as_deref(), png.as_deref())?;
     if let Some(png) = png {
         tracing::info!("plot written to {}", png.display());
     }
@@ -92,4 +97,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
+}
+
+/// A path's last component, for titles (the whole path when it has none).
+pub fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }

@@ -207,7 +207,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
         let delta = sp_dust3r::eval::trajectory::RpeDelta::Frames(1);
         let metrics = evaluate_bag(&out_path, &gt, super::eval::DEFAULT_TOLERANCE_S, delta)?;
-        let trajectory_png = super::eval::save(&metrics, Some(&json_path), Some(&png_path))?;
+        let title = format!("replay of {}", super::eval::file_name(&args.bag));
+        let trajectory_png = super::eval::save(&metrics, &title, Some(&json_path), Some(&png_path))?;
         report["eval"] = json!({
             "metrics": json_path.display().to_string(), "plot": png_path.display().to_string(),
             "num_pairs": metrics.num_pairs, "num_without_pose": metrics.num_without_pose,

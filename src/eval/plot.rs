@@ -1,7 +1,8 @@
 //! The metrics as a picture: per-pair errors on the left, the recall curve with the AUC values
-//! on the right. Drawn with the `image` crate and a built-in 5x7 pixel font (upper case, digits
-//! and a few signs): a plotting crate would need a font file or the system's fonts, neither of
-//! which a robot or CI machine reliably has.
+//! on the right; the trajectory from above and its error over time. Drawn with the `image` crate,
+//! the text in DejaVu Sans (`crate::image::text`, embedded: no font file or system font needed on
+//! a robot or CI machine), each plot with a title naming the run, axis labels with units and a
+//! legend.
 
 use image::{Rgb, RgbImage};
 
@@ -9,53 +10,14 @@ use nalgebra::{Matrix3, Vector3};
 
 use super::trajectory::TrajectoryReport;
 use super::Report;
+use crate::image::text::{draw_text, text_width};
 
-const GLYPHS: &[(char, [&str; 7])] = &[
-    ('0', ["01110", "10001", "10011", "10101", "11001", "10001", "01110"]),
-    ('1', ["00100", "01100", "00100", "00100", "00100", "00100", "01110"]),
-    ('2', ["01110", "10001", "00001", "00010", "00100", "01000", "11111"]),
-    ('3', ["11110", "00001", "00001", "01110", "00001", "00001", "11110"]),
-    ('4', ["00010", "00110", "01010", "10010", "11111", "00010", "00010"]),
-    ('5', ["11111", "10000", "11110", "00001", "00001", "10001", "01110"]),
-    ('6', ["00110", "01000", "10000", "11110", "10001", "10001", "01110"]),
-    ('7', ["11111", "00001", "00010", "00100", "01000", "01000", "01000"]),
-    ('8', ["01110", "10001", "10001", "01110", "10001", "10001", "01110"]),
-    ('9', ["01110", "10001", "10001", "01111", "00001", "00010", "01100"]),
-    ('.', ["00000", "00000", "00000", "00000", "00000", "01100", "01100"]),
-    ('@', ["01110", "10001", "10111", "10101", "10111", "10000", "01110"]),
-    ('/', ["00001", "00010", "00010", "00100", "01000", "01000", "10000"]),
-    (':', ["00000", "01100", "01100", "00000", "01100", "01100", "00000"]),
-    ('-', ["00000", "00000", "00000", "11111", "00000", "00000", "00000"]),
-    ('=', ["00000", "00000", "11111", "00000", "11111", "00000", "00000"]),
-    ('(', ["00010", "00100", "01000", "01000", "01000", "00100", "00010"]),
-    (')', ["01000", "00100", "00010", "00010", "00010", "00100", "01000"]),
-    ('%', ["11001", "11010", "00010", "00100", "01000", "01011", "10011"]),
-    ('+', ["00000", "00100", "00100", "11111", "00100", "00100", "00000"]),
-    (',', ["00000", "00000", "00000", "00000", "01100", "00100", "01000"]),
-    ('A', ["01110", "10001", "10001", "11111", "10001", "10001", "10001"]),
-    ('B', ["11110", "10001", "10001", "11110", "10001", "10001", "11110"]),
-    ('C', ["01110", "10001", "10000", "10000", "10000", "10001", "01110"]),
-    ('D', ["11110", "10001", "10001", "10001", "10001", "10001", "11110"]),
-    ('E', ["11111", "10000", "10000", "11110", "10000", "10000", "11111"]),
-    ('F', ["11111", "10000", "10000", "11110", "10000", "10000", "10000"]),
-    ('G', ["01110", "10001", "10000", "10111", "10001", "10001", "01111"]),
-    ('H', ["10001", "10001", "10001", "11111", "10001", "10001", "10001"]),
-    ('I', ["01110", "00100", "00100", "00100", "00100", "00100", "01110"]),
-    ('K', ["10001", "10010", "10100", "11000", "10100", "10010", "10001"]),
-    ('L', ["10000", "10000", "10000", "10000", "10000", "10000", "11111"]),
-    ('M', ["10001", "11011", "10101", "10101", "10001", "10001", "10001"]),
-    ('N', ["10001", "11001", "10101", "10011", "10001", "10001", "10001"]),
-    ('O', ["01110", "10001", "10001", "10001", "10001", "10001", "01110"]),
-    ('P', ["11110", "10001", "10001", "11110", "10000", "10000", "10000"]),
-    ('R', ["11110", "10001", "10001", "11110", "10100", "10010", "10001"]),
-    ('S', ["01111", "10000", "10000", "01110", "00001", "00001", "11110"]),
-    ('T', ["11111", "00100", "00100", "00100", "00100", "00100", "00100"]),
-    ('U', ["10001", "10001", "10001", "10001", "10001", "10001", "01110"]),
-    ('V', ["10001", "10001", "10001", "10001", "10001", "01010", "00100"]),
-    ('W', ["10001", "10001", "10001", "10101", "10101", "10101", "01010"]),
-    ('X', ["10001", "10001", "01010", "00100", "01010", "10001", "10001"]),
-    ('Y', ["10001", "10001", "01010", "00100", "00100", "00100", "00100"]),
-];
+/// The pictures' size.
+pub const SIZE: (u32, u32) = (1000, 600);
+/// Text sizes in pixels: the title, labels and legends, tick numbers.
+const TITLE: f32 = 20.0;
+const LABEL: f32 = 15.0;
+const TICK: f32 = 13.0;
 
 const WHITE: Rgb<u8> = Rgb([255, 255, 255]);
 const BLACK: Rgb<u8> = Rgb([0, 0, 0]);
@@ -72,23 +34,38 @@ fn put(img: &mut RgbImage, x: i64, y: i64, c: Rgb<u8>) {
     }
 }
 
-/// `text` (upper-cased; characters without a glyph leave a gap) with its top-left at (x, y),
-/// each font pixel `scale` x `scale`.
-pub fn draw_text(img: &mut RgbImage, x: i64, y: i64, text: &str, scale: i64, c: Rgb<u8>) {
-    for (i, ch) in text.to_uppercase().chars().enumerate() {
-        let Some((_, rows)) = GLYPHS.iter().find(|(g, _)| *g == ch) else { continue };
-        for (r, row) in rows.iter().enumerate() {
-            for (col, bit) in row.bytes().enumerate() {
-                if bit == b'1' {
-                    for dy in 0..scale {
-                        for dx in 0..scale {
-                            put(img, x + (i as i64 * 6 + col as i64) * scale + dx, y + r as i64 * scale + dy, c);
-                        }
-                    }
-                }
-            }
+/// `text` with the top of its line at (`x`, `y`); returns the x after it.
+fn text(img: &mut RgbImage, x: f64, y: f64, text: &str, size: f32, c: Rgb<u8>) -> f64 {
+    f64::from(draw_text(img, x as f32, y as f32, text, size, c.0))
+}
+
+/// `text` ending at `right`.
+fn text_right(img: &mut RgbImage, right: f64, y: f64, s: &str, size: f32, c: Rgb<u8>) {
+    text(img, right - f64::from(text_width(s, size)), y, s, size, c);
+}
+
+/// `text` centred on `x`.
+fn text_centred(img: &mut RgbImage, x: f64, y: f64, s: &str, size: f32, c: Rgb<u8>) {
+    text(img, x - f64::from(text_width(s, size)) / 2.0, y, s, size, c);
+}
+
+/// A legend entry at (`x`, `y`): a swatch of `c`, then `label`; returns the x where the next
+/// entry goes.
+fn legend(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>, label: &str) -> f64 {
+    let side = (LABEL * 0.75) as i64;
+    let top = (y + f64::from(LABEL) * 0.3) as i64;
+    for dy in 0..side {
+        for dx in 0..side {
+            put(img, x as i64 + dx, top + dy, c);
         }
     }
+    text(img, x + side as f64 + 6.0, y, label, LABEL, BLACK) + 24.0
+}
+
+/// The title and, under it, one line of what the numbers are.
+fn heading(img: &mut RgbImage, title: &str, summary: &str) {
+    text(img, 20.0, 12.0, title, TITLE, BLACK);
+    text(img, 20.0, 42.0, summary, LABEL, BLACK);
 }
 
 fn line(img: &mut RgbImage, (x0, y0): (f64, f64), (x1, y1): (f64, f64), c: Rgb<u8>) {
@@ -134,36 +111,33 @@ impl Axes {
     fn at(&self, x: f64, y: f64) -> (f64, f64) {
         (self.left + x / self.x_max * self.width, self.top + self.height - y.min(self.y_max) / self.y_max * self.height)
     }
+    /// Grid lines with their numbers, the axes, the y label above the y axis and the x label
+    /// centred under the x axis (both with their units).
     fn frame(&self, img: &mut RgbImage, y_ticks: &[f64], x_ticks: &[f64], y_label: &str, x_label: &str) {
+        let bottom = self.top + self.height;
         for &t in y_ticks {
             let (_, y) = self.at(0.0, t);
             line(img, (self.left, y), (self.left + self.width, y), GREY);
-            draw_text(img, self.left as i64 - 44, y as i64 - 7, &format!("{:>4}", tick_label(t)), 2, BLACK);
+            text_right(img, self.left - 8.0, y - f64::from(TICK) * 0.6, &tick_label(t), TICK, BLACK);
         }
         for &t in x_ticks {
             let (x, _) = self.at(t, 0.0);
-            line(img, (x, self.top), (x, self.top + self.height), GREY);
-            draw_text(img, x as i64 - 6, (self.top + self.height) as i64 + 8, &tick_label(t), 2, BLACK);
+            line(img, (x, self.top), (x, bottom), GREY);
+            text_centred(img, x, bottom + 6.0, &tick_label(t), TICK, BLACK);
         }
-        line(img, (self.left, self.top + self.height), (self.left + self.width, self.top + self.height), BLACK);
-        line(img, (self.left, self.top), (self.left, self.top + self.height), BLACK);
-        draw_text(img, self.left as i64 - 40, self.top as i64 - 24, y_label, 2, BLACK);
-        draw_text(
-            img,
-            (self.left + self.width) as i64 - x_label.len() as i64 * 12,
-            (self.top + self.height) as i64 + 28,
-            x_label,
-            2,
-            BLACK,
-        );
+        line(img, (self.left, bottom), (self.left + self.width, bottom), BLACK);
+        line(img, (self.left, self.top), (self.left, bottom), BLACK);
+        text(img, self.left - 40.0, self.top - 26.0, y_label, LABEL, BLACK);
+        text_centred(img, self.left + self.width / 2.0, bottom + 26.0, x_label, LABEL, BLACK);
     }
 }
 
 /// The picture of a report: left, each pair's rotation (red) and translation-direction (blue)
 /// error in degrees (clipped at the top; an X at the top for pairs without a pose); right, the
-/// share of pairs with max(rotation, translation) error up to each angle, with the AUC values.
-pub fn render(report: &Report) -> RgbImage {
-    let mut img = RgbImage::from_pixel(1000, 540, WHITE);
+/// share of pairs with max(rotation, translation) error up to each angle, with the AUC values;
+/// `title` names the run.
+pub fn render(report: &Report, title: &str) -> RgbImage {
+    let mut img = RgbImage::from_pixel(SIZE.0, SIZE.1, WHITE);
     let errors_max = report
         .pairs
         .iter()
@@ -172,14 +146,14 @@ pub fn render(report: &Report) -> RgbImage {
         .fold(0.0f64, f64::max);
     let y_max = if errors_max > 30.0 { 90.0 } else { 30.0 };
     let n = report.pairs.len().max(1) as f64;
-    let left = Axes { left: 70.0, top: 90.0, width: 380.0, height: 360.0, x_max: n + 1.0, y_max };
+    let left = Axes { left: 80.0, top: 130.0, width: 370.0, height: 390.0, x_max: n + 1.0, y_max };
     let ticks: Vec<f64> = (0..=3).map(|i| y_max * i as f64 / 3.0).collect();
     let x_ticks: Vec<f64> = if n <= 10.0 {
         (1..=n as usize).map(|i| i as f64).collect()
     } else {
         (1..=5).map(|i| (n * i as f64 / 5.0).round()).collect()
     };
-    left.frame(&mut img, &ticks, &x_ticks, "ERROR (DEG)", "PAIR");
+    left.frame(&mut img, &ticks, &x_ticks, "error (degrees)", "pair (in input order)");
     for (i, p) in report.pairs.iter().enumerate() {
         let x = i as f64 + 1.0;
         match (p.rotation_error_deg, p.translation_error_deg) {
@@ -197,20 +171,27 @@ pub fn render(report: &Report) -> RgbImage {
             }
         }
     }
-    draw_text(&mut img, 70, 10, "ROTATION", 2, ROTATION);
-    draw_text(&mut img, 190, 10, "TRANSLATION DIRECTION", 2, TRANSLATION);
-    draw_text(
+    let auc: Vec<String> =
+        report.auc_thresholds_deg.iter().zip(&report.auc).map(|(th, auc)| format!("{auc:.2} at {th}°")).collect();
+    heading(
         &mut img,
-        70,
-        34,
-        &format!("{} PAIRS  {} NO POSE (X)", report.num_pairs, report.num_without_pose),
-        2,
-        BLACK,
+        title,
+        &format!("{} pairs, {} without a pose; pose AUC {}", report.num_pairs, report.num_without_pose, auc.join(", ")),
     );
+    let x = legend(&mut img, 20.0, 70.0, ROTATION, "rotation error");
+    let x = legend(&mut img, x, 70.0, TRANSLATION, "translation direction error");
+    let x = legend(&mut img, x, 70.0, BLACK, "no pose (x, at the top)");
+    legend(&mut img, x, 70.0, CURVE, "recall");
 
     // The recall curve over 0..30 degrees.
-    let right = Axes { left: 580.0, top: 90.0, width: 380.0, height: 360.0, x_max: 30.0, y_max: 1.0 };
-    right.frame(&mut img, &[0.0, 0.5, 1.0], &[0.0, 5.0, 10.0, 30.0], "RECALL", "MAX ERROR (DEG)");
+    let right = Axes { left: 590.0, top: 130.0, width: 370.0, height: 390.0, x_max: 30.0, y_max: 1.0 };
+    right.frame(
+        &mut img,
+        &[0.0, 0.5, 1.0],
+        &[0.0, 5.0, 10.0, 30.0],
+        "recall (share of pairs)",
+        "max(rotation, translation) error (degrees)",
+    );
     let mut sorted: Vec<f64> = report.pairs.iter().map(super::PairMetric::max_error).collect();
     sorted.sort_by(f64::total_cmp);
     let total = sorted.len().max(1) as f64;
@@ -221,9 +202,6 @@ pub fn render(report: &Report) -> RgbImage {
         prev = p;
     }
     line(&mut img, prev, (right.left + right.width, prev.1), CURVE);
-    for (k, (th, auc)) in report.auc_thresholds_deg.iter().zip(&report.auc).enumerate() {
-        draw_text(&mut img, 540 + 150 * k as i64, 10, &format!("AUC@{th}={auc:.2}"), 2, BLACK);
-    }
     img
 }
 
@@ -257,9 +235,9 @@ fn tick_step(span: f64) -> f64 {
 
 /// The picture of a trajectory report: left, the ground truth (grey) and the aligned estimate
 /// (red) seen from above (the plane of the ground truth's two widest directions, metres from
-/// its middle); right, each scored frame's absolute error over time.
-pub fn render_trajectory(r: &TrajectoryReport) -> RgbImage {
-    let mut img = RgbImage::from_pixel(1000, 540, WHITE);
+/// its middle); right, each scored frame's absolute error over time; `title` names the run.
+pub fn render_trajectory(r: &TrajectoryReport, title: &str) -> RgbImage {
+    let mut img = RgbImage::from_pixel(SIZE.0, SIZE.1, WHITE);
     let gt: Vec<[f64; 3]> = r.points.iter().map(|p| p.ground_truth).collect();
     let (mid, a, b) = view_plane(&gt);
     let flat = |p: &[f64; 3]| {
@@ -268,10 +246,10 @@ pub fn render_trajectory(r: &TrajectoryReport) -> RgbImage {
     };
     let all: Vec<(f64, f64)> = r.points.iter().flat_map(|p| [flat(&p.ground_truth), flat(&p.estimate)]).collect();
     let half = all.iter().fold(1e-6f64, |m, (x, y)| m.max(x.abs()).max(y.abs())) * 1.1;
-    let top = Axes { left: 70.0, top: 90.0, width: 380.0, height: 360.0, x_max: 2.0 * half, y_max: 2.0 * half };
+    let top = Axes { left: 80.0, top: 130.0, width: 370.0, height: 390.0, x_max: 2.0 * half, y_max: 2.0 * half };
     let step = tick_step(2.0 * half);
     let ticks: Vec<f64> = (0..).map(|i| i as f64 * step).take_while(|t| *t <= 2.0 * half + 1e-12).collect();
-    top.frame(&mut img, &ticks, &ticks, "TOP VIEW (M)", "M");
+    top.frame(&mut img, &ticks, &ticks, "top view (m)", "m, along the widest direction");
     for (colour, pick) in [(GROUND_TRUTH, 0usize), (ESTIMATE, 1)] {
         let mut prev: Option<(f64, f64)> = None;
         for p in &r.points {
@@ -284,26 +262,32 @@ pub fn render_trajectory(r: &TrajectoryReport) -> RgbImage {
             prev = Some(at);
         }
     }
-    draw_text(&mut img, 70, 10, "GROUND TRUTH", 2, GROUND_TRUTH);
-    draw_text(&mut img, 240, 10, "ESTIMATE (SIM3 ALIGNED)", 2, ESTIMATE);
-    draw_text(
+    heading(
         &mut img,
-        70,
-        34,
-        &format!("TRACKED {}/{} FRAMES  SCALE {:.3}", r.num_tracked, r.num_frames, r.scale),
-        2,
-        BLACK,
+        title,
+        &format!(
+            "tracked {} of {} frames; ATE RMSE {:.4} m ({:.2} % of the path); RPE {:.4} m, {:.3}°; scale {:.3}",
+            r.num_tracked,
+            r.num_frames,
+            r.ate.rmse,
+            r.ate_percent_of_path,
+            r.rpe_translation.rmse,
+            r.rpe_rotation_deg.rmse,
+            r.scale
+        ),
     );
+    let x = legend(&mut img, 20.0, 70.0, GROUND_TRUTH, "ground truth");
+    legend(&mut img, x, 70.0, ESTIMATE, "estimate (Sim(3)-aligned to it)");
 
     // The error over time.
     let t0 = r.points.first().map_or(0.0, |p| p.t);
     let t_max = r.points.last().map_or(1.0, |p| p.t - t0).max(1e-3);
     let e_max = (r.ate.max * 1.2).max(1e-6);
-    let right = Axes { left: 580.0, top: 90.0, width: 380.0, height: 360.0, x_max: t_max, y_max: e_max };
+    let right = Axes { left: 590.0, top: 130.0, width: 370.0, height: 390.0, x_max: t_max, y_max: e_max };
     let (ts, es) = (tick_step(t_max), tick_step(e_max));
     let x_ticks: Vec<f64> = (0..).map(|i| i as f64 * ts).take_while(|t| *t <= t_max + 1e-12).collect();
     let y_ticks: Vec<f64> = (0..).map(|i| i as f64 * es).take_while(|e| *e <= e_max + 1e-12).collect();
-    right.frame(&mut img, &y_ticks, &x_ticks, "ATE (M)", "TIME (S)");
+    right.frame(&mut img, &y_ticks, &x_ticks, "absolute trajectory error (m)", "time since the first frame (s)");
     let mut prev = None;
     for p in &r.points {
         let at = right.at(p.t - t0, p.error);
@@ -312,22 +296,6 @@ pub fn render_trajectory(r: &TrajectoryReport) -> RgbImage {
         }
         prev = Some(at);
     }
-    draw_text(
-        &mut img,
-        540,
-        10,
-        &format!("ATE RMSE {:.4} M ({:.2} % OF PATH)", r.ate.rmse, r.ate_percent_of_path),
-        2,
-        BLACK,
-    );
-    draw_text(
-        &mut img,
-        540,
-        34,
-        &format!("RPE {:.4} M, {:.3} DEG", r.rpe_translation.rmse, r.rpe_rotation_deg.rmse),
-        2,
-        BLACK,
-    );
     img
 }
 
@@ -336,20 +304,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn text_is_drawn_from_the_glyphs() {
-        let mut img = RgbImage::from_pixel(100, 30, WHITE);
-        draw_text(&mut img, 2, 2, "AUC@5", 2, BLACK);
-        let lit = img.pixels().filter(|p| **p == BLACK).count();
-        let bits: usize = "AUC@5"
-            .chars()
-            .map(|c| {
-                GLYPHS.iter().find(|(g, _)| *g == c).unwrap().1.iter().map(|r| r.matches('1').count()).sum::<usize>()
-            })
-            .sum();
-        assert_eq!(lit, bits * 4);
-        // Every glyph is 7 rows of 5.
-        assert!(GLYPHS
-            .iter()
-            .all(|(_, rows)| rows.iter().all(|r| r.len() == 5 && r.bytes().all(|b| b == b'0' || b == b'1'))));
+    fn text_is_in_a_real_typeface_and_aligned() {
+        let mut img = RgbImage::from_pixel(200, 40, WHITE);
+        text_right(&mut img, 190.0, 5.0, "AUC@5° 0.42", LABEL, BLACK);
+        // Anti-aliased: grey levels between black and white, not just the two.
+        let greys = img.pixels().filter(|p| p.0[0] > 0 && p.0[0] < 255).count();
+        let inked: Vec<u32> = img.enumerate_pixels().filter(|(_, _, p)| p.0[0] < 128).map(|(x, _, _)| x).collect();
+        assert!(greys > 20 && inked.len() > 40, "{greys} grey, {} dark pixels", inked.len());
+        let right = *inked.iter().max().unwrap();
+        assert!((186..=190).contains(&right), "right-aligned at 190: ends at {right}");
     }
 }
