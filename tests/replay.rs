@@ -169,15 +169,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
         json!(["map.ply", "pair_100.000000000.ply", "pair_101.000000000.ply"]),
         "one file per cloud, named by view 1's stamp: {p}"
     );
-    let fields = json!([
-        ["x", "f4"],
-        ["y", "f4"],
-        ["z", "f4"],
-        ["red", "u1"],
-        ["green", "u1"],
-        ["blue", "u1"],
-        ["confidence", "f4"]
-    ]);
+    let fields = common::ply_fields();
     for e in p["pairs"].as_array().unwrap().iter().chain([&p["map"]]) {
         assert_eq!((e["format"].as_str(), &e["fields"]), (Some("little"), &fields), "{e}");
         assert!(e["count"].as_u64().unwrap() > 1000 && e["count"] == e["expected"], "{e}");

@@ -274,3 +274,17 @@ pub fn interrupt_mid_pair(dir: &std::path::Path, setup: &str, params: &str) -> f
     assert!(!log.lines().any(|l| l.contains("WARN") && l.contains("DUSt3R")), "{ctx}");
     seconds
 }
+
+/// The vertex properties every PLY we write has, as PyPI plyfile names them (name, numpy dtype):
+/// what MeshLab, CloudCompare and Open3D read as positions, colours and a scalar field.
+pub fn ply_fields() -> serde_json::Value {
+    serde_json::json!([
+        ["x", "f4"],
+        ["y", "f4"],
+        ["z", "f4"],
+        ["red", "u1"],
+        ["green", "u1"],
+        ["blue", "u1"],
+        ["confidence", "f4"]
+    ])
+}
