@@ -59,6 +59,11 @@ pub enum BagError {
     },
 }
 
+/// Every MCAP file of the bag at `path` (a file, or a rosbag2 folder), opened, in order.
+pub fn open_bag(path: &Path) -> Result<Vec<McapFile>, BagError> {
+    mcap_files(path)?.iter().map(|p| McapFile::open(p)).collect()
+}
+
 /// The .mcap files of a bag: the file itself, or a rosbag2 folder's files in name order
 /// (rosbag2 names its splits `<bag>_0.mcap`, `<bag>_1.mcap`, ...).
 pub fn mcap_files(path: &Path) -> Result<Vec<PathBuf>, BagError> {

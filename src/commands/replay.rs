@@ -8,7 +8,7 @@ use serde_json::json;
 use sp_dust3r::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
 use sp_dust3r::bag::export::export_ply;
 use sp_dust3r::bag::replay::{choose_topics, output_topic, replay, Models, ReplaySummary};
-use sp_dust3r::bag::{mcap_files, BagWriter, McapFile};
+use sp_dust3r::bag::{open_bag, BagWriter};
 use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r::eval::evaluate_bag;
 use sp_dust3r::pipeline::cancel::Cancel;
@@ -101,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } else {
             None
         };
-    let files: Vec<McapFile> = mcap_files(&args.bag)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?;
+    let files = open_bag(&args.bag)?;
     let mut topics = Vec::new();
     for f in &files {
         for (t, ty) in f.topics()? {
@@ -171,8 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     });
     if let Some(dir) = &args.export_ply {
         // From the bag as written (also after an interruption: what it holds).
-        let written: Vec<McapFile> =
-            mcap_files(&out_path)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?;
+        let written = open_bag(&out_path)?;
         let (cloud, map) = (OutputKind::Cloud.topic(), OutputKind::Map.topic());
         let source = format!("sp_dust3r replay of {}", args.bag.display());
         let exported = export_ply(

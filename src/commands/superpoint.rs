@@ -111,8 +111,7 @@ fn write_outputs(args: &Args, frame: &Frame, kp: &Keypoints, params: &PostParams
         write_npz(out, kp).with_context(|| format!("writing {}", out.display()))?;
     }
     if let Some(path) = &args.draw {
-        let (w, h) = (frame.width(), frame.height());
-        let mut img = image::RgbImage::from_raw(w, h, frame.to_rgb8()).context("the frame's RGB buffer")?;
+        let mut img = frame.to_rgb_image();
         draw_keypoints(&mut img, &kp.xy, &kp.scores, &params.caption(kp.len()));
         img.save(path).with_context(|| format!("writing {}", path.display()))?;
     }

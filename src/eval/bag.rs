@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
 
 use super::{parse_tum, EvalError, PairEstimate, StampedPose};
-use crate::bag::{mcap_files, McapFile};
+use crate::bag::{open_bag, McapFile};
 use crate::geometry::{TCam1Cam2, Transform};
 use crate::ros::msg::{from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, tf2_msgs, RosMessage};
 use crate::ros::topics::POINTCLOUD;
@@ -45,7 +45,7 @@ impl GroundTruth {
 }
 
 fn open(path: &Path) -> Result<Vec<McapFile>, EvalError> {
-    Ok(mcap_files(path)?.iter().map(|p| McapFile::open(p)).collect::<Result<_, _>>()?)
+    Ok(open_bag(path)?)
 }
 
 fn decode<T: serde::de::DeserializeOwned>(data: &[u8], topic: &str) -> Result<T, EvalError> {

@@ -335,6 +335,13 @@ impl Frame {
 }
 
 impl Frame {
+    /// [`Frame::to_rgb8`] as an image to draw on (its buffer is always width x height x 3, so
+    /// the black fallback is never taken).
+    pub fn to_rgb_image(&self) -> image::RgbImage {
+        image::RgbImage::from_raw(self.width, self.height, self.to_rgb8())
+            .unwrap_or_else(|| image::RgbImage::new(self.width, self.height))
+    }
+
     /// 8-bit RGB, interleaved (gray replicated; mono16 keeps its high byte; alpha dropped).
     pub fn to_rgb8(&self) -> Vec<u8> {
         let (w, h) = (self.width as usize, self.height as usize);

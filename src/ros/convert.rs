@@ -139,9 +139,7 @@ pub fn debug_image_msg(
     settings: &PostParams,
 ) -> sensor_msgs::Image {
     let (width, height) = (frame.width(), frame.height());
-    // A frame's RGB is always width x height x 3 (the fallback is never taken).
-    let mut img = image::RgbImage::from_raw(width, height, frame.to_rgb8())
-        .unwrap_or_else(|| image::RgbImage::new(width, height));
+    let mut img = frame.to_rgb_image();
     draw_keypoints(&mut img, &kp.xy, &kp.scores, &settings.caption(kp.len()));
     let data = img.into_raw();
     sensor_msgs::Image { header, height, width, encoding: "rgb8".into(), is_bigendian: 0, step: width * 3, data }

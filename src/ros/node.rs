@@ -375,12 +375,12 @@ fn work_on_frame(
     input: Input,
 ) {
     let stats = &shared.stats;
+    let post = p.post_params();
     let t = Instant::now();
-    match features.detect(&input.frame, &p.post_params()) {
+    match features.detect(&input.frame, &post) {
         Ok(kp) => {
             stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
             stats.bump(Counter::FramesDone);
-            let post = p.post_params();
             let debug = publishers.wanted(OutputKind::DebugImage).then_some(&post);
             shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
             if !matches!(shared.dust3r.phase(), Phase::Failed(_)) {
