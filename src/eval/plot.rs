@@ -233,6 +233,10 @@ fn tick_step(span: f64) -> f64 {
     [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|s| *s >= raw).unwrap_or(10.0 * p)
 }
 
+/// The trajectory picture's two plot areas, pixels (left, top, width, height): the top view and
+/// the error over time.
+const TRAJECTORY_PANELS: [(f64, f64, f64, f64); 2] = [(80.0, 130.0, 370.0, 390.0), (590.0, 130.0, 370.0, 390.0)];
+
 /// The picture of a trajectory report: left, the ground truth (grey) and the aligned estimate
 /// (red) seen from above (the plane of the ground truth's two widest directions, metres from
 /// its middle); right, each scored frame's absolute error over time; `title` names the run.
@@ -246,7 +250,8 @@ pub fn render_trajectory(r: &TrajectoryReport, title: &str) -> RgbImage {
     };
     let all: Vec<(f64, f64)> = r.points.iter().flat_map(|p| [flat(&p.ground_truth), flat(&p.estimate)]).collect();
     let half = all.iter().fold(1e-6f64, |m, (x, y)| m.max(x.abs()).max(y.abs())) * 1.1;
-    let top = Axes { left: 80.0, top: 130.0, width: 370.0, height: 390.0, x_max: 2.0 * half, y_max: 2.0 * half };
+    let [(left, top, width, height), error_box] = TRAJECTORY_PANELS;
+    let top = Axes { left, top, width, height, x_max: 2.0 * half, y_max: 2.0 * half };
     let step = tick_step(2.0 * half);
     let ticks: Vec<f64> = (0..).map(|i| i as f64 * step).take_while(|t| *t <= 2.0 * half + 1e-12).collect();
     top.frame(&mut img, &ticks, &ticks, "top view (m)", "m, along the widest direction");
@@ -283,7 +288,8 @@ pub fn render_trajectory(r: &TrajectoryReport, title: &str) -> RgbImage {
     let t0 = r.points.first().map_or(0.0, |p| p.t);
     let t_max = r.points.last().map_or(1.0, |p| p.t - t0).max(1e-3);
     let e_max = (r.ate.max * 1.2).max(1e-6);
-    let right = Axes { left: 590.0, top: 130.0, width: 370.0, height: 390.0, x_max: t_max, y_max: e_max };
+    let (left, top, width, height) = error_box;
+    let right = Axes { left, top, width, height, x_max: t_max, y_max: e_max };
     let (ts, es) = (tick_step(t_max), tick_step(e_max));
     let x_ticks: Vec<f64> = (0..).map(|i| i as f64 * ts).take_while(|t| *t <= t_max + 1e-12).collect();
     let y_ticks: Vec<f64> = (0..).map(|i| i as f64 * es).take_while(|e| *e <= e_max + 1e-12).collect();
@@ -313,5 +319,53 @@ mod tests {
         assert!(greys > 20 && inked.len() > 40, "{greys} grey, {} dark pixels", inked.len());
         let right = *inked.iter().max().unwrap();
         assert!((186..=190).contains(&right), "right-aligned at 190: ends at {right}");
+    }
+
+    /// A circle of radius 2 m walked in 40 s, estimated at half its size (the alignment undoes
+    /// that) with one frame 0.3 m off at t = 30 s: the top view shows both circles filling the
+    /// panel, and the error curve peaks at 30 s.
+    #[test]
+    fn trajectory_plot_shows_both_paths_and_the_error_peak() {
+        use super::super::trajectory::{evaluate_trajectory, RpeDelta};
+        use super::super::StampedPose;
+        use crate::geometry::Transform;
+        use nalgebra::Rotation3;
+        let pose = |t: f64, scale: f64, off: f64| {
+            let a = t / 40.0 * std::f64::consts::TAU;
+            let p = Vector3::new(2.0 * a.cos(), 0.1, 2.0 * a.sin()) * scale + Vector3::new(off, 0.0, 0.0);
+            StampedPose { t, pose: Transform::new(Rotation3::identity(), p) }
+        };
+        let times: Vec<f64> = (0..40).map(f64::from).collect();
+        let gt: Vec<_> = times.iter().map(|&t| pose(t, 1.0, 0.0)).collect();
+        let est: Vec<_> = times.iter().map(|&t| pose(t, 0.5, if t == 30.0 { 0.15 } else { 0.0 })).collect();
+        let report = evaluate_trajectory(&est, 40, &gt, 0.01, RpeDelta::Frames(1)).unwrap();
+        let img = render_trajectory(&report, "circle");
+        assert_eq!(img.dimensions(), SIZE);
+
+        let [(l, t, w, h), (el, et, ew, eh)] = TRAJECTORY_PANELS;
+        let inside = |x: u32, y: u32, (l, t, w, h): (f64, f64, f64, f64)| {
+            (l..=l + w).contains(&f64::from(x)) && (t..=t + h).contains(&f64::from(y))
+        };
+        let span = |colour: Rgb<u8>, panel| {
+            let xs: Vec<u32> = img
+                .enumerate_pixels()
+                .filter(|(x, y, p)| **p == colour && inside(*x, *y, panel))
+                .map(|(x, _, _)| x)
+                .collect();
+            (xs.len(), xs.iter().max().unwrap_or(&0) - xs.iter().min().unwrap_or(&0))
+        };
+        // The widest direction spans 4 m of the panel's 2 x 1.1 x (2 m + a little): ~90 %.
+        for colour in [GROUND_TRUTH, ESTIMATE] {
+            let (n, width) = span(colour, (l, t, w, h));
+            assert!(n > 200 && f64::from(width) > 0.8 * w, "{colour:?}: {n} pixels over {width} of {w}");
+        }
+        // The error over time: in the estimate's colour, its highest point at t = 30 s of 39.
+        let peak = img
+            .enumerate_pixels()
+            .filter(|(x, y, p)| **p == ESTIMATE && inside(*x, *y, (el, et, ew, eh)))
+            .min_by_key(|(_, y, _)| *y)
+            .map(|(x, _, _)| f64::from(x));
+        let expected = el + 30.0 / 39.0 * ew;
+        assert!(peak.is_some_and(|x| (x - expected).abs() <= 3.0), "peak at {peak:?}, expected {expected}");
     }
 }
