@@ -23,6 +23,9 @@ pub const HEIGHT: u32 = 480;
 pub const FOCAL: f64 = 500.0;
 /// Frames per second of input time.
 pub const RATE: f64 = 5.0;
+/// Frames in the stored sample (`data/sample/sequence.mcap`): 8 s at `RATE`. The path is spread
+/// over however many frames are rendered, so a frame is the stored one only at this count.
+pub const FRAMES: usize = 40;
 
 /// Half extents of the room box, metres: x in [-3, 3], y in [-1.5, 1.5], z in [-2, 6].
 const ROOM_MIN: [f64; 3] = [-3.0, -1.5, -2.0];

@@ -69,3 +69,35 @@ fn stored_sample_matches_the_renderer_and_replays() {
         "textured frames give keypoints: {r}"
     );
 }
+
+/// `sp_dust3r sample` with its defaults makes the stored sample (40 frames, not a shorter path),
+/// and `--png` writes the same frames as images, for the commands that take files.
+#[test]
+fn the_sample_command_remakes_the_stored_frames_and_their_pngs() {
+    let stored = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample/sequence.mcap");
+    let frames_of = |path: &std::path::Path| -> Vec<Vec<u8>> {
+        let bag = McapFile::open(path).unwrap();
+        bag.messages()
+            .map(Result::unwrap)
+            .filter(|m| m.topic == "/cam/image_raw")
+            .map(|m| from_cdr::<sensor_msgs::Image>(&m.data).unwrap().data)
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (bag, png) = (dir.path().join("s.mcap"), dir.path().join("frames"));
+    let run = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .args(["sample".as_ref(), "--out".as_ref(), bag.as_os_str(), "--png".as_ref(), png.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let (made, expected) = (frames_of(&bag), frames_of(&stored));
+    assert_eq!(made.len(), expected.len());
+    assert!(made == expected, "the default sample differs from the stored one");
+    let files = std::fs::read_dir(&png).unwrap().count();
+    assert_eq!(files, expected.len());
+    for i in [0, 17, expected.len() - 1] {
+        let img = image::open(png.join(format!("frame_{i:04}.png"))).unwrap();
+        assert!(matches!(img, image::DynamicImage::ImageLuma8(_)), "frame {i} is 8-bit grey");
+        assert!(img.into_luma8().into_raw() == expected[i], "frame {i}'s PNG differs from the bag's");
+    }
+}

@@ -1,18 +1,27 @@
 //! `sp_dust3r sample`: renders the sample sequence (src/sample.rs) into a rosbag2 MCAP with
-//! CameraInfo and ground truth — what `data/sample/sequence.mcap` was made with.
+//! CameraInfo and ground truth — what `data/sample/sequence.mcap` was made with — and, on request,
+//! its frames as PNG files, for the commands that take images.
 
 use std::path::PathBuf;
 
+use anyhow::Context;
+
 use sp_dust3r::bag::BagWriter;
 use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs, to_cdr};
-use sp_dust3r::sample::{camera_pose, render, FOCAL, HEIGHT, RATE, WIDTH};
+use sp_dust3r::sample::{camera_pose, render, FOCAL, FRAMES, HEIGHT, RATE, WIDTH};
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// The bag to write.
     #[arg(long, default_value = "data/sample/sequence.mcap")]
     out: PathBuf,
-    #[arg(long, default_value_t = 20)]
+    /// How many frames the camera path is spread over (the stored sample's by default).
+    #[arg(long, default_value_t = FRAMES)]
     frames: usize,
+    /// Also write each frame as DIR/frame_NNNN.png (8-bit grey), e.g. for `superpoint --draw` or
+    /// `dust3r --ply`.
+    #[arg(long, value_name = "DIR")]
+    png: Option<PathBuf>,
 }
 
 /// Input time of frame `i`: 1000 s + i / RATE.
@@ -21,9 +30,17 @@ pub fn stamp(i: usize) -> builtin_interfaces::Time {
     builtin_interfaces::Time { sec: (ns / 1_000_000_000) as i32, nanosec: (ns % 1_000_000_000) as u32 }
 }
 
+/// The PNG file name of frame `i`.
+pub fn frame_file(i: usize) -> String {
+    format!("frame_{i:04}.png")
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
+    }
+    if let Some(dir) = &args.png {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let mut bag = BagWriter::create(&args.out)?;
     bag.add_typed_topic::<sensor_msgs::Image>("/cam/image_raw")?;
@@ -55,6 +72,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             step: WIDTH,
             data: render(i, args.frames),
         };
+        if let Some(dir) = &args.png {
+            let path = dir.join(frame_file(i));
+            image::GrayImage::from_raw(WIDTH, HEIGHT, image.data.clone())
+                .context("a rendered frame has WIDTH x HEIGHT pixels")?
+                .save(&path)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
         bag.write("/cam/image_raw", ns, ns, &to_cdr(&image)?)?;
         let pose = camera_pose(i, args.frames);
         let q = nalgebra::UnitQuaternion::from_rotation_matrix(&pose.rotation);
@@ -70,7 +94,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     bag.finish()?;
     println!(
         "{}",
-        serde_json::json!({"out": args.out.display().to_string(), "frames": args.frames, "bytes": std::fs::metadata(&args.out)?.len()})
+        serde_json::json!({"out": args.out.display().to_string(), "frames": args.frames, "bytes": std::fs::metadata(&args.out)?.len(),
+                           "png": args.png.as_ref().map(|d| d.display().to_string())})
     );
     Ok(())
 }
