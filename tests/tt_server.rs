@@ -337,3 +337,51 @@ fn frames_are_encoded_for_the_wire_and_decode_back() {
     let luma: Vec<u8> = colour.to_luma().data.iter().map(|v| (v * 255.0).round() as u8).collect();
     assert_eq!(as_grey, luma);
 }
+
+/// The README's pair picture: two frames of the sample as PNG (`sample --png`) through
+/// `dust3r --backend tt-server` on the double's perfect DUSt3R of the sample: the PLY holds
+/// every pixel of the 640x480 frames padded into 512x512 (512x384 each, the double is sure of
+/// all of them and of none of the pad), and the preview shows the grey room and both cameras.
+#[test]
+fn a_sample_pair_on_the_perfect_double_gives_its_ply_and_preview() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = dir.path().join("frames");
+    let sample = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .args(["sample".as_ref(), "--out".as_ref(), dir.path().join("s.mcap").as_os_str()])
+        .args(["--png".as_ref(), frames.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(sample.status.success(), "{}", String::from_utf8_lossy(&sample.stderr));
+    let bag = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample/sequence.mcap");
+    let d = start(dir.path(), "dust3r", &["--sample-bag", bag.to_str().unwrap()]);
+    let (ply, png) = (dir.path().join("pair.ply"), dir.path().join("pair.png"));
+    let run = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .args(["dust3r", "--backend", "tt-server", "--server-url", &format!("http://127.0.0.1:{}", d.port), "--pose"])
+        .args(["--image1".as_ref(), frames.join("frame_0010.png").as_os_str()])
+        .args(["--image2".as_ref(), frames.join("frame_0016.png").as_os_str()])
+        .args(["--ply".as_ref(), ply.as_os_str(), "--preview".as_ref(), png.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(line["ply_points"].as_u64(), Some(2 * 512 * 384), "{line}");
+
+    use sp_dust3r::dust3r::preview::{BACKGROUND, CAMERA1, CAMERA2, SIZE};
+    let img = image::open(&png).unwrap().into_rgb8();
+    assert_eq!(img.dimensions(), SIZE);
+    let count = |c: [u8; 3]| img.pixels().filter(|p| p.0 == c).count();
+    assert!(count(CAMERA1) > 50 && count(CAMERA2) > 50, "both cameras drawn: {} {}", count(CAMERA1), count(CAMERA2));
+    // The cloud band (below the captions, above the tiles): much of it is the room, in grey.
+    let (mut room, mut coloured) = (0usize, 0usize);
+    for y in 60..560 {
+        for x in 0..SIZE.0 {
+            let p = img.get_pixel(x, y).0;
+            if p != BACKGROUND && p != CAMERA1 && p != CAMERA2 {
+                room += 1;
+                coloured += usize::from(!(p[0] == p[1] && p[1] == p[2]));
+            }
+        }
+    }
+    assert!(room > SIZE.0 as usize * 500 / 4, "{room} room pixels");
+    assert!(coloured < room / 50, "{coloured} of {room} are not grey (anti-aliased labels only)");
+}

@@ -9,6 +9,7 @@ use sp_dust3r::backend::build::BackendKind;
 use sp_dust3r::backend::tt_server::{TtDust3r, DEFAULT_DUST3R_URL};
 use sp_dust3r::backend::{CameraK, PairRequest};
 use sp_dust3r::dust3r::cloud::{cloud_points, ColouredPoints, DEFAULT_MIN_CONFIDENCE};
+use sp_dust3r::dust3r::preview::preview;
 use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, Pointmap, PrepMode, HUB_MODEL};
 use sp_dust3r::geometry::{relative_pose, PairPose, PoseOptions};
 use sp_dust3r::image::Frame;
@@ -45,13 +46,18 @@ pub struct Args {
     /// Output NPZ: pts3d1, pts3d2 (H,W,3) in camera 1's frame; conf1, conf2 (H,W) (512x512 unless
     /// --preprocess upstream); with
     /// --pose also R (3,3), t (3,) (X_cam2 = R X_cam1 + t), focal1, focal2 (input pixels).
-    #[arg(long, required_unless_present = "ply")]
+    #[arg(long, required_unless_present_any = ["ply", "preview"])]
     out: Option<PathBuf>,
     /// Output point cloud: both views' points in camera 1's frame with their pixels' colours and
     /// confidences, above --min-confidence (binary PLY for MeshLab, CloudCompare, Open3D).
     #[arg(long)]
     ply: Option<PathBuf>,
-    /// The confidence (>= 1) a point needs to enter the PLY.
+    /// A picture of the pair (PNG): both views' points above --min-confidence rendered from
+    /// beside camera 1, with the cameras (camera 2 with --pose); under it each view's input,
+    /// depth and confidence maps.
+    #[arg(long)]
+    preview: Option<PathBuf>,
+    /// The confidence (>= 1) a point needs to enter the PLY and the preview's cloud.
     #[arg(long, default_value_t = DEFAULT_MIN_CONFIDENCE)]
     min_confidence: f64,
     #[command(flatten)]
@@ -179,7 +185,7 @@ fn run_server(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The NPZ and the PLY the arguments ask for; returns how many points the PLY got.
+/// The NPZ, the PLY and the preview the arguments ask for; returns how many points the PLY got.
 fn write_outputs(
     args: &Args,
     pair: &PairPrediction,
@@ -189,9 +195,22 @@ fn write_outputs(
     if let Some(out) = &args.out {
         write_npz(out, pair, pose).with_context(|| format!("writing {}", out.display()))?;
     }
-    let Some(path) = &args.ply else { return Ok(None) };
     let views =
         [ColouredPoints { points: &pair.view1, rgb: rgb[0] }, ColouredPoints { points: &pair.view2_in_1, rgb: rgb[1] }];
+    if let Some(path) = &args.preview {
+        let name =
+            |p: &std::path::Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into());
+        let caption = format!(
+            "{} (view 1) + {} (view 2): points with confidence > {}",
+            name(&args.image1),
+            name(&args.image2),
+            args.min_confidence
+        );
+        preview(&views, args.min_confidence as f32, pose.map(|p| &p.t_cam1_cam2), &caption)
+            .save(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let Some(path) = &args.ply else { return Ok(None) };
     let points: Vec<_> = cloud_points(&views, args.min_confidence as f32, 1).collect();
     let n = points.len();
     let describe = |p: &Pointmap| format!("{}x{}", p.width, p.height);

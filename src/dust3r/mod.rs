@@ -9,6 +9,7 @@ mod layers;
 mod model;
 mod post;
 pub mod preprocess;
+pub mod preview;
 pub mod synthetic;
 
 pub use config::{ConfigError, Dust3rConfig};

@@ -68,12 +68,8 @@ fn heading(img: &mut RgbImage, title: &str, summary: &str) {
     text(img, 20.0, 42.0, summary, LABEL, BLACK);
 }
 
-fn line(img: &mut RgbImage, (x0, y0): (f64, f64), (x1, y1): (f64, f64), c: Rgb<u8>) {
-    let n = ((x1 - x0).abs().max((y1 - y0).abs()).ceil() as usize).max(1);
-    for i in 0..=n {
-        let t = i as f64 / n as f64;
-        put(img, (x0 + (x1 - x0) * t).round() as i64, (y0 + (y1 - y0) * t).round() as i64, c);
-    }
+fn line(img: &mut RgbImage, from: (f64, f64), to: (f64, f64), c: Rgb<u8>) {
+    crate::image::draw::draw_line(img, from, to, c.0);
 }
 
 fn marker(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>) {

@@ -79,6 +79,22 @@ pub fn draw_ring(img: &mut RgbImage, centre: [f32; 2], radius: i32, colour: [u8;
     }
 }
 
+/// A one-pixel line from `from` to `to` (pixel centres at integers), clipped at the edges.
+pub fn draw_line(img: &mut RgbImage, from: (f64, f64), to: (f64, f64), colour: [u8; 3]) {
+    let ((x0, y0), (x1, y1)) = (from, to);
+    if ![x0, y0, x1, y1].iter().all(|v| v.is_finite()) {
+        return;
+    }
+    let n = ((x1 - x0).abs().max((y1 - y0).abs()).ceil().min(1e5) as usize).max(1);
+    for i in 0..=n {
+        let t = i as f64 / n as f64;
+        let (x, y) = ((x0 + (x1 - x0) * t).round(), (y0 + (y1 - y0) * t).round());
+        if x >= 0.0 && y >= 0.0 && x < f64::from(img.width()) && y < f64::from(img.height()) {
+            img.put_pixel(x as u32, y as u32, image::Rgb(colour));
+        }
+    }
+}
+
 /// The keypoints at `xy` with `scores` drawn on `img`: a ring each, coloured by
 /// where its score lies between the weakest and the strongest of them ([`score_position`]); then (on images at least
 /// eight bands tall) a caption band with `caption` on the left and the colour scale with those two
