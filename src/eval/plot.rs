@@ -80,6 +80,19 @@ fn marker(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>) {
     }
 }
 
+/// A hollow square around (`x`, `y`), two pixels thick, that a `marker` at the same place
+/// leaves visible: where the estimate lies on the ground truth, both show.
+fn outline(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>) {
+    let (cx, cy) = (x.round() as i64, y.round() as i64);
+    for dy in -5i64..=5 {
+        for dx in -5i64..=5 {
+            if dx.abs().max(dy.abs()) >= 4 {
+                put(img, cx + dx, cy + dy, c);
+            }
+        }
+    }
+}
+
 fn cross(img: &mut RgbImage, x: f64, y: f64, c: Rgb<u8>) {
     for d in -4..=4 {
         put(img, x.round() as i64 + d, y.round() as i64 + d, c);
@@ -233,7 +246,7 @@ fn tick_step(span: f64) -> f64 {
 /// the error over time.
 const TRAJECTORY_PANELS: [(f64, f64, f64, f64); 2] = [(80.0, 130.0, 370.0, 390.0), (590.0, 130.0, 370.0, 390.0)];
 
-/// The picture of a trajectory report: left, the ground truth (grey) and the aligned estimate
+/// The picture of a trajectory report: left, the ground truth (grey outlines) and the aligned estimate
 /// (red) seen from above (the plane of the ground truth's two widest directions, metres from
 /// its middle); right, each scored frame's absolute error over time; `title` names the run.
 pub fn render_trajectory(r: &TrajectoryReport, title: &str) -> RgbImage {
@@ -259,7 +272,11 @@ pub fn render_trajectory(r: &TrajectoryReport, title: &str) -> RgbImage {
             if let Some(q) = prev {
                 line(&mut img, q, at, colour);
             }
-            marker(&mut img, at.0, at.1, colour);
+            if pick == 0 {
+                outline(&mut img, at.0, at.1, colour);
+            } else {
+                marker(&mut img, at.0, at.1, colour);
+            }
             prev = Some(at);
         }
     }
