@@ -406,13 +406,14 @@ fn cli_writes_the_pair_as_a_ply_that_plyfile_reads() {
     let mut fx = Fixture::open("dust3r_tiny_512");
     let (png1, _) = view_png(&mut fx, "img1", dir.path());
     let (png2, _) = view_png(&mut fx, "img2", dir.path());
-    let (npz, ply) = (dir.path().join("pair.npz"), dir.path().join("pair.ply"));
+    let (npz, ply, png) = (dir.path().join("pair.npz"), dir.path().join("pair.ply"), dir.path().join("pair.png"));
     let dust3r_cli = |min_confidence: &str| -> serde_json::Value {
         let run = std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
             .arg("dust3r")
             .args(["--weights".as_ref(), checkpoint().as_os_str()])
             .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str()])
             .args(["--out".as_ref(), npz.as_os_str(), "--ply".as_ref(), ply.as_os_str()])
+            .args(["--preview".as_ref(), png.as_os_str()])
             .args(["--min-confidence", min_confidence])
             .output()
             .unwrap();
@@ -452,4 +453,19 @@ fn cli_writes_the_pair_as_a_ply_that_plyfile_reads() {
     assert_eq!(report["rgb_mismatches"].as_u64(), Some(0), "{report}");
     let comments = report["comments"].to_string();
     assert!(comments.contains("camera 1's frame") && comments.contains(&threshold), "{comments}");
+
+    // The preview beside it (on the CPU path): its size, camera 1 drawn (no pose: no camera 2),
+    // and view 1's input tile showing the input PNG (512x512 into 170x170, nearest pixel).
+    use sp_dust3r::dust3r::preview::{CAMERA1, CAMERA2, LABELS, SIZE, TILE};
+    let picture = image::open(&png).unwrap().into_rgb8();
+    assert_eq!(picture.dimensions(), SIZE);
+    let count = |c: [u8; 3]| picture.pixels().filter(|p| p.0 == c).count();
+    assert!(count(CAMERA1) > 50 && count(CAMERA2) == 0, "{} {}", count(CAMERA1), count(CAMERA2));
+    let input = image::open(&png1).unwrap().into_rgb8();
+    let tile_top = SIZE.1 - TILE - LABELS;
+    for (tx, ty) in [(10u32, 20u32), (85, 85), (160, 150)] {
+        let at = |t: u32| ((f64::from(t) + 0.5) * 512.0 / f64::from(TILE)) as u32;
+        let (gx, gy) = (at(tx), at(ty));
+        assert_eq!(picture.get_pixel(tx, tile_top + ty), input.get_pixel(gx, gy), "tile pixel ({tx}, {ty})");
+    }
 }

@@ -13,7 +13,7 @@ use crate::image::draw::draw_line;
 use crate::image::text::{draw_text, text_width};
 
 /// Side of each view tile in the bottom row (six of them: input, depth, confidence per view).
-const TILE: u32 = 170;
+pub const TILE: u32 = 170;
 /// The picture's width: the six tiles.
 pub const WIDTH: u32 = 6 * TILE;
 /// Height of the caption band on top.
@@ -21,7 +21,7 @@ const CAPTION: u32 = 28;
 /// Height of the cloud render.
 const CLOUD: u32 = 540;
 /// Height of the labels under the tiles.
-const LABELS: u32 = 22;
+pub const LABELS: u32 = 22;
 /// The picture's size.
 pub const SIZE: (u32, u32) = (WIDTH, CAPTION + CLOUD + TILE + LABELS);
 /// Background, RViz's default grey: the points' colours read against it.
