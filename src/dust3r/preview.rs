@@ -432,6 +432,20 @@ mod tests {
     }
 
     #[test]
+    fn a_pair_without_usable_points_still_draws() {
+        // All points non-finite, or none confident, or an empty grid: a picture, no panic.
+        let nan = Pointmap { height: 4, width: 4, points: vec![f32::NAN; 48], confidence: vec![5.0; 16] };
+        let unsure = Pointmap { height: 4, width: 4, points: vec![1.0; 48], confidence: vec![1.0; 16] };
+        let empty = Pointmap { height: 0, width: 0, points: Vec::new(), confidence: Vec::new() };
+        let t = TCam1Cam2::identity();
+        for pm in [&nan, &unsure, &empty] {
+            let rgb = vec![0u8; pm.width * pm.height * 3];
+            let views = [ColouredPoints { points: pm, rgb: &rgb }, ColouredPoints { points: pm, rgb: &[] }];
+            assert_eq!(preview(&views, 3.0, Some(&t), "nothing").dimensions(), SIZE);
+        }
+    }
+
+    #[test]
     fn the_preview_maps_depth_and_confidence() {
         // View 1: a slanted plane, z from 1 (left) to 3 (right); confidence growing downwards.
         let (w, h) = (64usize, 48usize);
