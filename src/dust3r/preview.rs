@@ -1,7 +1,9 @@
 //! A pair as a picture for a person (`sp_dust3r dust3r --preview`): on top, both views' confident
 //! points rendered from beside camera 1 with the two cameras drawn as small frusta, so the 3-D
 //! shape shows without MeshLab; below, each view's network input, depth and confidence as colour
-//! maps, which show where DUSt3R is sure and where it is not.
+//! maps, which show where DUSt3R is sure and where it is not. The renderer is a few lines on
+//! `image`: the point-cloud renderers on crates.io (polyscope-rs, pointblitz) need a GPU context,
+//! which a headless robot or CI machine may not have.
 
 use image::{Rgb, RgbImage};
 use nalgebra::{Rotation3, Vector3};
