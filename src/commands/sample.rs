@@ -74,9 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         if let Some(dir) = &args.png {
             let path = dir.join(frame_file(i));
-            image::GrayImage::from_raw(WIDTH, HEIGHT, image.data.clone())
-                .context("a rendered frame has WIDTH x HEIGHT pixels")?
-                .save(&path)
+            image::save_buffer(&path, &image.data, WIDTH, HEIGHT, image::ExtendedColorType::L8)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         bag.write("/cam/image_raw", ns, ns, &to_cdr(&image)?)?;

@@ -114,10 +114,15 @@ fn quantile(values: &mut [f64], q: f64) -> f64 {
     *values.select_nth_unstable_by(k, f64::total_cmp).1
 }
 
+/// A cloud point's position in double precision, for projecting.
+fn position_of(p: &CloudPoint) -> Vector3<f64> {
+    Vector3::new(f64::from(p.xyz[0]), f64::from(p.xyz[1]), f64::from(p.xyz[2]))
+}
+
 /// Every `n`-th of `points` for statistics, at most about 20,000 of them.
 fn sample_of(points: &[CloudPoint]) -> impl Iterator<Item = Vector3<f64>> + '_ {
     let step = (points.len() / 20_000).max(1);
-    points.iter().step_by(step).map(|p| Vector3::new(f64::from(p.xyz[0]), f64::from(p.xyz[1]), f64::from(p.xyz[2])))
+    points.iter().step_by(step).map(position_of)
 }
 
 /// The frustum of `cam`, `scale` deep: its centre and the four corners of its image plane.
@@ -181,8 +186,7 @@ pub fn render_cloud(
     let cam = place(points, cameras, view, width, height);
     let mut depth = vec![f64::INFINITY; (width * height) as usize];
     for p in points {
-        let x = Vector3::new(f64::from(p.xyz[0]), f64::from(p.xyz[1]), f64::from(p.xyz[2]));
-        let Some((u, v, z)) = cam.project(&x) else { continue };
+        let Some((u, v, z)) = cam.project(&position_of(p)) else { continue };
         let (u0, v0) = (u.floor(), v.floor());
         for (du, dv) in [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0)] {
             let (pu, pv) = (u0 + du, v0 + dv);
@@ -266,15 +270,10 @@ fn tile(
     }
 }
 
-/// The range of the confident, finite depths (z in camera 1's frame) of both views: their 2nd
-/// to 98th percentile, so a few wild points do not wash the maps out.
-fn depth_range(views: &[ColouredPoints<'_>], min_confidence: f32) -> (f64, f64) {
-    let mut z: Vec<f64> = views
-        .iter()
-        .flat_map(|v| v.points.points.chunks_exact(3).zip(&v.points.confidence))
-        .filter(|(p, &c)| c > min_confidence && p[2].is_finite())
-        .map(|(p, _)| f64::from(p[2]))
-        .collect();
+/// The range of the depths (z in camera 1's frame) of a pair's cloud (its confident, finite
+/// points): their 2nd to 98th percentile, so a few wild points do not wash the maps out.
+fn depth_range(points: &[CloudPoint]) -> (f64, f64) {
+    let mut z: Vec<f64> = points.iter().map(|p| f64::from(p.xyz[2])).collect();
     (quantile(&mut z, 0.02), quantile(&mut z, 0.98))
 }
 
@@ -304,7 +303,8 @@ pub fn preview(
     let points: Vec<CloudPoint> = cloud_points(views, min_confidence, 1).collect();
     let mut cameras = vec![CameraMark::camera1()];
     cameras.extend(t_cam1_cam2.map(CameraMark::camera2));
-    let cloud = render_cloud(&points, &cameras, &Viewpoint::default(), width, CLOUD);
+    let view = Viewpoint::default();
+    let cloud = render_cloud(&points, &cameras, &view, width, CLOUD);
     image::imageops::replace(&mut img, &cloud, 0, i64::from(CAPTION));
     draw_text(&mut img, 10.0, 6.0, caption, TEXT_SIZE, TEXT);
     // The cameras' legend under the caption.
@@ -313,12 +313,11 @@ pub fn preview(
         let label = format!("camera {}", mark.label);
         x = draw_text(&mut img, x, CAPTION as f32 + 6.0, &label, TEXT_SIZE * 0.9, mark.colour) + 16.0;
     }
-    let v = Viewpoint::default();
-    let seen = format!("seen from {:.0}° right of and {:.0}° above camera 1", v.yaw_deg, v.pitch_deg);
+    let seen = format!("seen from {:.0}° right of and {:.0}° above camera 1", view.yaw_deg, view.pitch_deg);
     let right = width as f32 - 10.0 - text_width(&seen, TEXT_SIZE * 0.9);
     draw_text(&mut img, right, CAPTION as f32 + 6.0, &seen, TEXT_SIZE * 0.9, TEXT);
 
-    let (z_lo, z_hi) = depth_range(views, min_confidence);
+    let (z_lo, z_hi) = depth_range(&points);
     let top = CAPTION + CLOUD;
     for (k, view) in views.iter().enumerate() {
         let p: &Pointmap = view.points;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
 
 use super::{parse_tum, EvalError, PairEstimate, StampedPose};
-use crate::bag::{open_bag, McapFile};
+use crate::bag::open_bag;
 use crate::geometry::{TCam1Cam2, Transform};
 use crate::ros::msg::{from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, tf2_msgs, RosMessage};
 use crate::ros::topics::POINTCLOUD;
@@ -44,10 +44,6 @@ impl GroundTruth {
     }
 }
 
-fn open(path: &Path) -> Result<Vec<McapFile>, EvalError> {
-    Ok(open_bag(path)?)
-}
-
 fn decode<T: serde::de::DeserializeOwned>(data: &[u8], topic: &str) -> Result<T, EvalError> {
     from_cdr(data).map_err(|e| EvalError::Message { topic: topic.to_string(), reason: e.to_string() })
 }
@@ -66,7 +62,7 @@ fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
 pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
     let mut with_pose = Vec::new();
     let mut clouds = Vec::new();
-    for f in open(bag)? {
+    for f in open_bag(bag)? {
         for m in f.messages() {
             let m = m?;
             match m.ros_type.as_str() {
@@ -107,7 +103,7 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
 pub fn odometry_estimates(bag: &Path) -> Result<(Vec<StampedPose>, usize), EvalError> {
     let mut poses = Vec::new();
     let mut frames = 0;
-    for f in open(bag)? {
+    for f in open_bag(bag)? {
         for m in f.messages() {
             let m = m?;
             if m.ros_type == nav_msgs::Odometry::ROS_TYPE {
@@ -133,7 +129,7 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
         }
         GroundTruth::Bag { path, topic, frames } => (path, topic, frames),
     };
-    let files = open(path)?;
+    let files = open_bag(path)?;
     let mut topics: Vec<(String, String)> = Vec::new();
     for f in &files {
         topics.extend(f.topics()?);
