@@ -237,6 +237,11 @@ fn clouds_are_read_back_by_their_field_layout() {
     assert!(matches!(cloud_points_of(&outside), Err(CloudLayoutError::FieldOutside { offset: 12, .. })));
     let zero = sensor_msgs::PointCloud2 { point_step: 0, ..foreign.clone() };
     assert!(cloud_points_of(&zero).is_err());
+    // Empty clouds are valid and empty, whatever their other dimension says.
+    let no_rows = sensor_msgs::PointCloud2 { height: 0, ..foreign.clone() };
+    assert_eq!(cloud_points_of(&no_rows), Ok(Vec::new()));
+    let empty_rows = sensor_msgs::PointCloud2 { width: 0, height: u32::MAX, row_step: 0, ..foreign.clone() };
+    assert_eq!(cloud_points_of(&empty_rows), Ok(Vec::new()));
     let no_y = sensor_msgs::PointCloud2 { fields: foreign.fields[..3].to_vec(), ..foreign };
     assert_eq!(cloud_points_of(&no_y), Err(CloudLayoutError::MissingField("y")));
 }

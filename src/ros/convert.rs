@@ -200,6 +200,11 @@ pub fn cloud_points_of(msg: &sensor_msgs::PointCloud2) -> Result<Vec<CloudPoint>
     let rgb = field(&["rgb", "rgba"], &[PointField::FLOAT32, PointField::UINT32])?;
     let confidence = field(&["confidence"], &[PointField::FLOAT32])?;
     let (w, h, row_step) = (msg.width as usize, msg.height as usize, msg.row_step as usize);
+    // An empty cloud is a valid message; its height alone must not set the work (a fuzzed
+    // 0 x 4e9 cloud with row_step 0 passes every size check below and took seconds of empty rows).
+    if w == 0 || h == 0 {
+        return Ok(Vec::new());
+    }
     let short = || CloudLayoutError::Short {
         width: msg.width,
         height: msg.height,
