@@ -303,8 +303,8 @@ pub fn preview(
     let points: Vec<CloudPoint> = cloud_points(views, min_confidence, 1).collect();
     let mut cameras = vec![CameraMark::camera1()];
     cameras.extend(t_cam1_cam2.map(CameraMark::camera2));
-    let view = Viewpoint::default();
-    let cloud = render_cloud(&points, &cameras, &view, width, CLOUD);
+    let viewpoint = Viewpoint::default();
+    let cloud = render_cloud(&points, &cameras, &viewpoint, width, CLOUD);
     image::imageops::replace(&mut img, &cloud, 0, i64::from(CAPTION));
     draw_text(&mut img, 10.0, 6.0, caption, TEXT_SIZE, TEXT);
     // The cameras' legend under the caption.
@@ -313,7 +313,7 @@ pub fn preview(
         let label = format!("camera {}", mark.label);
         x = draw_text(&mut img, x, CAPTION as f32 + 6.0, &label, TEXT_SIZE * 0.9, mark.colour) + 16.0;
     }
-    let seen = format!("seen from {:.0}° right of and {:.0}° above camera 1", view.yaw_deg, view.pitch_deg);
+    let seen = format!("seen from {:.0}° right of and {:.0}° above camera 1", viewpoint.yaw_deg, viewpoint.pitch_deg);
     let right = width as f32 - 10.0 - text_width(&seen, TEXT_SIZE * 0.9);
     draw_text(&mut img, right, CAPTION as f32 + 6.0, &seen, TEXT_SIZE * 0.9, TEXT);
 

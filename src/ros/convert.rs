@@ -218,10 +218,7 @@ pub fn cloud_points_of(msg: &sensor_msgs::PointCloud2) -> Result<Vec<CloudPoint>
     if h > 1 && row_step < row_bytes {
         return Err(short());
     }
-    let needed = match h {
-        0 => 0,
-        _ => (h - 1).checked_mul(row_step).and_then(|b| b.checked_add(row_bytes)).ok_or_else(short)?,
-    };
+    let needed = (h - 1).checked_mul(row_step).and_then(|b| b.checked_add(row_bytes)).ok_or_else(short)?;
     if needed > msg.data.len() {
         return Err(short());
     }
