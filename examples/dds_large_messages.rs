@@ -1,5 +1,5 @@
 //! How long large reliable messages take from the node's output writer (Cyclone DDS through
-//! `sp_dust3r::ros::cyclone`, what the node publishes with) to a Cyclone DDS reader, next to
+//! `sp_dust3r_node::cyclone`, what the node publishes with) to a Cyclone DDS reader, next to
 //! Cyclone DDS's C writer from Python (the reference) and, with `--rustdds`, ros2-client's RustDDS
 //! (the node's stack before); and whether large camera frames from a Cyclone writer reach the
 //! node's input QoS: the measurements behind the `cloud_stride` default and README's "Large
@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 use large_messages::{cloud, keypoints, latencies, node_writer, quantile, reference_clouds, send, Reader};
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, Subscription};
-use sp_dust3r::ros::msg::{node_msgs, sensor_msgs, RosMessage};
-use sp_dust3r::ros::node::{reliable_qos, sensor_qos};
+use sp_dust3r_core::msg::{node_msgs, sensor_msgs, RosMessage};
+use sp_dust3r_node::dds::Dds;
+use sp_dust3r_node::node::{reliable_qos, sensor_qos};
 
 fn main() -> anyhow::Result<()> {
     large_messages::ensure_private_network()
@@ -138,7 +139,7 @@ impl Options {
     }
 }
 
-/// The node's output writer (Cyclone DDS through sp_dust3r::ros::cyclone, the outputs' QoS).
+/// The node's output writer (Cyclone DDS through sp_dust3r_node::cyclone, the outputs' QoS).
 fn node_clouds(python: &str, opts: &Options) -> anyhow::Result<serde_json::Value> {
     let reader = opts.reader(python)?;
     let (_participant, writer) = node_writer("rt/big/pointcloud", sensor_msgs::PointCloud2::DDS_TYPE)?;
@@ -153,7 +154,7 @@ fn rustdds_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Va
     let q = reliable_qos().deadline(opts.writer_deadline_ms.map(Duration::from_millis));
     let topic =
         node.create_topic(&Name::new("/big", "pointcloud")?, MessageTypeName::new("sensor_msgs", "PointCloud2"), &q)?;
-    let publisher: Publisher<sensor_msgs::PointCloud2> = node.create_publisher(&topic, Some(q))?;
+    let publisher: Publisher<Dds<sensor_msgs::PointCloud2>> = node.create_publisher(&topic, Some(q))?;
     let spinner = node.spinner()?;
     std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
     let t = Instant::now();
@@ -163,7 +164,7 @@ fn rustdds_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Va
     // Discovery of the reader is not yet the writer's match with it.
     std::thread::sleep(Duration::from_secs(2));
     for k in 0..opts.total() {
-        if let Err(e) = publisher.publish(opts.cloud(k)) {
+        if let Err(e) = publisher.publish(Dds(opts.cloud(k))) {
             eprintln!("publish: {e:?}");
         }
         std::thread::sleep(Duration::from_secs_f64(opts.interval));
@@ -228,7 +229,7 @@ fn images(python: &str, args: &[String]) -> anyhow::Result<()> {
     let mut node = ros_node()?;
     let q = sensor_qos();
     let topic = node.create_topic(&Name::new("/big", "image")?, MessageTypeName::new("sensor_msgs", "Image"), &q)?;
-    let subscription: Subscription<sensor_msgs::Image> = node.create_subscription(&topic, Some(q))?;
+    let subscription: Subscription<Dds<sensor_msgs::Image>> = node.create_subscription(&topic, Some(q))?;
     let spinner = node.spinner()?;
     std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
     let writer = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/cyclone_image_writer.py");
@@ -245,7 +246,7 @@ fn images(python: &str, args: &[String]) -> anyhow::Result<()> {
         let mut done_at: Option<Instant> = None;
         while done_at.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
             match subscription.take() {
-                Ok(Some((frame, _))) if frame.data.len() == frame.step as usize * frame.height as usize => {
+                Ok(Some((Dds(frame), _))) if frame.data.len() == frame.step as usize * frame.height as usize => {
                     received += 1
                 }
                 Ok(Some(_)) | Ok(None) | Err(_) => std::thread::sleep(Duration::from_millis(1)),

@@ -7,13 +7,19 @@
 //! sp_dust3r replay --bag IN.mcap --out OUT.mcap --params-file config/params.yaml
 //! sp_dust3r node --ros-args -r __ns:=/camera -p superpoint_weights:=DIR
 //! sp_dust3r --ros-args -r __ns:=/camera    # the same: as `ros2 run` and the launch files start it
-//! sp_dust3r bench superpoint --weights DIR
+//! ```
+//!
+//! The node is the `node` feature (DDS: Cyclone DDS needs cmake and libclang to build); without
+//! it every offline job still works.
+//!
+//! ```sh
+//! cargo run --release -- replay --bag IN.mcap --out OUT.mcap
 //! ```
 
 mod commands;
 
 use clap::{Parser, Subcommand};
-use sp_dust3r::ros::args::RosArgs;
+use sp_dust3r_core::params::args::RosArgs;
 
 #[derive(Parser)]
 #[command(name = "sp_dust3r", version, about = "SuperPoint + DUSt3R perception for ROS 2 camera streams")]
@@ -43,36 +49,33 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Benchmarks: our implementation and a peer on the same input, in the same run.
-    #[command(subcommand)]
-    Bench(commands::bench::Bench),
-}
-
-/// Keeps freed memory in the process for reuse. Every frame allocates the same few-MB buffers;
-/// with glibc's defaults each of them is a fresh mmap whose pages fault in on first touch, which
-/// measured ~10 ms of a 130 ms SuperPoint forward and half of the post-processing time.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator thresholds; called before any other thread exists.
-    unsafe {
-        // 32 MiB is glibc's ceiling for the mmap threshold on 64-bit.
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
-    }
 }
 
 fn run_node(args: Vec<String>) -> anyhow::Result<()> {
-    let (own, ros) = sp_dust3r::ros::args::split_ros_args(args)?;
+    let (own, ros) = sp_dust3r_core::params::args::split_ros_args(args)?;
     if let Some(bad) = ros.bad_log_level() {
         anyhow::bail!("--log-level {bad}: expected debug, info, warn, error or fatal");
     }
     if !own.is_empty() {
         anyhow::bail!("unexpected arguments before --ros-args: {own:?}");
     }
-    let stop = sp_dust3r::pipeline::cancel::Cancel::new();
+    start_node(&ros)
+}
+
+#[cfg(feature = "node")]
+fn start_node(ros: &RosArgs) -> anyhow::Result<()> {
+    let stop = sp_dust3r_core::cancel::Cancel::new();
     stop.set_on_termination_signals()?;
-    sp_dust3r::ros::node::run(&ros, stop)?;
+    sp_dust3r_node::node::run(ros, stop)?;
     Ok(())
+}
+
+#[cfg(not(feature = "node"))]
+fn start_node(_: &RosArgs) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "this sp_dust3r was built without the ROS 2 node: build it with `cargo build --release --features node` \
+         (needs cmake and libclang for Cyclone DDS), or with colcon, which turns the feature on"
+    )
 }
 
 /// Logs to stderr at `RUST_LOG`, else as `--log-level` asks ([`RosArgs::log_filter`]: our
@@ -82,13 +85,16 @@ fn init_logging(cli: &Cli) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let ros = match &cli.command {
-        Command::Node { args } => sp_dust3r::ros::args::split_ros_args(args.clone()).ok().map(|(_, r)| r),
+        Command::Node { args } => sp_dust3r_core::params::args::split_ros_args(args.clone()).ok().map(|(_, r)| r),
         _ => None,
     };
     let wanted = ros.as_ref().map_or_else(|| RosArgs::default().log_filter(), RosArgs::log_filter);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(wanted));
-    let rosout = ros.is_some_and(|r| !r.disable_rosout).then_some(sp_dust3r::ros::rosout::RosoutLayer);
+    #[cfg(feature = "node")]
+    let rosout = ros.is_some_and(|r| !r.disable_rosout).then_some(sp_dust3r_node::rosout::RosoutLayer);
+    #[cfg(not(feature = "node"))]
+    let rosout: Option<tracing_subscriber::layer::Identity> = None;
     tracing_subscriber::registry()
         .with(filter)
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
@@ -107,14 +113,13 @@ fn command_line() -> Vec<std::ffi::OsString> {
 }
 
 fn main() -> std::process::ExitCode {
-    keep_freed_memory();
+    sp_dust3r_core::keep_freed_memory();
     let cli = Cli::parse_from(command_line());
     init_logging(&cli);
     let result = match cli.command {
         Command::Superpoint(args) => commands::superpoint::run(args),
         Command::Dust3r(args) => commands::dust3r::run(args),
         Command::Pose(args) => commands::pose::run(args),
-        Command::Bench(bench) => commands::bench::run(bench),
         Command::Replay(args) => commands::replay::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Sample(args) => commands::sample::run(args),

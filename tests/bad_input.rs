@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::Command;
 
 use common::fixture_dir;
-use sp_dust3r::image::{Frame, ImageError};
-use sp_dust3r::superpoint::{PostParams, SuperPoint, SuperPointError};
-use sp_dust3r::weights::WeightsError;
+use sp_dust3r_core::image::{Frame, ImageError};
+use sp_dust3r_core::superpoint::{PostParams, SuperPoint, SuperPointError};
+use sp_dust3r_core::weights::WeightsError;
 
 /// A copy of the fixture weights folder whose model.safetensors is `bytes`.
 fn weights_with(dir: &Path, bytes: &[u8]) {
@@ -132,7 +132,7 @@ fn bad_config_and_incomplete_folder_are_reported() {
     assert!(err.to_string().contains("keypoint_decoder_dim"), "{err}");
 
     let empty = tempfile::tempdir().unwrap();
-    let err = sp_dust3r::weights::resolve(&sp_dust3r::superpoint::HUB_MODEL, Some(empty.path())).unwrap_err();
+    let err = sp_dust3r_core::weights::resolve(&sp_dust3r_core::superpoint::HUB_MODEL, Some(empty.path())).unwrap_err();
     match err {
         WeightsError::IncompleteFolder { origin, missing, .. } => {
             assert_eq!(origin, "--weights");

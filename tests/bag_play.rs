@@ -102,16 +102,17 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
     // tracked.
     assert!(odom.len() >= 3, "{} tracked frames: {ctx}", odom.len());
 
-    let gt =
-        sp_dust3r::eval::bag::load_ground_truth(&sp_dust3r::eval::bag::GroundTruth::from_path(&sample, None, None))
-            .unwrap();
+    let gt = sp_dust3r_core::eval::bag::load_ground_truth(&sp_dust3r_core::eval::bag::GroundTruth::from_path(
+        &sample, None, None,
+    ))
+    .unwrap();
     let body = nalgebra::Rotation3::from_matrix(&nalgebra::Matrix3::new(0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.0, -1.0, 0.0));
     let sent: Vec<&serde_json::Value> = report["sent"].as_array().unwrap().iter().collect();
     for o in odom {
         assert!(sent.contains(&&o["stamp"]), "odometry stamped {} with no such frame: {ctx}", o["stamp"]);
         assert_eq!((o["frame_id"].as_str(), o["child"].as_str()), (Some("odom"), Some("cam_optical")), "{ctx}");
         let t = o["stamp"][0].as_f64().unwrap() + o["stamp"][1].as_f64().unwrap() * 1e-9;
-        let motion = gt[0].pose.inverse().compose(&sp_dust3r::eval::pose_at(&gt, t, 0.0).unwrap());
+        let motion = gt[0].pose.inverse().compose(&sp_dust3r_core::eval::pose_at(&gt, t, 0.0).unwrap());
         let (want_r, want_t) = (body * motion.rotation, body * motion.translation);
         let v = |k: &str, i: usize| o[k][i].as_f64().unwrap();
         let got_t = nalgebra::Vector3::new(v("position", 0), v("position", 1), v("position", 2));

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sp_dust3r::ros::msg::{node_msgs, RosMessage};
+use sp_dust3r_core::msg::{node_msgs, RosMessage};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,4 +1,4 @@
-//! The node's output writer (Cyclone DDS, src/ros/cyclone.rs) against subscribers as a stock
+//! The node's output writer (Cyclone DDS, crates/node/src/cyclone.rs) against subscribers as a stock
 //! Ubuntu machine has them: large reliable samples arrive whole and in time at a Cyclone DDS reader
 //! whose socket buffer is Ubuntu's default 212992 bytes, and at a Fast DDS subscriber with default
 //! settings (what RViz gets). ros2-client's RustDDS, the node's writer before, lost 7 of 40 such
@@ -17,7 +17,7 @@ mod common;
 mod large_messages;
 
 use large_messages::{cloud, keypoints, latencies, node_writer, quantile, reference_clouds, send, Reader};
-use sp_dust3r::ros::msg::{node_msgs, sensor_msgs, RosMessage};
+use sp_dust3r_core::msg::{node_msgs, sensor_msgs, RosMessage};
 
 /// Set in the namespaced re-run.
 const INSIDE: &str = "SP_DUST3R_TEST_INSIDE_NETNS";
@@ -151,9 +151,13 @@ fn the_writer_survives_cyclone_content_tracing() {
         assert!(log.contains("bytes of CDR"), "no sample in the trace: {} lines", log.lines().count());
         return;
     }
-    let participant = sp_dust3r::ros::cyclone::Participant::new(0, &sp_dust3r::ros::cyclone::config(true)).unwrap();
+    let participant = sp_dust3r_node::cyclone::Participant::new(0, &sp_dust3r_node::cyclone::config(true)).unwrap();
     let writer = participant
-        .writer("rt/big/pointcloud", sensor_msgs::PointCloud2::DDS_TYPE, sp_dust3r::ros::cyclone::WriterQos::OUTPUTS)
+        .writer(
+            "rt/big/pointcloud",
+            sensor_msgs::PointCloud2::DDS_TYPE,
+            sp_dust3r_core::params::qos::WriterQos::OUTPUTS,
+        )
         .unwrap();
-    writer.write(&sp_dust3r::ros::msg::to_cdr(&cloud(0.01)).unwrap()).unwrap();
+    writer.write(&sp_dust3r_core::msg::to_cdr(&cloud(0.01)).unwrap()).unwrap();
 }

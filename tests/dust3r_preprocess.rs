@@ -2,8 +2,8 @@
 //! 512x512, and upstream's long side 512 (LANCZOS when shrinking) + crop to multiples of 16;
 //! normalised to [-1, 1]; checked against the filters' definitions.
 
-use sp_dust3r::dust3r::{prepare, PrepMode};
-use sp_dust3r::image::Frame;
+use sp_dust3r_core::dust3r::{prepare, PrepMode};
+use sp_dust3r_core::image::Frame;
 
 fn random_rgb(w: u32, h: u32, seed: u64) -> Frame {
     let mut s = seed;

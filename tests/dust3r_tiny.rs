@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use common::detweights::{fnv1a64, tensor_values, uniform, write_checkpoint};
 use common::fixture_dir;
 use ndarray_npy::NpzReader;
-use sp_dust3r::dust3r::{Dust3r, Pointmap};
+use sp_dust3r_core::dust3r::{Dust3r, Pointmap};
 
 /// The fixture's config: meta.json's "config" object, written with Python's `-Infinity` tokens
 /// as the Hub's config.json has them.
@@ -186,9 +186,9 @@ fn checkpoint_layout_matches_the_upstream_key_list() {
     .unwrap();
     let upstream: HashMap<String, Vec<usize>> =
         keys.into_iter().filter(|(k, _)| !k.contains("scratch.layer_rn.")).collect();
-    let config = sp_dust3r::dust3r::Dust3rConfig::from_json(&config_json("dust3r_tiny_64")).unwrap();
+    let config = sp_dust3r_core::dust3r::Dust3rConfig::from_json(&config_json("dust3r_tiny_64")).unwrap();
     let ours: HashMap<String, Vec<usize>> =
-        sp_dust3r::dust3r::synthetic::checkpoint_layout(&config).into_iter().collect();
+        sp_dust3r_core::dust3r::synthetic::checkpoint_layout(&config).into_iter().collect();
     let mut differ: Vec<String> = upstream
         .iter()
         .filter(|(k, s)| ours.get(*k) != Some(s))
@@ -202,8 +202,8 @@ fn checkpoint_layout_matches_the_upstream_key_list() {
 /// The real model's layout has the tensor count the spec derives from the official class.
 #[test]
 fn full_size_layout_has_1001_tensors() {
-    let config = sp_dust3r::dust3r::Dust3rConfig::from_json(FULL_CONFIG).unwrap();
-    let layout = sp_dust3r::dust3r::synthetic::checkpoint_layout(&config);
+    let config = sp_dust3r_core::dust3r::Dust3rConfig::from_json(FULL_CONFIG).unwrap();
+    let layout = sp_dust3r_core::dust3r::synthetic::checkpoint_layout(&config);
     assert_eq!(layout.len(), 1001);
     let params: usize = layout.iter().map(|(_, s)| s.iter().product::<usize>()).sum();
     assert!((571_000_000..571_400_000).contains(&params), "{params} parameters");
@@ -217,24 +217,24 @@ const FULL_CONFIG: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth
 
 #[test]
 fn config_parsing_accepts_python_infinities_and_refuses_bad_geometry() {
-    let c = sp_dust3r::dust3r::Dust3rConfig::from_json(FULL_CONFIG).unwrap();
+    let c = sp_dust3r_core::dust3r::Dust3rConfig::from_json(FULL_CONFIG).unwrap();
     assert_eq!((c.enc_embed_dim, c.enc_depth, c.dec_depth, c.hooks()), (1024, 24, 12, [0, 6, 9, 12]));
     assert_eq!(c.conf_min(), 1.0);
     assert_eq!(c.depth_mode, Some(("exp".to_string(), None, None)));
     // A string containing the word Infinity is left alone.
     let named = FULL_CONFIG.replace("PatchEmbedDust3R", "Infinity");
-    assert!(sp_dust3r::dust3r::Dust3rConfig::from_json(&named).is_ok());
+    assert!(sp_dust3r_core::dust3r::Dust3rConfig::from_json(&named).is_ok());
     let bad = FULL_CONFIG.replace("\"enc_num_heads\": 16", "\"enc_num_heads\": 12");
-    let err = sp_dust3r::dust3r::Dust3rConfig::from_json(&bad).unwrap_err().to_string();
+    let err = sp_dust3r_core::dust3r::Dust3rConfig::from_json(&bad).unwrap_err().to_string();
     assert!(err.contains("multiple of 4"), "{err}");
     let bad = FULL_CONFIG.replace("RoPE100", "cosine");
-    assert!(sp_dust3r::dust3r::Dust3rConfig::from_json(&bad).unwrap_err().to_string().contains("RoPE"));
+    assert!(sp_dust3r_core::dust3r::Dust3rConfig::from_json(&bad).unwrap_err().to_string().contains("RoPE"));
 }
 
 #[test]
 fn missing_and_misshapen_tensors_are_named() {
-    use sp_dust3r::dust3r::Dust3rError;
-    use sp_dust3r::weights::WeightsError;
+    use sp_dust3r_core::dust3r::Dust3rError;
+    use sp_dust3r_core::weights::WeightsError;
     let src = std::fs::read(checkpoint().join("model.safetensors")).unwrap();
     let st = safetensors::SafeTensors::deserialize(&src).unwrap();
     type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;
@@ -348,7 +348,8 @@ fn cli_writes_both_pointmaps_and_timing() {
     // With --pose: the swapped pass and PairViewer, the same as the library computes them.
     let last = dust3r_cli(&["--pose"]);
     let swapped = model.predict(&e2, &e1).unwrap();
-    let want = sp_dust3r::geometry::relative_pose(&pred, &swapped, &sp_dust3r::geometry::PoseOptions::default());
+    let want =
+        sp_dust3r_core::geometry::relative_pose(&pred, &swapped, &sp_dust3r_core::geometry::PoseOptions::default());
     let mut npz = NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
     match want {
         Ok(p) => {
@@ -456,7 +457,7 @@ fn cli_writes_the_pair_as_a_ply_that_plyfile_reads() {
 
     // The preview beside it (on the CPU path): its size, camera 1 drawn (no pose: no camera 2),
     // and view 1's input tile showing the input PNG (512x512 into 170x170, nearest pixel).
-    use sp_dust3r::dust3r::preview::{CAMERA1, CAMERA2, LABELS, SIZE, TILE};
+    use sp_dust3r_core::preview::{CAMERA1, CAMERA2, LABELS, SIZE, TILE};
     let picture = image::open(&png).unwrap().into_rgb8();
     assert_eq!(picture.dimensions(), SIZE);
     let count = |c: [u8; 3]| picture.pixels().filter(|p| p.0 == c).count();

@@ -8,11 +8,11 @@ use std::process::Command;
 
 use nalgebra::{Rotation3, Vector3};
 use serde_json::Value;
-use sp_dust3r::bag::BagWriter;
-use sp_dust3r::dust3r::Pointmap;
-use sp_dust3r::geometry::{PairPose, PnpWorld, PoseMode, TCam1Cam2};
-use sp_dust3r::ros::convert::{pointcloud_msg, pose_msgs, ColouredPoints};
-use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr};
+use sp_dust3r_core::bag::BagWriter;
+use sp_dust3r_core::dust3r::Pointmap;
+use sp_dust3r_core::geometry::{PairPose, PnpWorld, PoseMode, TCam1Cam2};
+use sp_dust3r_core::msg::convert::{pointcloud_msg, pose_msgs, ColouredPoints};
+use sp_dust3r_core::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr};
 
 fn header(sec: i32) -> std_msgs::Header {
     std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec: 0 }, frame_id: "cam_optical".into() }
@@ -110,9 +110,11 @@ fn metrics_match_hand_computed_values() {
     assert_eq!(serde_json::from_str::<Value>(&std::fs::read_to_string(&json_out).unwrap()).unwrap(), r);
     // The picture beside it: two rotation markers (red) and a translation marker (blue) drawn.
     let png = image::open(json_out.with_extension("png")).expect("metrics.png").to_rgb8();
-    assert_eq!(png.dimensions(), sp_dust3r::eval::plot::SIZE);
+    assert_eq!(png.dimensions(), sp_dust3r_core::eval::plot::SIZE);
     let count = |c: image::Rgb<u8>| png.pixels().filter(|p| **p == c).count();
-    assert!(count(sp_dust3r::eval::plot::ROTATION) >= 2 * 25 && count(sp_dust3r::eval::plot::TRANSLATION) >= 25);
+    assert!(
+        count(sp_dust3r_core::eval::plot::ROTATION) >= 2 * 25 && count(sp_dust3r_core::eval::plot::TRANSLATION) >= 25
+    );
 
     // The same trajectory as geometry_msgs/PoseStamped in a bag: the same metrics.
     let gt_bag = dir.path().join("gt.mcap");
@@ -249,12 +251,12 @@ fn trajectory_metrics_agree_with_evo() {
         .collect();
     let g = Rotation3::new(Vector3::new(0.3, -1.1, 0.4));
     let (s, shift) = (0.37, Vector3::new(1.0, -2.0, 0.5));
-    let mut rng = sp_dust3r::rng::SplitMix64::new(7);
+    let mut rng = sp_dust3r_core::rng::SplitMix64::new(7);
     let mut noise = |k: f64| (rng.next_f64() - 0.5) * k;
     let bag = dir.path().join("out.mcap");
     let mut w = BagWriter::create(&bag).unwrap();
     w.add_typed_topic::<node_msgs::Keypoints>("/cam/keypoints").unwrap();
-    w.add_typed_topic::<sp_dust3r::ros::msg::nav_msgs::Odometry>("/cam/odom").unwrap();
+    w.add_typed_topic::<sp_dust3r_core::msg::nav_msgs::Odometry>("/cam/odom").unwrap();
     let (mut gt_tum, mut est_tum) = (String::new(), String::new());
     for (i, (t, r, p)) in gt.iter().enumerate() {
         let stamp = builtin_interfaces::Time { sec: *t as i32, nanosec: ((t - t.floor()) * 1e9).round() as u32 };
@@ -271,7 +273,7 @@ fn trajectory_metrics_agree_with_evo() {
         let er = g * Rotation3::new(Vector3::new(noise(0.004), noise(0.004), noise(0.004))) * r;
         let ep = g * (p + Vector3::new(noise(0.01), noise(0.01), noise(0.01))) * s + shift;
         let q = nalgebra::UnitQuaternion::from_rotation_matrix(&er);
-        let odom = sp_dust3r::ros::msg::nav_msgs::Odometry {
+        let odom = sp_dust3r_core::msg::nav_msgs::Odometry {
             header: std_msgs::Header { stamp, frame_id: "odom".into() },
             child_frame_id: "cam".into(),
             pose: geometry_msgs::PoseWithCovariance {

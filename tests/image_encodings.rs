@@ -1,7 +1,7 @@
 //! The camera encodings beyond plain RGB/mono: YUV 4:2:2 (BT.601, as OpenCV/cv_bridge) and the
 //! four 8-bit Bayer patterns (bilinear demosaicing), against values from their definitions.
 
-use sp_dust3r::image::{Frame, ImageError};
+use sp_dust3r_core::image::{Frame, ImageError};
 
 #[test]
 fn yuv422_converts_with_bt601_studio_range() {

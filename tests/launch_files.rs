@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use sp_dust3r::ros::args::{ParamValue, RosArgs};
-use sp_dust3r::ros::params::{declared, NodeParams};
-use sp_dust3r::ros::topics::{input_topics, resolve, InputTopics, KEYPOINTS, KEYPOINTS_IMAGE};
+use sp_dust3r_core::params::args::{ParamValue, RosArgs};
+use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, KEYPOINTS, KEYPOINTS_IMAGE};
+use sp_dust3r_core::params::{declared, NodeParams};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -23,7 +23,7 @@ fn node_under_camera(dir: &Path, tag: &str, params: &str, rate: u32, seconds: u3
     let log = dir.join(format!("{tag}.log"));
     let script = format!(
         "ip link set lo up || exit 90\n\
-         RUST_LOG=info,sp_dust3r::ros::node=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+         RUST_LOG=info,sp_dust3r_node::node=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
            -p superpoint_weights:={weights} {params} > {log} 2>&1 &\n\
          pid=$!\n\
          {watch}\n\
@@ -86,9 +86,9 @@ fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
 /// the rest, a pair at nice 19 did not finish until the camera stopped). Prints all four runs.
 #[test]
 fn keypoint_rate_holds_with_dust3r_pairs_in_flight() {
-    use sp_dust3r::backend::{cpu::CpuPairs, PairReconstructor, PairRequest};
-    use sp_dust3r::dust3r::{synthetic, Dust3r};
-    use sp_dust3r::pipeline::priority::DEFAULT_BACKGROUND_SHARE;
+    use sp_dust3r_core::backend::{cpu::CpuPairs, PairReconstructor, PairRequest};
+    use sp_dust3r_core::dust3r::{synthetic, Dust3r};
+    use sp_dust3r_core::pipeline::priority::DEFAULT_BACKGROUND_SHARE;
     let _cores = CORES.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let dust3r = dir.path().join("dust3r");
@@ -100,9 +100,15 @@ fn keypoint_rate_holds_with_dust3r_pairs_in_flight() {
         let model = CpuPairs(Dust3r::load(&dust3r).unwrap());
         let plane: ndarray::Array2<u8> = ndarray_npy::read_npy(common::fixture_plane_npy(dir.path())).unwrap();
         let (h, w) = plane.dim();
-        let frame =
-            sp_dust3r::image::Frame::from_raw("mono8", w as u32, h as u32, w, false, plane.into_raw_vec_and_offset().0)
-                .unwrap();
+        let frame = sp_dust3r_core::image::Frame::from_raw(
+            "mono8",
+            w as u32,
+            h as u32,
+            w,
+            false,
+            plane.into_raw_vec_and_offset().0,
+        )
+        .unwrap();
         let request = PairRequest { first: &frame, second: &frame, known: None, min_confidence: 3.0, conf_pct: 50.0 };
         model.reconstruct(&request).unwrap();
         let t = std::time::Instant::now();

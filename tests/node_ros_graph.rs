@@ -11,9 +11,9 @@ mod common;
 
 use common::{peer_python, run_in_netns, NetnsRun};
 use serde_json::json;
-use sp_dust3r::ros::outputs::OutputKind;
-use sp_dust3r::ros::params::qos_override_name;
-use sp_dust3r::ros::topics::resolve;
+use sp_dust3r_core::outputs::OutputKind;
+use sp_dust3r_core::params::qos_override_name;
+use sp_dust3r_core::params::topics::resolve;
 
 #[test]
 fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
@@ -86,7 +86,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     assert_eq!(report["get"], json!([[2, 1024], [4, "raw"], [3, 0.005]]), "{ctx}");
     let names: Vec<&str> = report["list"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     // The declared parameters, then the QoS overrides of each output (read-only, as rclcpp's).
-    let mut declared: Vec<String> = sp_dust3r::ros::params::declared().iter().map(|s| s.name.to_string()).collect();
+    let mut declared: Vec<String> = sp_dust3r_core::params::declared().iter().map(|s| s.name.to_string()).collect();
     for kind in OutputKind::ALL {
         let topic = resolve(&[], "/cam", kind.topic());
         for policy in ["reliability", "history", "depth", "durability"] {

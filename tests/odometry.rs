@@ -8,14 +8,14 @@ mod common;
 use std::sync::Arc;
 
 use common::true_scene::TruePointmaps;
-use sp_dust3r::backend::cpu::CpuFeatures;
-use sp_dust3r::backend::{CameraK, FeatureExtractor, PairReconstructor, PairRequest};
-use sp_dust3r::geometry::{Intrinsics, Transform};
-use sp_dust3r::image::Frame;
-use sp_dust3r::pipeline::odometry::{track_frame, NotAttached, Odometry, OdometryParams, PairView, TOriginFrame};
-use sp_dust3r::pipeline::tracking::NotTracked;
-use sp_dust3r::sample::{FOCAL, HEIGHT, WIDTH};
-use sp_dust3r::superpoint::{Keypoints, PostParams, SuperPoint};
+use sp_dust3r_core::backend::cpu::CpuFeatures;
+use sp_dust3r_core::backend::{CameraK, FeatureExtractor, PairReconstructor, PairRequest};
+use sp_dust3r_core::geometry::{Intrinsics, Transform};
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::pipeline::odometry::{track_frame, NotAttached, Odometry, OdometryParams, PairView, TOriginFrame};
+use sp_dust3r_core::pipeline::tracking::NotTracked;
+use sp_dust3r_core::sample::{FOCAL, HEIGHT, WIDTH};
+use sp_dust3r_core::superpoint::{Keypoints, PostParams, SuperPoint};
 
 const N: usize = 40;
 
@@ -97,7 +97,8 @@ fn pairs_in_arbitrary_scales_join_the_chain_in_the_first_pairs_scale() {
     let i = (256 * kf.pointmap.width + 300) * 3;
     let p = nalgebra::Vector3::from_fn(|k, _| kf.pointmap.points[i + k] as f64);
     let (u, v) = kf.mapping.to_original(300.0, 256.0);
-    let want = s.scene.pose(18).inverse().apply(&sp_dust3r::sample::surface_point(&s.scene.pose(18), u, v).unwrap());
+    let want =
+        s.scene.pose(18).inverse().apply(&sp_dust3r_core::sample::surface_point(&s.scene.pose(18), u, v).unwrap());
     assert!((p - want).norm() < 1e-4, "{p:?} vs {want:?}");
 }
 

@@ -7,9 +7,9 @@ mod common;
 use common::fixture_dir;
 use nalgebra::{Rotation3, Vector3};
 use ndarray_npy::NpzReader;
-use sp_dust3r::dust3r::{PairPrediction, Pointmap};
-use sp_dust3r::geometry::{relative_pose, Intrinsics, NoPose, PoseMode, PoseOptions};
-use sp_dust3r::rng::SplitMix64;
+use sp_dust3r_core::dust3r::{PairPrediction, Pointmap};
+use sp_dust3r_core::geometry::{relative_pose, Intrinsics, NoPose, PoseMode, PoseOptions};
+use sp_dust3r_core::rng::SplitMix64;
 
 struct Fixture {
     forward: PairPrediction,
@@ -174,10 +174,11 @@ impl Scene {
 #[test]
 fn noisy_pointmaps_with_outliers_recover_ground_truth() {
     let scene = Scene::new();
-    let truth = sp_dust3r::geometry::Transform::<sp_dust3r::geometry::Cam2, sp_dust3r::geometry::Cam1>::new(
-        scene.r21, scene.t21,
-    )
-    .inverse();
+    let truth =
+        sp_dust3r_core::geometry::Transform::<sp_dust3r_core::geometry::Cam2, sp_dust3r_core::geometry::Cam1>::new(
+            scene.r21, scene.t21,
+        )
+        .inverse();
     for outliers in [0.2, 0.4] {
         let (forward, swapped) = scene.predictions(0.003, outliers, 42);
         for mode in [PoseMode::PairViewer, PoseMode::Server] {
@@ -355,8 +356,8 @@ fn cli_reports_no_pose_and_refuses_bad_files() {
 #[test]
 fn ransac_succeeds_for_every_seed() {
     use nalgebra::Vector2;
-    use sp_dust3r::geometry::pnp::{solve_pnp_ransac, RansacParams};
-    use sp_dust3r::geometry::{Cam1, Cam2, Transform};
+    use sp_dust3r_core::geometry::pnp::{solve_pnp_ransac, RansacParams};
+    use sp_dust3r_core::geometry::{Cam1, Cam2, Transform};
     let (w, f) = (512usize, 400.0);
     let truth: Transform<Cam2, Cam1> =
         Transform::new(Rotation3::new(Vector3::new(0.05, -0.08, 0.03)), Vector3::new(0.5, -0.05, 0.1));

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sp_dust3r::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
-use sp_dust3r::pipeline::matching::mutual_matches;
-use sp_dust3r::pipeline::slot::LatestSlot;
-use sp_dust3r::superpoint::Keypoints;
+use sp_dust3r_core::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use sp_dust3r_core::pipeline::matching::mutual_matches;
+use sp_dust3r_core::pipeline::slot::LatestSlot;
+use sp_dust3r_core::superpoint::Keypoints;
 
 /// `n` pseudo-random unit descriptors of dimension `d`.
 fn descriptors(n: usize, d: usize, seed: u64) -> Vec<Vec<f32>> {

@@ -1,8 +1,8 @@
 //! SuperPoint input preprocessing: resize to 640x480 with an antialiased bilinear filter.
 //! Expectations come from properties any correct filter of that kind has, not from our code.
 
-use sp_dust3r::image::LumaImage;
-use sp_dust3r::superpoint::preprocess;
+use sp_dust3r_core::image::LumaImage;
+use sp_dust3r_core::superpoint::preprocess;
 
 fn image(w: u32, h: u32, f: impl Fn(u32, u32) -> f32) -> LumaImage {
     let data = (0..h).flat_map(|y| (0..w).map(move |x| (x, y))).map(|(x, y)| f(x, y)).collect();

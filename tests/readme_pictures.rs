@@ -23,8 +23,8 @@ fn every_picture_the_readme_shows_is_in_docs_and_every_one_there_is_shown() {
     for file in &in_docs {
         assert!(readme.contains(file.as_str()), "{file} is not mentioned in the README");
     }
-    let preview = sp_dust3r::dust3r::preview::SIZE;
-    let plot = sp_dust3r::eval::plot::SIZE;
+    let preview = sp_dust3r_core::preview::SIZE;
+    let plot = sp_dust3r_core::eval::plot::SIZE;
     let expected = [
         ("docs/keypoints.png", (640, 480)),
         ("docs/pair.png", preview),

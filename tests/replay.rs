@@ -10,7 +10,7 @@ use std::process::Command;
 
 use common::{fixture_dir, peer_python};
 use serde_json::{json, Value};
-use sp_dust3r::bag::replay::{choose_topics, output_topic, CameraTopics, TopicError};
+use sp_dust3r_core::bag::replay::{choose_topics, output_topic, CameraTopics, TopicError};
 
 fn rosbags(args: &[&str]) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/rosbags_bag.py");
@@ -318,7 +318,7 @@ fn sigint_mid_pair_stops_the_replay_and_leaves_a_finished_bag() {
         .args(["--superpoint-weights", fixture_dir("superpoint").to_str().unwrap()])
         .args(["--dust3r-weights", dust3r.to_str().unwrap()])
         .env("HF_HUB_OFFLINE", "1")
-        .env("RUST_LOG", "info,sp_dust3r::bag::replay=debug")
+        .env("RUST_LOG", "info,sp_dust3r_core::bag::replay=debug")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

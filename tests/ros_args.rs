@@ -1,9 +1,11 @@
 //! The command line `ros2 launch` gives the node, its parameter files, and the declared
 //! parameters' types and ranges.
 
-use sp_dust3r::backend::build::BackendKind;
-use sp_dust3r::ros::args::{load_params_file, node_name_matches, split_ros_args, ArgsError, ParamValue, RosArgs};
-use sp_dust3r::ros::params::{declared, NodeParams, ParamError};
+use sp_dust3r_core::backend::build::BackendKind;
+use sp_dust3r_core::params::args::{
+    load_params_file, node_name_matches, split_ros_args, ArgsError, ParamValue, RosArgs,
+};
+use sp_dust3r_core::params::{declared, NodeParams, ParamError};
 
 fn args(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -297,7 +299,7 @@ fn shipped_params_file_is_valid_and_states_the_defaults() {
 /// subscribed at start-up no; a batch is applied whole or not at all.
 #[test]
 fn runtime_changes_are_checked_and_atomic() {
-    use sp_dust3r::ros::params::ParamStore;
+    use sp_dust3r_core::params::ParamStore;
     let (mut store, _) = ParamStore::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
     let set = |s: &mut ParamStore, changes: &[(&str, ParamValue)]| {
         s.set(&changes.iter().map(|(n, v)| (n.to_string(), v.clone())).collect::<Vec<_>>())
@@ -360,8 +362,8 @@ fn log_level_maps_to_tracing() {
 /// declared per output (read-only, the node's profile as default), checked, applied.
 #[test]
 fn qos_overrides_apply_to_the_outputs_they_name() {
-    use sp_dust3r::ros::cyclone::WriterQos;
-    use sp_dust3r::ros::params::ParamStore;
+    use sp_dust3r_core::params::qos::WriterQos;
+    use sp_dust3r_core::params::ParamStore;
     let outputs =
         vec![("/cam/pointcloud".to_string(), WriterQos::OUTPUTS), ("/cam/pose".to_string(), WriterQos::OUTPUTS)];
     let resolve = |params: &[(&str, ParamValue)]| {

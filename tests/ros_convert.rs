@@ -5,12 +5,12 @@ mod common;
 
 use common::{rosbags_read, CdrEntry};
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
-use sp_dust3r::dust3r::Pointmap;
-use sp_dust3r::geometry::{PairPose, PnpWorld, PoseMode, TCam1Cam2};
-use sp_dust3r::image::Frame;
-use sp_dust3r::ros::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
-use sp_dust3r::ros::msg::*;
-use sp_dust3r::superpoint::Keypoints;
+use sp_dust3r_core::dust3r::Pointmap;
+use sp_dust3r_core::geometry::{PairPose, PnpWorld, PoseMode, TCam1Cam2};
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::msg::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
+use sp_dust3r_core::msg::*;
+use sp_dust3r_core::superpoint::Keypoints;
 
 fn header(sec: i32, frame: &str) -> std_msgs::Header {
     std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec: 500 }, frame_id: frame.into() }
@@ -141,7 +141,7 @@ fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
         descriptors: vec![1.0, 1.0],
         descriptor_dim: 1,
     };
-    let msg = debug_image_msg(header(42, "cam"), &frame, &kp, &sp_dust3r::superpoint::PostParams::default());
+    let msg = debug_image_msg(header(42, "cam"), &frame, &kp, &sp_dust3r_core::superpoint::PostParams::default());
     let r = rosbags_read(&[&CdrEntry::of(&msg)]);
     let v = &r["sensor_msgs/msg/Image"]["value"];
     assert_eq!(
@@ -152,7 +152,7 @@ fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
     assert_eq!(r["sensor_msgs/msg/Image"]["bytes_equal"], true);
     // Rings in the colours of their scores (the strongest yellow, the weakest blue-purple), the
     // grey between them untouched; this image is too small for a caption band.
-    use sp_dust3r::image::draw::score_colour;
+    use sp_dust3r_core::image::draw::score_colour;
     let px = |x: u32, y: u32| &msg.data[((y * w + x) * 3) as usize..((y * w + x) * 3 + 3) as usize];
     assert_eq!(px(10, 12), &score_colour(1.0));
     assert_eq!(px(13, 12), &score_colour(1.0));
@@ -166,8 +166,8 @@ fn debug_image_is_rgb8_with_the_keypoints_marked_and_reads_back() {
 /// is an error, never a panic.
 #[test]
 fn clouds_are_read_back_by_their_field_layout() {
-    use sp_dust3r::dust3r::cloud::CloudPoint;
-    use sp_dust3r::ros::convert::{cloud_points_of, CloudLayoutError};
+    use sp_dust3r_core::dust3r::cloud::CloudPoint;
+    use sp_dust3r_core::msg::convert::{cloud_points_of, CloudLayoutError};
     let view = Pointmap {
         height: 1,
         width: 3,

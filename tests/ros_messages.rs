@@ -7,7 +7,7 @@ mod common;
 
 use common::{rosbags_read, CdrEntry};
 use serde_json::Value;
-use sp_dust3r::ros::msg::*;
+use sp_dust3r_core::msg::*;
 
 fn header(sec: i32, nanosec: u32, frame: &str) -> std_msgs::Header {
     std_msgs::Header { stamp: builtin_interfaces::Time { sec, nanosec }, frame_id: frame.into() }
@@ -130,8 +130,8 @@ fn cdr_bytes_and_definitions_agree_with_rosbags() {
             level: rcl_interfaces::Log::WARN,
             name: "cam.sp_dust3r".into(),
             msg: "dropping a frame".into(),
-            file: "src/ros/node.rs".into(),
-            function: "sp_dust3r::ros::node".into(),
+            file: "crates/node/src/node.rs".into(),
+            function: "sp_dust3r_node::node".into(),
             line: 321,
         }),
         sample(diagnostic_msgs::DiagnosticArray {

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use sp_dust3r::ros::topics::{Direction, TOPICS};
+use sp_dust3r_core::params::topics::{Direction, TOPICS};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -6,9 +6,9 @@ mod common;
 use std::process::Command;
 
 use common::{fixture_dir, peer_python};
-use sp_dust3r::bag::McapFile;
-use sp_dust3r::ros::msg::{from_cdr, geometry_msgs, sensor_msgs};
-use sp_dust3r::sample::{camera_pose, render};
+use sp_dust3r_core::bag::McapFile;
+use sp_dust3r_core::msg::{from_cdr, geometry_msgs, sensor_msgs};
+use sp_dust3r_core::sample::{camera_pose, render};
 
 #[test]
 fn stored_sample_matches_the_renderer_and_replays() {

@@ -16,16 +16,16 @@ use std::process::Command;
 
 use common::true_scene::TruePointmaps;
 use common::{fixture_dir, peer_python};
-use sp_dust3r::backend::cpu::CpuFeatures;
-use sp_dust3r::bag::replay::{choose_topics, replay, Models};
-use sp_dust3r::bag::{BagWriter, McapFile};
-use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
-use sp_dust3r::eval::evaluate_bag;
-use sp_dust3r::geometry::{Cam1, Cam2, Transform};
-use sp_dust3r::pipeline::cancel::Cancel;
-use sp_dust3r::ros::args::RosArgs;
-use sp_dust3r::ros::params::NodeParams;
-use sp_dust3r::superpoint::SuperPoint;
+use sp_dust3r_core::backend::cpu::CpuFeatures;
+use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
+use sp_dust3r_core::bag::{BagWriter, McapFile};
+use sp_dust3r_core::cancel::Cancel;
+use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r_core::eval::evaluate_bag;
+use sp_dust3r_core::geometry::{Cam1, Cam2, Transform};
+use sp_dust3r_core::params::args::RosArgs;
+use sp_dust3r_core::params::NodeParams;
+use sp_dust3r_core::superpoint::SuperPoint;
 
 fn sample_bag() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample/sequence.mcap")
@@ -33,7 +33,7 @@ fn sample_bag() -> PathBuf {
 
 /// Replays the sample with the scene's true pointmaps and evaluates against the bag's ground
 /// truth; `camera_info: false` leaves the intrinsics to PairViewer's focal estimate.
-fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
+fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
     let path = sample_bag();
     let input = vec![McapFile::open(&path).unwrap()];
     let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
@@ -45,7 +45,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
     // The trained SuperPoint matches the whole 8 s sequence too well for its match ratio to
     // call a keyframe: one every 2 s of input instead (the 5 s default would give one pair).
     let ros = RosArgs {
-        params: vec![("keyframe_max_interval".into(), sp_dust3r::ros::args::ParamValue::Double(2.0))],
+        params: vec![("keyframe_max_interval".into(), sp_dust3r_core::params::args::ParamValue::Double(2.0))],
         ..RosArgs::default()
     };
     let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
@@ -73,7 +73,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r::eval::Report {
 
     let gt = load_ground_truth(&GroundTruth::from_path(&path, None, None)).unwrap();
     assert_eq!(gt.len(), 40);
-    let report = evaluate_bag(&out_path, &gt, 0.05, sp_dust3r::eval::trajectory::RpeDelta::Frames(1)).unwrap();
+    let report = evaluate_bag(&out_path, &gt, 0.05, sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1)).unwrap();
     assert_eq!(
         (report.num_pairs, report.num_without_pose, report.num_without_ground_truth),
         (summary.pairs as usize, 0, 0),
@@ -148,19 +148,9 @@ fn true_pointmaps_without_camera_info_use_the_estimated_focal() {
     assert!(report.auc[0] > 0.95, "AUC@5 {:?}", report.auc);
 }
 
-/// README's first command block: (main command, test command).
-fn readme_commands() -> (String, String) {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let block =
-        readme.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("README opens with a sh block");
-    let lines: Vec<&str> = block.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 2, "two commands: {lines:?}");
-    (lines[0].to_string(), lines[1].to_string())
-}
-
 #[test]
 fn readme_main_command_replays_the_sample_and_evaluates() {
-    let (main, test) = readme_commands();
+    let (main, test) = common::readme_commands();
     assert_eq!(test, "tools/test.sh");
     let ci = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
     assert!(ci.lines().any(|l| l.trim() == "tools/test.sh"), ".ci/run runs the README's test command");
@@ -199,7 +189,7 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     assert_eq!(m["num_pairs"].as_u64(), Some(pairs), "every pair is scored (a pair without a pose as a failure): {m}");
     assert_eq!(m["auc"], summary["eval"]["auc"]);
     let png = image::open(&plot).unwrap();
-    assert_eq!((png.width(), png.height()), sp_dust3r::eval::plot::SIZE);
+    assert_eq!((png.width(), png.height()), sp_dust3r_core::eval::plot::SIZE);
     // rosbags reads the bag: the camera copied, a keypoints message per frame, a cloud per pair.
     let r = rosbags_read(&bag);
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(40), "{r}");
@@ -279,7 +269,7 @@ fn replay_eval_says_what_is_missing_before_it_starts() {
     // A bag without ground truth: said before any weights are looked at.
     let bare = dir.path().join("bare.mcap");
     let mut w = BagWriter::create(&bare).unwrap();
-    w.add_typed_topic::<sp_dust3r::ros::msg::sensor_msgs::Image>("/cam/image_raw").unwrap();
+    w.add_typed_topic::<sp_dust3r_core::msg::sensor_msgs::Image>("/cam/image_raw").unwrap();
     w.finish().unwrap();
     let out = dir.path().join("b.mcap");
     let e = replay(&[
@@ -302,7 +292,7 @@ fn replay_eval_says_what_is_missing_before_it_starts() {
 /// camera motion carried through the mount (T_base_cam * T_cam0_cam * T_cam_base).
 #[test]
 fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform() {
-    use sp_dust3r::ros::msg::{geometry_msgs, tf2_msgs, to_cdr};
+    use sp_dust3r_core::msg::{geometry_msgs, tf2_msgs, to_cdr};
     let dir = tempfile::tempdir().unwrap();
     let bag = dir.path().join("mounted.mcap");
     let mut w = BagWriter::create(&bag).unwrap();
@@ -326,11 +316,11 @@ fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform()
     let input = vec![McapFile::open(&bag).unwrap()];
     let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
     let cameras = choose_topics(&topics, None, None).unwrap();
-    let double = sp_dust3r::ros::args::ParamValue::Double;
+    let double = sp_dust3r_core::params::args::ParamValue::Double;
     let ros = RosArgs {
         params: vec![
             ("keyframe_max_interval".into(), double(2.0)),
-            ("base_frame".into(), sp_dust3r::ros::args::ParamValue::String("base_link".into())),
+            ("base_frame".into(), sp_dust3r_core::params::args::ParamValue::String("base_link".into())),
         ],
         ..RosArgs::default()
     };
@@ -361,7 +351,7 @@ fn odometry_against_the_renderer(
     t_odom_origin: &Transform<Cam1, Cam2>,
     t_cam_child: &Transform<Cam2, Cam1>,
 ) -> usize {
-    use sp_dust3r::ros::msg::{from_cdr, nav_msgs};
+    use sp_dust3r_core::msg::{from_cdr, nav_msgs};
     let gt = load_ground_truth(&GroundTruth::from_path(&sample_bag(), None, None)).unwrap();
     let mut checked = 0;
     for m in McapFile::open(out).unwrap().messages() {
@@ -372,7 +362,7 @@ fn odometry_against_the_renderer(
         let o: nav_msgs::Odometry = from_cdr(&m.data).unwrap();
         assert_eq!((o.header.frame_id.as_str(), o.child_frame_id.as_str()), ("odom", child));
         let motion =
-            gt[0].pose.inverse().compose(&sp_dust3r::eval::pose_at(&gt, o.header.stamp.seconds(), 0.0).unwrap());
+            gt[0].pose.inverse().compose(&sp_dust3r_core::eval::pose_at(&gt, o.header.stamp.seconds(), 0.0).unwrap());
         let motion = Transform::<Cam2, Cam2>::new(motion.rotation, motion.translation);
         let want = t_odom_origin.compose(&motion).compose(t_cam_child);
         let p = &o.pose.pose;

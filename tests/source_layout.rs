@@ -1,6 +1,7 @@
-//! The source tree's shape: no two source files import each other, directly or through others
-//! (a module and its own children aside: `mod.rs` declares them). Import cycles make files
-//! impossible to change one at a time; this keeps them out.
+//! The source tree's shape. In every crate of the workspace no two source files import each other,
+//! directly or through others (a module and its own children aside: `mod.rs` declares them), and
+//! no two top-level modules (folders) do: import cycles make code impossible to change one piece
+//! at a time. Between crates, Cargo holds the layers; the core's dependencies are checked here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -46,13 +47,16 @@ fn is_ancestor(a: &[String], b: &[String]) -> bool {
     a.len() <= b.len() && b[..a.len()] == *a
 }
 
-#[test]
-fn no_import_cycles_between_source_files() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// A module path (`["msg", "convert"]`).
+type Module = Vec<String>;
+/// Which modules each module imports.
+type Edges = BTreeMap<Module, BTreeSet<Module>>;
+
+/// Import edges between the modules of the crate whose sources are in `root` (`src/`).
+fn import_graph(root: &Path) -> (BTreeMap<Module, PathBuf>, Edges) {
     let mut files = BTreeMap::new();
-    modules(&root, &root, &mut files);
-    assert!(files.len() > 40, "{} files", files.len());
-    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    modules(root, root, &mut files);
+    let mut edges = Edges::new();
     for (module, path) in &files {
         let text = std::fs::read_to_string(path).unwrap();
         // Unit tests at the end of a file may reach anywhere.
@@ -69,7 +73,11 @@ fn no_import_cycles_between_source_files() {
             }
         }
     }
-    // A cycle: an edge a -> b with a path back from b to a.
+    (files, edges)
+}
+
+/// The edges `a -> b` of `edges` with a path back from `b` to `a`.
+fn cycles(edges: &Edges) -> Vec<(Module, Module)> {
     let reaches = |from: &Vec<String>, to: &Vec<String>| {
         let mut seen = BTreeSet::new();
         let mut todo = vec![from.clone()];
@@ -83,11 +91,84 @@ fn no_import_cycles_between_source_files() {
         }
         false
     };
-    let cycles: Vec<String> = edges
+    edges
         .iter()
-        .flat_map(|(a, bs)| bs.iter().map(move |b| (a, b)))
+        .flat_map(|(a, bs)| bs.iter().map(move |b| (a.clone(), b.clone())))
         .filter(|(a, b)| reaches(b, a))
-        .map(|(a, b)| format!("{} -> {}", files[a].display(), files[b].display()))
-        .collect();
-    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+        .collect()
+}
+
+/// Every crate's `src/` folder.
+fn crate_sources() -> Vec<PathBuf> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut roots = vec![top.join("src")];
+    for entry in std::fs::read_dir(top.join("crates")).unwrap() {
+        roots.push(entry.unwrap().path().join("src"));
+    }
+    roots
+}
+
+#[test]
+fn no_import_cycles_between_source_files() {
+    let mut count = 0;
+    for root in crate_sources() {
+        let (files, edges) = import_graph(&root);
+        count += files.len();
+        let found: Vec<String> =
+            cycles(&edges).iter().map(|(a, b)| format!("{} -> {}", files[a].display(), files[b].display())).collect();
+        assert!(found.is_empty(), "import cycles in {}:\n{}", root.display(), found.join("\n"));
+    }
+    assert!(count > 60, "{count} files");
+}
+
+#[test]
+fn no_import_cycles_between_top_level_modules() {
+    for root in crate_sources() {
+        let (_, edges) = import_graph(&root);
+        let mut top = Edges::new();
+        for (a, bs) in &edges {
+            for b in bs {
+                if !a.is_empty() && !b.is_empty() && a[0] != b[0] {
+                    top.entry(a[..1].to_vec()).or_default().insert(b[..1].to_vec());
+                }
+            }
+        }
+        let found: Vec<String> = cycles(&top).iter().map(|(a, b)| format!("{} -> {}", a[0], b[0])).collect();
+        assert!(found.is_empty(), "top-level modules of {} import each other:\n{}", root.display(), found.join("\n"));
+    }
+}
+
+/// The packages `cargo tree` lists for `args` (names only).
+fn tree(args: &[&str]) -> BTreeSet<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--locked", "--offline", "--prefix", "none", "--format", "{p}", "-e", "normal,build"])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cargo tree {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
+}
+
+/// What needs more than a Rust toolchain (Cyclone DDS: cmake, libclang through bindgen), the DDS
+/// stacks, and the command line.
+const NOT_IN_THE_CORE: [&str; 7] = ["cyclors", "cmake", "bindgen", "clang-sys", "ros2-client", "rustdds", "clap"];
+
+#[test]
+fn the_core_and_the_offline_binary_need_no_dds_and_no_c_toolchain_but_cc() {
+    let core = tree(&["-p", "sp_dust3r_core"]);
+    assert!(core.contains("gemm") && core.contains("mcap"), "{core:?}");
+    for name in NOT_IN_THE_CORE {
+        assert!(!core.contains(name), "sp_dust3r_core depends on {name}");
+    }
+    // The binary as `cargo run --release -- replay ...` builds it: no node, no DDS, no cmake.
+    let offline = tree(&["-p", "sp_dust3r"]);
+    assert!(offline.contains("sp_dust3r_core") && offline.contains("clap"), "{offline:?}");
+    for name in ["sp_dust3r_node", "cyclors", "cmake", "bindgen", "clang-sys", "ros2-client", "rustdds"] {
+        assert!(!offline.contains(name), "the offline binary depends on {name}");
+    }
+    // With the node (colcon, the test command), Cyclone DDS is there.
+    let node = tree(&["-p", "sp_dust3r", "--features", "node"]);
+    assert!(node.contains("cyclors") && node.contains("ros2-client"), "{node:?}");
 }

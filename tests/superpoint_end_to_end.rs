@@ -6,8 +6,8 @@ mod common;
 use std::process::Command;
 
 use common::{f1_and_min_cosine, fixture_dir, fixture_png, reference_keypoints};
-use sp_dust3r::image::Frame;
-use sp_dust3r::superpoint::{PostParams, SuperPoint};
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::superpoint::{PostParams, SuperPoint};
 
 #[test]
 fn library_end_to_end_matches_reference() {

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{fixture_dir, max_abs_diff, SuperPointFixture};
-use sp_dust3r::superpoint::SuperPointNet;
+use sp_dust3r_core::superpoint::SuperPointNet;
 
 #[test]
 fn encoder_logits_and_descriptor_map_match_reference() {
@@ -26,7 +26,7 @@ fn encoder_logits_and_descriptor_map_match_reference() {
 
     // The fixture stores the descriptor map after HF's L2 normalisation over channels.
     let mut desc = out.descriptors.clone();
-    sp_dust3r::tensor::l2_normalize_rows(&mut desc, 256, 1e-12);
+    sp_dust3r_core::tensor::l2_normalize_rows(&mut desc, 256, 1e-12);
     let (ref_desc, _) = fx.chw_as_hwc("descriptor_map");
     let desc_diff = max_abs_diff(&desc, &ref_desc);
     assert!(desc_diff < 1e-4, "descriptor map differs by {desc_diff}");

@@ -4,7 +4,7 @@
 mod common;
 
 use common::SuperPointFixture;
-use sp_dust3r::superpoint::{extract_keypoints, nms, PostParams};
+use sp_dust3r_core::superpoint::{extract_keypoints, nms, PostParams};
 
 const H: usize = 480;
 const W: usize = 640;

@@ -6,8 +6,8 @@
 
 mod common;
 
-use sp_dust3r::image::Frame;
-use sp_dust3r::superpoint::{PostParams, SuperPoint};
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::superpoint::{PostParams, SuperPoint};
 
 /// The published scores, against float16-rounded kernels (README: up to ~1.5e-3 apart; 2e-3
 /// allowed on scores and descriptors).
@@ -55,7 +55,7 @@ fn trained_weights_on_the_coco_image_give_the_transformers_test_values() {
 /// along the bottom: the picture darkened, with light text in it.
 #[test]
 fn drawn_keypoints_are_ringed_in_their_scores_colours_under_a_caption() {
-    use sp_dust3r::image::draw::{caption_size, ring_radius, score_colour, score_position};
+    use sp_dust3r_core::image::draw::{caption_size, ring_radius, score_colour, score_position};
     let dir = tempfile::tempdir().unwrap();
     let image = common::real_dir().join("coco/000000039769.png");
     let (npz, png) = (dir.path().join("kp.npz"), dir.path().join("kp.png"));

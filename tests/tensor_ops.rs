@@ -1,7 +1,7 @@
 //! The compute core against straightforward reference loops (written here from the operators'
 //! definitions), on odd sizes and channel counts the networks do not exercise.
 
-use sp_dust3r::tensor::{l2_normalize_rows, matmul, max_filter_2d, softmax_rows, Conv1x1, Conv3x3, FeatureMap};
+use sp_dust3r_core::tensor::{l2_normalize_rows, matmul, max_filter_2d, softmax_rows, Conv1x1, Conv3x3, FeatureMap};
 
 /// Deterministic pseudo-random values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {

@@ -11,11 +11,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{fixture_dir, peer_python};
-use sp_dust3r::backend::cpu::CpuFeatures;
-use sp_dust3r::backend::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
-use sp_dust3r::backend::{BackendError, CameraK, FeatureExtractor, PairReconstructor, PairRequest, WithFallback};
-use sp_dust3r::image::Frame;
-use sp_dust3r::superpoint::{PostParams, SuperPoint};
+use sp_dust3r_core::backend::cpu::CpuFeatures;
+use sp_dust3r_core::backend::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
+use sp_dust3r_core::backend::{BackendError, CameraK, FeatureExtractor, PairReconstructor, PairRequest, WithFallback};
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::superpoint::{PostParams, SuperPoint};
 
 /// A running double; killed on drop.
 struct Server {
@@ -61,7 +61,7 @@ fn options(port: u16, timeout_s: f64) -> ServerOptions {
         url: format!("http://127.0.0.1:{port}"),
         timeout: Duration::from_secs_f64(timeout_s),
         jpeg_quality: 90,
-        cancel: sp_dust3r::pipeline::cancel::Cancel::new(),
+        cancel: sp_dust3r_core::cancel::Cancel::new(),
     }
 }
 
@@ -69,7 +69,7 @@ fn sample_frame() -> Frame {
     Frame::open(&fixture_dir("superpoint").join("image.png")).unwrap()
 }
 
-fn pairs(kp: &sp_dust3r::superpoint::Keypoints) -> Vec<([f32; 2], Vec<f32>)> {
+fn pairs(kp: &sp_dust3r_core::superpoint::Keypoints) -> Vec<([f32; 2], Vec<f32>)> {
     (0..kp.len()).map(|i| (kp.xy[i], kp.descriptor(i).to_vec())).collect()
 }
 
@@ -224,7 +224,7 @@ fn dust3r_answers_map_to_pointmaps_and_the_known_pose() {
     );
     // The server's preprocess blocks say where each grid lies in its frame: the same as our
     // own padding to the square (what tracking looks a keypoint's point up through).
-    let ours = sp_dust3r::dust3r::prepare(&frame, sp_dust3r::dust3r::PrepMode::Pad).unwrap().mapping;
+    let ours = sp_dust3r_core::dust3r::prepare(&frame, sp_dust3r_core::dust3r::PrepMode::Pad).unwrap().mapping;
     for m in out.mappings {
         let (a, b) = (m.to_network(17.0, 401.0), ours.to_network(17.0, 401.0));
         assert!((a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6, "{m:?} vs {ours:?}");
@@ -319,7 +319,7 @@ fn cli_runs_on_the_server_and_reports_host_cost() {
 #[test]
 fn frames_are_encoded_for_the_wire_and_decode_back() {
     use base64::Engine;
-    use sp_dust3r::backend::tt_server::encode_frame;
+    use sp_dust3r_core::backend::tt_server::encode_frame;
     let decode =
         |b64: String| image::load_from_memory(&base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap();
     let (w, h) = (64u32, 48u32);
@@ -366,7 +366,7 @@ fn a_sample_pair_on_the_perfect_double_gives_its_ply_and_preview() {
     let line: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(line["ply_points"].as_u64(), Some(2 * 512 * 384), "{line}");
 
-    use sp_dust3r::dust3r::preview::{BACKGROUND, CAMERA1, CAMERA2, SIZE};
+    use sp_dust3r_core::preview::{BACKGROUND, CAMERA1, CAMERA2, SIZE};
     let img = image::open(&png).unwrap().into_rgb8();
     assert_eq!(img.dimensions(), SIZE);
     let count = |c: [u8; 3]| img.pixels().filter(|p| p.0 == c).count();

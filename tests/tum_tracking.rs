@@ -11,20 +11,20 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use sp_dust3r::backend::cpu::{pair_output, CpuFeatures};
-use sp_dust3r::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
-use sp_dust3r::bag::replay::{choose_topics, replay, Models};
-use sp_dust3r::bag::{BagWriter, McapFile};
-use sp_dust3r::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
-use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
-use sp_dust3r::eval::{evaluate_bag, parse_tum, pose_at, Camera, StampedPose, World};
-use sp_dust3r::geometry::Transform;
-use sp_dust3r::image::Frame;
-use sp_dust3r::pipeline::cancel::Cancel;
-use sp_dust3r::ros::args::{ParamValue, RosArgs};
-use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs, to_cdr};
-use sp_dust3r::ros::params::NodeParams;
-use sp_dust3r::superpoint::SuperPoint;
+use sp_dust3r_core::backend::cpu::{pair_output, CpuFeatures};
+use sp_dust3r_core::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
+use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
+use sp_dust3r_core::bag::{BagWriter, McapFile};
+use sp_dust3r_core::cancel::Cancel;
+use sp_dust3r_core::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
+use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r_core::eval::{evaluate_bag, parse_tum, pose_at, Camera, StampedPose, World};
+use sp_dust3r_core::geometry::Transform;
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs, to_cdr};
+use sp_dust3r_core::params::args::{ParamValue, RosArgs};
+use sp_dust3r_core::params::NodeParams;
+use sp_dust3r_core::superpoint::SuperPoint;
 
 /// TUM's published fr3 colour intrinsics (zero distortion).
 const K: [f64; 4] = [535.4, 539.2, 320.1, 247.6];
@@ -180,7 +180,7 @@ impl PairReconstructor for DepthPointmaps {
     fn describe(&self) -> String {
         "TUM depth maps".into()
     }
-    fn health(&self) -> Vec<sp_dust3r::backend::BackendHealth> {
+    fn health(&self) -> Vec<sp_dust3r_core::backend::BackendHealth> {
         Vec::new()
     }
 }
@@ -217,7 +217,7 @@ fn real_frames_are_tracked_against_the_motion_capture() {
     assert_eq!(summary.unchained, 0, "every pair joins the chain");
 
     let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
-    let report = evaluate_bag(&out_path, &gt, 0.02, sp_dust3r::eval::trajectory::RpeDelta::Frames(1)).unwrap();
+    let report = evaluate_bag(&out_path, &gt, 0.02, sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1)).unwrap();
     let t = report.trajectory.as_ref().expect("the odometry is scored");
     let before = summary.not_tracked.get("no_map").copied().unwrap_or(0);
     eprintln!(

@@ -3,7 +3,7 @@
 # opencv-python-headless, safetensors;
 # with --torch also torch, a multi-GB download, for `bench dust3r`).
 #
-#     tools/setup-peers.sh && cargo run --release -- bench superpoint --weights DIR
+#     tools/setup-peers.sh && cargo run --release -p sp_dust3r_bench -- superpoint --weights DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv

@@ -4,8 +4,8 @@
 # then makes sure ./.venv has the Python peers the tests compare against (PyPI rosbags: ROS 2
 # message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
 # inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers; evo: the trajectory
-# metrics' reference; plyfile: an independent PLY reader), then runs every test, the model tests
-# again at the AVX2 level, then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
+# metrics' reference; plyfile: an independent PLY reader), then runs every test of every crate of the workspace with the node
+# feature, the model tests again at the AVX2 level, then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages: cmake and libclang-dev build Cyclone DDS (the cyclors crate compiles it from its
@@ -24,19 +24,23 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-cargo fmt --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo fmt --all --check
+# Every crate with the node, then the binary as the offline job builds it (no DDS).
+cargo clippy --workspace --all-targets --features sp_dust3r/node --locked -- -D warnings
+cargo clippy -p sp_dust3r --all-targets --locked -- -D warnings
 if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo, plyfile, PIL" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support evo plyfile
 fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
-cargo test --release "$@"
-if [ $# -eq 0 ]; then
+if [ $# -gt 0 ]; then
+    cargo test --release --features node "$@"
+else
+    cargo test --release --workspace --features sp_dust3r/node
     # The models against upstream again at the AVX2 level (SP_DUST3R_CPU_LEVEL caps it): our
     # machines have AVX-512 or only AVX2, and the linear layers take another kernel on each.
-    SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --test dust3r_tiny --test superpoint_network --test superpoint_real \
+    SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --features node --test dust3r_tiny --test superpoint_network --test superpoint_real \
         --test tensor_ops
     tools/fuzz.sh --seconds 10
 fi

@@ -10,9 +10,11 @@ use ros2_client::dds::rustdds::no_key::DeserializerAdapter;
 use ros2_client::dds::rustdds::{CDRDeserializerAdapter, RepresentationIdentifier};
 use ros2_client::rcl_interfaces as rcl;
 use serde::de::DeserializeOwned;
-use sp_dust3r::image::Frame;
-use sp_dust3r::ros::msg::{from_cdr, rosgraph_msgs, sensor_msgs, tf2_msgs};
-use sp_dust3r::ros::{args, param_services, params, tf_static};
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::msg::{from_cdr, rosgraph_msgs, sensor_msgs, tf2_msgs};
+use sp_dust3r_core::msg::tf_static;
+use sp_dust3r_core::params::{self, args};
+use sp_dust3r_node::param_services;
 
 /// A target: its name (the corpus folder, the command-line word) and its entry point.
 pub struct Target {
@@ -100,7 +102,7 @@ fn cdr_compressed(data: &[u8]) {
 
 fn cdr_camera_info(data: &[u8]) {
     for info in cdr::<sensor_msgs::CameraInfo>(data).into_iter().flatten() {
-        let _ = sp_dust3r::ros::outputs::check_camera_info(&info);
+        let _ = sp_dust3r_core::outputs::check_camera_info(&info);
     }
 }
 
@@ -114,8 +116,8 @@ fn cdr_clock(data: &[u8]) {
 /// steps, endianness and sizes), then written as PLY into memory.
 fn cdr_pointcloud(data: &[u8]) {
     if let Ok(msg) = from_cdr::<sensor_msgs::PointCloud2>(data) {
-        if let Ok(points) = sp_dust3r::ros::convert::cloud_points_of(&msg) {
-            let _ = sp_dust3r::ply::write_ply(&mut Vec::new(), points, &[msg.header.frame_id]);
+        if let Ok(points) = sp_dust3r_core::msg::convert::cloud_points_of(&msg) {
+            let _ = sp_dust3r_core::ply::write_ply(&mut Vec::new(), points, &[msg.header.frame_id]);
         }
     }
 }
@@ -134,7 +136,7 @@ fn cdr_tf_static(data: &[u8]) {
             .collect();
         for a in &names {
             for b in &names {
-                let t: Option<sp_dust3r::geometry::Transform<tf_static::TreeFrame, tf_static::TreeFrame>> =
+                let t: Option<sp_dust3r_core::geometry::Transform<tf_static::TreeFrame, tf_static::TreeFrame>> =
                     tree.lookup(a, b);
                 std::hint::black_box(t);
             }
@@ -255,18 +257,18 @@ const MAX_MESSAGES: usize = 10_000;
 
 fn mcap(data: &[u8]) {
     let path = scratch_file("bag.mcap", data);
-    let Ok(bag) = sp_dust3r::bag::McapFile::open(&path) else { return };
+    let Ok(bag) = sp_dust3r_core::bag::McapFile::open(&path) else { return };
     let _ = bag.topics();
     let _ = bag.message_counts();
     for m in bag.messages().take(MAX_MESSAGES).flatten() {
         if m.ros_type.ends_with("/Image") || m.ros_type.ends_with("/CompressedImage") {
             let compressed = m.ros_type.ends_with("/CompressedImage");
-            if let Ok((_, f)) = sp_dust3r::bag::replay::decode_frame(&m.data, compressed) {
+            if let Ok((_, f)) = sp_dust3r_core::bag::replay::decode_frame(&m.data, compressed) {
                 use_frame(&f);
             }
         } else if m.ros_type.ends_with("/CameraInfo") {
             if let Ok(info) = from_cdr::<sensor_msgs::CameraInfo>(&m.data) {
-                let _ = sp_dust3r::ros::outputs::check_camera_info(&info);
+                let _ = sp_dust3r_core::outputs::check_camera_info(&info);
             }
         }
     }
@@ -274,7 +276,7 @@ fn mcap(data: &[u8]) {
 
 fn safetensors(data: &[u8]) {
     let path = scratch_file("model.safetensors", data);
-    let Ok(file) = sp_dust3r::weights::WeightFile::open(&path) else { return };
+    let Ok(file) = sp_dust3r_core::weights::WeightFile::open(&path) else { return };
     // Every tensor the header lists, with its own shape and with a wrong one.
     let Ok((_, meta)) = safetensors::SafeTensors::read_metadata(data) else { return };
     for (name, info) in meta.tensors() {
@@ -299,13 +301,13 @@ fn checkpoint(data: &[u8]) -> Option<PathBuf> {
 
 fn superpoint_checkpoint(data: &[u8]) {
     if let Some(dir) = checkpoint(data) {
-        let _ = sp_dust3r::superpoint::SuperPoint::load(&dir);
+        let _ = sp_dust3r_core::superpoint::SuperPoint::load(&dir);
     }
 }
 
 fn dust3r_checkpoint(data: &[u8]) {
     if let Some(dir) = checkpoint(data) {
-        let _ = sp_dust3r::dust3r::Dust3r::load(&dir);
+        let _ = sp_dust3r_core::dust3r::Dust3r::load(&dir);
     }
 }
 
@@ -330,20 +332,20 @@ fn test_frame() -> &'static Frame {
 fn tt_superpoint(data: &[u8]) {
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else { return };
     let (w, h) = FRAME_SIZE;
-    let _ = sp_dust3r::backend::tt_server::parse_superpoint(URL, &v, w, h);
+    let _ = sp_dust3r_core::backend::tt_server::parse_superpoint(URL, &v, w, h);
 }
 
 fn tt_dust3r(data: &[u8]) {
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else { return };
     let f = test_frame();
-    let _ = sp_dust3r::backend::tt_server::parse_dust3r(URL, &v, f, f);
+    let _ = sp_dust3r_core::backend::tt_server::parse_dust3r(URL, &v, f, f);
 }
 
 /// The array names the servers' answers use.
 pub const NPZ_NAMES: &[&str] = &["descriptors", "pts3d1", "pts3d2", "conf1", "conf2"];
 
 fn npz(data: &[u8]) {
-    use sp_dust3r::backend::npz;
+    use sp_dust3r_core::backend::npz;
     for name in NPZ_NAMES {
         let _ = npz::read_array(data, name);
     }

@@ -5,15 +5,15 @@ use anyhow::{bail, Context};
 use ndarray::{Array2, Array3};
 use serde_json::json;
 
-use sp_dust3r::backend::build::BackendKind;
-use sp_dust3r::backend::tt_server::{TtDust3r, DEFAULT_DUST3R_URL};
-use sp_dust3r::backend::{CameraK, PairRequest};
-use sp_dust3r::dust3r::cloud::{cloud_points, ColouredPoints, DEFAULT_MIN_CONFIDENCE};
-use sp_dust3r::dust3r::preview::preview;
-use sp_dust3r::dust3r::{prepare, Dust3r, PairPrediction, Pointmap, PrepMode, HUB_MODEL};
-use sp_dust3r::geometry::{relative_pose, PairPose, PoseOptions};
-use sp_dust3r::image::Frame;
-use sp_dust3r::weights;
+use sp_dust3r_core::backend::build::BackendKind;
+use sp_dust3r_core::backend::tt_server::{TtDust3r, DEFAULT_DUST3R_URL};
+use sp_dust3r_core::backend::{CameraK, PairRequest};
+use sp_dust3r_core::dust3r::cloud::{cloud_points, ColouredPoints, DEFAULT_MIN_CONFIDENCE};
+use sp_dust3r_core::dust3r::{prepare, Dust3r, PairPrediction, Pointmap, PrepMode, HUB_MODEL};
+use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::preview::preview;
+use sp_dust3r_core::weights;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -223,7 +223,7 @@ fn write_outputs(
         ),
         format!("points with confidence above {}", args.min_confidence),
     ];
-    sp_dust3r::ply::save_ply(path, points, &comments)?;
+    sp_dust3r_core::ply::save_ply(path, points, &comments)?;
     Ok(Some(n))
 }
 

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
-use sp_dust3r::eval::trajectory::RpeDelta;
-use sp_dust3r::eval::{evaluate_bag, Report};
+use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r_core::eval::trajectory::RpeDelta;
+use sp_dust3r_core::eval::{evaluate_bag, Report};
 
 /// Seconds a pair's time may lie beyond the ends of the ground truth, by default.
 pub const DEFAULT_TOLERANCE_S: f64 = 0.05;
@@ -61,13 +61,13 @@ pub fn save(report: &Report, title: &str, json: Option<&Path>, png: Option<&Path
             .with_context(|| format!("writing {}", out.display()))?;
     }
     let Some(png) = png else { return Ok(None) };
-    sp_dust3r::eval::plot::render(report, &format!("{title}: pair poses"))
+    sp_dust3r_core::eval::plot::render(report, &format!("{title}: pair poses"))
         .save(png)
         .with_context(|| format!("writing {}", png.display()))?;
     let Some(t) = &report.trajectory else { return Ok(None) };
     let stem = png.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let path = png.with_file_name(format!("{stem}_trajectory.png"));
-    sp_dust3r::eval::plot::render_trajectory(t, &format!("{title}: trajectory"))
+    sp_dust3r_core::eval::plot::render_trajectory(t, &format!("{title}: trajectory"))
         .save(&path)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(Some(path))

@@ -1,6 +1,7 @@
 //! Subcommand implementations (the binary's side: anyhow errors, printing, files).
 
-pub mod bench;
+use sp_dust3r_core::backend::build::BackendKind;
+
 pub mod dust3r;
 pub mod eval;
 pub mod pose;
@@ -8,23 +9,21 @@ pub mod replay;
 pub mod sample;
 pub mod superpoint;
 
-/// Median of a non-empty list of durations in milliseconds (0 for an empty list).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-    }
+pub use sp_dust3r_core::quantile::median;
+
+/// `--backend`'s parser: the names parameters use, listed in `--help`.
+pub fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(BackendKind::NAMES)
+        .map(|name| BackendKind::from_name(&name).unwrap_or(BackendKind::Cpu))
 }
 
 /// Running a subcommand on a tt-model server instead of the CPU.
 #[derive(clap::Args)]
 pub struct ServerArgs {
     /// Where the model runs: in process, or on a tt-model server (`tt-model serve ...`).
-    #[arg(long, value_enum, default_value_t = sp_dust3r::backend::build::BackendKind::Cpu)]
-    pub backend: sp_dust3r::backend::build::BackendKind,
+    #[arg(long, default_value = "cpu", value_parser = backend_kind())]
+    pub backend: BackendKind,
     /// The server's base URL (default: http://127.0.0.1:20000 for SuperPoint, :20001 for DUSt3R).
     #[arg(long)]
     pub server_url: Option<String>,
@@ -40,20 +39,20 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
-    pub fn options(&self, url: &str) -> sp_dust3r::backend::tt_server::ServerOptions {
-        sp_dust3r::backend::tt_server::ServerOptions {
+    pub fn options(&self, url: &str) -> sp_dust3r_core::backend::tt_server::ServerOptions {
+        sp_dust3r_core::backend::tt_server::ServerOptions {
             url: url.to_string(),
             timeout: std::time::Duration::from_secs_f64(self.server_timeout),
             jpeg_quality: self.jpeg_quality,
-            cancel: sp_dust3r::pipeline::cancel::Cancel::new(),
+            cancel: sp_dust3r_core::cancel::Cancel::new(),
         }
     }
 }
 
 /// Median host-side timings of server requests: encode, request (which contains the server's
 /// own total), parse, and what this side added on top of the server.
-pub fn host_timing_json(t: &[sp_dust3r::backend::tt_server::HostTiming]) -> serde_json::Value {
-    let m = |f: &dyn Fn(&sp_dust3r::backend::tt_server::HostTiming) -> Option<f64>| {
+pub fn host_timing_json(t: &[sp_dust3r_core::backend::tt_server::HostTiming]) -> serde_json::Value {
+    let m = |f: &dyn Fn(&sp_dust3r_core::backend::tt_server::HostTiming) -> Option<f64>| {
         let v: Vec<f64> = t.iter().filter_map(f).collect();
         (!v.is_empty()).then(|| median(&v))
     };

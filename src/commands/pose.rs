@@ -5,8 +5,8 @@ use anyhow::{bail, Context};
 use ndarray::{Array3, Array4, Axis};
 use serde_json::{json, Value};
 
-use sp_dust3r::dust3r::{PairPrediction, Pointmap};
-use sp_dust3r::geometry::{relative_pose, Intrinsics, NoPose, PairPose, PoseMode, PoseOptions};
+use sp_dust3r_core::dust3r::{PairPrediction, Pointmap};
+use sp_dust3r_core::geometry::{relative_pose, Intrinsics, NoPose, PairPose, PoseMode, PoseOptions};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Mode {

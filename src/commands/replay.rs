@@ -1,20 +1,21 @@
 //! `sp_dust3r replay`: a recorded bag through the pipeline, every frame, into an output bag.
 
+use sp_dust3r_core::quantile::{quantile, Method};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use serde_json::json;
 
-use sp_dust3r::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
-use sp_dust3r::bag::export::export_ply;
-use sp_dust3r::bag::replay::{choose_topics, output_topic, replay, Models, ReplaySummary};
-use sp_dust3r::bag::{open_bag, BagWriter};
-use sp_dust3r::eval::bag::{load_ground_truth, GroundTruth};
-use sp_dust3r::eval::evaluate_bag;
-use sp_dust3r::pipeline::cancel::Cancel;
-use sp_dust3r::ros::args::{ParamValue, RosArgs};
-use sp_dust3r::ros::outputs::OutputKind;
-use sp_dust3r::ros::params::{name, NodeParams};
+use sp_dust3r_core::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
+use sp_dust3r_core::bag::export::export_ply;
+use sp_dust3r_core::bag::replay::{choose_topics, output_topic, replay, Models, ReplaySummary};
+use sp_dust3r_core::bag::{open_bag, BagWriter};
+use sp_dust3r_core::cancel::Cancel;
+use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r_core::eval::evaluate_bag;
+use sp_dust3r_core::outputs::OutputKind;
+use sp_dust3r_core::params::args::{ParamValue, RosArgs};
+use sp_dust3r_core::params::{name, NodeParams};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,7 +36,7 @@ pub struct Args {
     #[arg(long)]
     dust3r_weights: Option<PathBuf>,
     /// Where both models run (the params file can set them one by one).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::backend_kind())]
     backend: Option<BackendKind>,
     /// The image topic (default: the bag's only sensor_msgs/Image or CompressedImage topic).
     #[arg(long)]
@@ -64,9 +65,7 @@ pub struct Args {
 }
 
 fn p95(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s.get(((s.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0)
+    quantile(v, 0.95, Method::NearestRank).unwrap_or(0.0)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -204,7 +203,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());
         let (json_path, png_path) =
             (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
-        let delta = sp_dust3r::eval::trajectory::RpeDelta::Frames(1);
+        let delta = sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1);
         let metrics = evaluate_bag(&out_path, &gt, super::eval::DEFAULT_TOLERANCE_S, delta)?;
         let title = format!("replay of {}", super::eval::file_name(&args.bag));
         let trajectory_png = super::eval::save(&metrics, &title, Some(&json_path), Some(&png_path))?;

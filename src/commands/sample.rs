@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use sp_dust3r::bag::BagWriter;
-use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs, to_cdr};
-use sp_dust3r::sample::{camera_pose, render, FOCAL, FRAMES, HEIGHT, RATE, WIDTH};
+use sp_dust3r_core::bag::BagWriter;
+use sp_dust3r_core::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs, to_cdr};
+use sp_dust3r_core::sample::{camera_pose, render, FOCAL, FRAMES, HEIGHT, RATE, WIDTH};
 
 #[derive(clap::Args)]
 pub struct Args {

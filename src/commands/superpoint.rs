@@ -5,12 +5,12 @@ use anyhow::Context;
 use ndarray::{Array1, Array2};
 use serde_json::json;
 
-use sp_dust3r::backend::build::BackendKind;
-use sp_dust3r::backend::tt_server::{TtSuperPoint, DEFAULT_SUPERPOINT_URL};
-use sp_dust3r::image::draw::draw_keypoints;
-use sp_dust3r::image::Frame;
-use sp_dust3r::superpoint::{Keypoints, PostParams, SuperPoint, HUB_MODEL};
-use sp_dust3r::weights;
+use sp_dust3r_core::backend::build::BackendKind;
+use sp_dust3r_core::backend::tt_server::{TtSuperPoint, DEFAULT_SUPERPOINT_URL};
+use sp_dust3r_core::image::draw::draw_keypoints;
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::superpoint::{Keypoints, PostParams, SuperPoint, HUB_MODEL};
+use sp_dust3r_core::weights;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -22,13 +22,13 @@ pub struct Args {
     #[arg(long)]
     image: PathBuf,
     /// Keep the N best keypoints; -1 keeps all.
-    #[arg(long, default_value_t = sp_dust3r::superpoint::DEFAULT_MAX_KEYPOINTS as i64, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = sp_dust3r_core::superpoint::DEFAULT_MAX_KEYPOINTS as i64, allow_hyphen_values = true)]
     max_keypoints: i64,
     /// Keep keypoints whose score is strictly above T.
-    #[arg(long, default_value_t = sp_dust3r::superpoint::DEFAULT_THRESHOLD as f32)]
+    #[arg(long, default_value_t = sp_dust3r_core::superpoint::DEFAULT_THRESHOLD as f32)]
     threshold: f32,
     /// Non-maximum suppression radius in pixels of the 640x480 network input; 0 disables it.
-    #[arg(long, default_value_t = sp_dust3r::superpoint::DEFAULT_NMS_RADIUS as i64)]
+    #[arg(long, default_value_t = sp_dust3r_core::superpoint::DEFAULT_NMS_RADIUS as i64)]
     nms_radius: i64,
     /// Run the whole job K times and report median stage times.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -45,8 +45,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let params =
-        PostParams::new(args.threshold, args.nms_radius, sp_dust3r::superpoint::BORDER as i64, args.max_keypoints)?;
+    let params = PostParams::new(
+        args.threshold,
+        args.nms_radius,
+        sp_dust3r_core::superpoint::BORDER as i64,
+        args.max_keypoints,
+    )?;
     if args.server.backend == BackendKind::TtServer {
         return run_server(&args, &params);
     }

@@ -1,5 +1,5 @@
 //! The deterministic DUSt3R test weights of shared/spec/dust3r.md §10 (the formula lives in
-//! `sp_dust3r::dust3r::synthetic`; its test vectors are checked in tests/dust3r_tiny.rs), written
+//! `sp_dust3r_core::dust3r::synthetic`; its test vectors are checked in tests/dust3r_tiny.rs), written
 //! under the key list the upstream class produced (the fixture's state_dict_keys_tiny.json) as a
 //! safetensors file that the production loader reads like the real checkpoint.
 
@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 #[allow(unused_imports)]
-pub use sp_dust3r::dust3r::synthetic::{fnv1a64, tensor_values, uniform};
+pub use sp_dust3r_core::dust3r::synthetic::{fnv1a64, tensor_values, uniform};
 
 /// Writes `model.safetensors` (every key of `keys_json` except the `scratch.layer_rn.N`
 /// aliases, or with `alias_names` only those aliases instead of `layerN_rn`) and `config.json`.

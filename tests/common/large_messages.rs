@@ -1,4 +1,4 @@
-//! Large samples from the node's output writer (Cyclone DDS through `sp_dust3r::ros::cyclone`) to
+//! Large samples from the node's output writer (Cyclone DDS through `sp_dust3r_node::cyclone`) to
 //! independent readers: a Cyclone DDS reader from PyPI (`tools/peers/cyclone_cloud_reader.py`,
 //! its socket buffer capped when asked) and a Fast DDS subscriber with default settings
 //! (`tools/peers/fastdds_reader.cpp`). Shared by tests/dds_transport.rs and
@@ -10,8 +10,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context as _};
-use sp_dust3r::ros::cyclone::{self, WriterQos};
-use sp_dust3r::ros::msg::{builtin_interfaces, node_msgs, sensor_msgs, std_msgs, to_cdr, RosMessage};
+use sp_dust3r_core::msg::{builtin_interfaces, node_msgs, sensor_msgs, std_msgs, to_cdr, RosMessage};
+use sp_dust3r_core::params::qos::WriterQos;
+use sp_dust3r_node::cyclone;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -119,12 +119,12 @@ pub struct CdrEntry {
 }
 
 impl CdrEntry {
-    pub fn of<T: sp_dust3r::ros::msg::RosMessage + serde::Serialize>(msg: &T) -> Self {
+    pub fn of<T: sp_dust3r_core::msg::RosMessage + serde::Serialize>(msg: &T) -> Self {
         Self {
             ros_type: T::ROS_TYPE,
             definition: T::DEFINITION.split("\n====").next().unwrap_or(""),
             custom: T::ROS_TYPE.starts_with("sp_dust3r/"),
-            cdr: sp_dust3r::ros::msg::to_cdr(msg).expect("CDR"),
+            cdr: sp_dust3r_core::msg::to_cdr(msg).expect("CDR"),
         }
     }
 }
@@ -212,7 +212,7 @@ pub const TINY_DUST3R: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "d
 pub fn tiny_dust3r(dir: &std::path::Path) -> PathBuf {
     let path = dir.join("dust3r");
     std::fs::create_dir_all(&path).expect("create the weights folder");
-    sp_dust3r::dust3r::synthetic::write_checkpoint(&path, TINY_DUST3R).expect("write the tiny checkpoint");
+    sp_dust3r_core::dust3r::synthetic::write_checkpoint(&path, TINY_DUST3R).expect("write the tiny checkpoint");
     path
 }
 
@@ -240,7 +240,7 @@ pub fn interrupt_mid_pair(dir: &std::path::Path, setup: &str, params: &str) -> f
         "ip link set lo up || exit 90\n\
          spid=\n\
          {setup}\
-         RUST_LOG=info,sp_dust3r::ros::node=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+         RUST_LOG=info,sp_dust3r_node::node=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
            -p superpoint_weights:={weights} -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 {params} > {log} 2>&1 &\n\
          pid=$!\n\
          {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 30 > {dir}/peer.out 2>&1 &\n\
@@ -287,4 +287,14 @@ pub fn ply_fields() -> serde_json::Value {
         ["blue", "u1"],
         ["confidence", "f4"]
     ])
+}
+
+/// README's first command block: (main command, test command).
+pub fn readme_commands() -> (String, String) {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let block =
+        readme.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("README opens with a sh block");
+    let lines: Vec<&str> = block.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "two commands: {lines:?}");
+    (lines[0].to_string(), lines[1].to_string())
 }

@@ -6,12 +6,12 @@
 
 use std::sync::Mutex;
 
-use sp_dust3r::backend::cpu::pair_output;
-use sp_dust3r::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
-use sp_dust3r::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
-use sp_dust3r::geometry::Transform;
-use sp_dust3r::image::Frame;
-use sp_dust3r::sample::{camera_pose, render, true_pointmap, CameraOptical, Room, HEIGHT, WIDTH};
+use sp_dust3r_core::backend::cpu::pair_output;
+use sp_dust3r_core::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
+use sp_dust3r_core::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
+use sp_dust3r_core::geometry::Transform;
+use sp_dust3r_core::image::Frame;
+use sp_dust3r_core::sample::{camera_pose, render, true_pointmap, CameraOptical, Room, HEIGHT, WIDTH};
 
 pub struct TruePointmaps {
     frames: Vec<Vec<u8>>,
@@ -77,7 +77,7 @@ impl PairReconstructor for TruePointmaps {
     fn describe(&self) -> String {
         "the scene's true pointmaps".into()
     }
-    fn health(&self) -> Vec<sp_dust3r::backend::BackendHealth> {
+    fn health(&self) -> Vec<sp_dust3r_core::backend::BackendHealth> {
         Vec::new()
     }
 }

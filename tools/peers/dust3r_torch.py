@@ -1,4 +1,4 @@
-"""PyTorch CPU peer for `sp_dust3r bench dust3r`.
+"""PyTorch CPU peer for `sp_dust3r_bench dust3r`.
 
 DUSt3R's forward written with PyTorch operators, from the architecture spec
 (shared/spec/dust3r.md: the naver/dust3r + croco model), loading the same model.safetensors the

@@ -1,4 +1,4 @@
-"""ONNX Runtime CPU MatMul peer for `sp_dust3r bench dust3r`: the machine's practical GEMM rate.
+"""ONNX Runtime CPU MatMul peer for `sp_dust3r_bench dust3r`: the machine's practical GEMM rate.
 
 One MatMul node, activations (M x K) times a constant weight (K x N) held as an initializer, the
 way a transformer's linear layer runs in ONNX Runtime (PyPI `onnx`, `onnxruntime`). Prints one JSON

@@ -1,4 +1,4 @@
-"""OpenCV peer for `sp_dust3r bench pose`: upstream PairViewer's recipe for the reference-edge
+"""OpenCV peer for `sp_dust3r_bench pose`: upstream PairViewer's recipe for the reference-edge
 pose with numpy and OpenCV (PyPI opencv-python-headless): Weiszfeld focal over all pixels, then
 solvePnPRansac(SQPNP, 100 iterations, 5 px, 0.99) of view 2's pixels against its points in
 camera 1's frame, confidence > 3. Prints one JSON line with the median time.

@@ -1,4 +1,4 @@
-"""ONNX Runtime CPU peer for `sp_dust3r bench superpoint`.
+"""ONNX Runtime CPU peer for `sp_dust3r_bench superpoint`.
 
 Builds the SuperPoint network as an ONNX graph (PyPI `onnx`) from the same model.safetensors the
 Rust code loads, runs it in ONNX Runtime (PyPI `onnxruntime`) on the same input plane, and prints

@@ -1,4 +1,4 @@
-"""OpenCV peer for `sp_dust3r bench tracking`: one frame placed against a keyframe the way the
+"""OpenCV peer for `sp_dust3r_bench tracking`: one frame placed against a keyframe the way the
 node tracks it, with numpy and OpenCV (PyPI opencv-python-headless): BFMatcher (L2) nearest and
 second-nearest neighbours with Lowe's ratio test, kept when mutual and similar enough; the
 keyframe keypoints looked up in the keyframe's pointmap at their nearest grid pixel (confident

@@ -9,9 +9,9 @@ use std::path::Path;
 use base64::Engine as _;
 use ros2_client::rcl_interfaces as rcl;
 use serde_json::json;
-use sp_dust3r::ros::args::ParamValue;
-use sp_dust3r::ros::msg::{builtin_interfaces, geometry_msgs, rosgraph_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr};
-use sp_dust3r::ros::param_services::to_raw;
+use sp_dust3r_core::params::args::ParamValue;
+use sp_dust3r_core::msg::{builtin_interfaces, geometry_msgs, rosgraph_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr};
+use sp_dust3r_node::param_services::to_raw;
 
 type Seeds = Vec<(String, Vec<u8>)>;
 
@@ -160,12 +160,12 @@ fn tf_static() -> tf2_msgs::TFMessage {
 /// A pair's cloud as the node publishes it (three points of two views), and the same points in
 /// an organised 2 x 2 cloud with padded rows and a hole.
 fn cdr_pointcloud() -> Seeds {
-    use sp_dust3r::dust3r::{cloud::ColouredPoints, Pointmap};
+    use sp_dust3r_core::dust3r::{cloud::ColouredPoints, Pointmap};
     let view =
         Pointmap { width: 2, height: 1, points: vec![0.1, 0.2, 1.5, -0.3, 0.0, 2.0], confidence: vec![4.0, 9.0] };
     let header = std_msgs::Header { stamp: builtin_interfaces::Time { sec: 5, nanosec: 0 }, frame_id: "cam".into() };
     let views = [ColouredPoints { points: &view, rgb: &[200, 10, 30, 0, 255, 0] }];
-    let mut organised = sp_dust3r::ros::convert::pointcloud_msg(header.clone(), &views, 3.0, 1);
+    let mut organised = sp_dust3r_core::msg::convert::pointcloud_msg(header.clone(), &views, 3.0, 1);
     let step = organised.point_step as usize;
     let mut data = organised.data.clone();
     data.extend_from_slice(&[0; 4]);
@@ -174,7 +174,7 @@ fn cdr_pointcloud() -> Seeds {
     data.extend_from_slice(&[0; 4]);
     (organised.width, organised.height, organised.row_step, organised.data) = (2, 2, 2 * step as u32 + 4, data);
     vec![
-        ("pair".into(), cdr(&sp_dust3r::ros::convert::pointcloud_msg(header, &views, 3.0, 1))),
+        ("pair".into(), cdr(&sp_dust3r_core::msg::convert::pointcloud_msg(header, &views, 3.0, 1))),
         ("organised".into(), cdr(&organised)),
     ]
 }
@@ -217,7 +217,7 @@ fn param_request() -> Seeds {
 fn image_raw() -> Seeds {
     let mut seeds = Seeds::new();
     for (i, enc) in sp_dust3r_fuzz::ENCODINGS.iter().enumerate() {
-        let bpp = match sp_dust3r::image::PixelFormat::from_ros_encoding(enc) {
+        let bpp = match sp_dust3r_core::image::PixelFormat::from_ros_encoding(enc) {
             Ok(f) => f.bytes_per_pixel(),
             Err(_) => 1,
         };
@@ -237,7 +237,7 @@ fn image_raw() -> Seeds {
 /// A bag as replay reads it: raw and compressed images and camera info (our own writer,
 /// which tests/bag_play.rs checks against rosbags and ros2 bag).
 fn mcap(path: &Path) -> Vec<u8> {
-    let mut bag = ok(sp_dust3r::bag::BagWriter::create(path), path);
+    let mut bag = ok(sp_dust3r_core::bag::BagWriter::create(path), path);
     ok(bag.add_typed_topic::<sensor_msgs::Image>("/cam/image_raw"), path);
     ok(bag.add_typed_topic::<sensor_msgs::CompressedImage>("/cam/image_raw/compressed"), path);
     ok(bag.add_typed_topic::<sensor_msgs::CameraInfo>("/cam/camera_info"), path);
@@ -322,9 +322,9 @@ fn superpoint_checkpoint() -> Vec<u8> {
 /// fixed and large): the loader reads through the transformer and stops at the heads.
 fn dust3r_checkpoint() -> Vec<u8> {
     let config = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity], "patch_size": 16, "enc_embed_dim": 8, "enc_depth": 1, "enc_num_heads": 2, "dec_embed_dim": 8, "dec_depth": 4, "dec_num_heads": 2, "pos_embed": "RoPE100"}"#;
-    let parsed = sp_dust3r::dust3r::Dust3rConfig::from_json(config)
+    let parsed = sp_dust3r_core::dust3r::Dust3rConfig::from_json(config)
         .unwrap_or_else(|e| panic!("the seed config does not parse: {e}"));
-    let tensors: Vec<_> = sp_dust3r::dust3r::synthetic::checkpoint_layout(&parsed)
+    let tensors: Vec<_> = sp_dust3r_core::dust3r::synthetic::checkpoint_layout(&parsed)
         .into_iter()
         .filter(|(name, _)| !name.starts_with("downstream_head"))
         .map(|(name, shape)| (name, shape, safetensors::Dtype::F32))

@@ -1,0 +1,203 @@
+//! Reading what `evaluate` compares from bags: the pair estimates of a replay's output and the
+//! ground truth (a TUM file, or a PoseStamped or TF topic of a bag). Shared by `sp_dust3r eval`
+//! and `sp_dust3r replay --eval`.
+
+use std::path::{Path, PathBuf};
+
+use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
+
+use super::{parse_tum, EvalError, PairEstimate, StampedPose};
+use crate::bag::open_bag;
+use crate::geometry::{TCam1Cam2, Transform};
+use crate::msg::{from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, tf2_msgs, RosMessage};
+use crate::params::topics::POINTCLOUD;
+
+const POSE_STAMPED: &str = geometry_msgs::PoseStamped::ROS_TYPE;
+const TF_MESSAGE: &str = tf2_msgs::TFMessage::ROS_TYPE;
+
+/// Where the ground truth is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GroundTruth {
+    /// A TUM trajectory file.
+    Tum(PathBuf),
+    /// A bag's PoseStamped topic (`None`: the bag's only one), or its TF between two frames
+    /// (`topic` is then the TF topic, `/tf` by default).
+    Bag {
+        /// The bag (file or folder).
+        path: PathBuf,
+        /// The PoseStamped or TF topic; `None`: the bag's only PoseStamped topic.
+        topic: Option<String>,
+        /// With TF: the parent and child frames.
+        frames: Option<(String, String)>,
+    },
+}
+
+impl GroundTruth {
+    /// A bag when `path` is a folder or an .mcap/.db3 file, else a TUM file.
+    pub fn from_path(path: &Path, topic: Option<String>, frames: Option<(String, String)>) -> Self {
+        let is_bag = path.is_dir() || path.extension().is_some_and(|e| e == "mcap" || e == "db3");
+        if is_bag || topic.is_some() || frames.is_some() {
+            GroundTruth::Bag { path: path.to_path_buf(), topic, frames }
+        } else {
+            GroundTruth::Tum(path.to_path_buf())
+        }
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(data: &[u8], topic: &str) -> Result<T, EvalError> {
+    from_cdr(data).map_err(|e| EvalError::Message { topic: topic.to_string(), reason: e.to_string() })
+}
+
+fn rotation_of(q: &geometry_msgs::Quaternion) -> Rotation3<f64> {
+    UnitQuaternion::from_quaternion(Quaternion::new(q.w, q.x, q.y, q.z)).to_rotation_matrix()
+}
+
+fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
+    (rotation_of(&p.orientation), Vector3::new(p.position.x, p.position.y, p.position.z))
+}
+
+/// The pairs of a replay's output bag: those with a pose (sp_dust3r/msg/PairPose) and those
+/// without (a cloud whose view-1 stamp has no PairPose: the pipeline reconstructed the pair but
+/// found no pose).
+pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
+    let mut with_pose = Vec::new();
+    let mut clouds = Vec::new();
+    for f in open_bag(bag)? {
+        for m in f.messages() {
+            let m = m?;
+            match m.ros_type.as_str() {
+                t if t == node_msgs::PairPose::ROS_TYPE => {
+                    let p: node_msgs::PairPose = decode(&m.data, &m.topic)?;
+                    let (r, t) = pose_of(&p.pose);
+                    with_pose.push(PairEstimate {
+                        t1: p.header.stamp.seconds(),
+                        t2: p.view2_stamp.seconds(),
+                        t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
+                    });
+                }
+                // The pairs' clouds, not the map (also a PointCloud2).
+                t if t == sensor_msgs::PointCloud2::ROS_TYPE && m.topic.rsplit('/').next() == Some(POINTCLOUD) => {
+                    let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
+                    clouds.push(c.header.stamp.seconds());
+                }
+                _ => {}
+            }
+        }
+    }
+    // A cloud carries view 1's stamp only, so a pair without a pose has no known view-2 time.
+    let without: Vec<PairEstimate> = clouds
+        .iter()
+        .filter(|&&t1| !with_pose.iter().any(|p| (p.t1 - t1).abs() < 1e-9))
+        .map(|&t1| PairEstimate { t1, t2: f64::NAN, t_cam1_cam2: None })
+        .collect();
+    if with_pose.is_empty() && without.is_empty() {
+        return Err(EvalError::NoPairs(bag.display().to_string()));
+    }
+    with_pose.extend(without);
+    Ok(with_pose)
+}
+
+/// The tracked frames of a replay's output bag (its nav_msgs/Odometry topic: the pose of the
+/// child frame in odom at each frame's stamp), and how many frames it processed (its
+/// sp_dust3r/msg/Keypoints messages, one per frame).
+pub fn odometry_estimates(bag: &Path) -> Result<(Vec<StampedPose>, usize), EvalError> {
+    let mut poses = Vec::new();
+    let mut frames = 0;
+    for f in open_bag(bag)? {
+        for m in f.messages() {
+            let m = m?;
+            if m.ros_type == nav_msgs::Odometry::ROS_TYPE {
+                let o: nav_msgs::Odometry = decode(&m.data, &m.topic)?;
+                let (r, t) = pose_of(&o.pose.pose);
+                poses.push(StampedPose { t: o.header.stamp.seconds(), pose: Transform::new(r, t) });
+            } else if m.ros_type == node_msgs::Keypoints::ROS_TYPE {
+                frames += 1;
+            }
+        }
+    }
+    poses.sort_by(|a, b| a.t.total_cmp(&b.t));
+    Ok((poses, frames))
+}
+
+/// The ground-truth trajectory, sorted by time.
+pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalError> {
+    let (path, topic, frames) = match source {
+        GroundTruth::Tum(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| EvalError::Io { path: path.display().to_string(), reason: e.to_string() })?;
+            return parse_tum(&text);
+        }
+        GroundTruth::Bag { path, topic, frames } => (path, topic, frames),
+    };
+    let files = open_bag(path)?;
+    let mut topics: Vec<(String, String)> = Vec::new();
+    for f in &files {
+        topics.extend(f.topics()?);
+    }
+    let topic = match (topic, frames) {
+        (Some(t), _) => t.clone(),
+        (None, Some(_)) => crate::params::topics::TF.to_string(),
+        (None, None) => {
+            let found: Vec<&String> = topics.iter().filter(|(_, ty)| ty == POSE_STAMPED).map(|(t, _)| t).collect();
+            match found[..] {
+                [t] => t.clone(),
+                [] => {
+                    return Err(EvalError::GroundTruthTopic(format!(
+                        "{} has no {POSE_STAMPED} topic; name one (PoseStamped, or TF with its two frames)",
+                        path.display()
+                    )))
+                }
+                _ => {
+                    let names = found.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ");
+                    return Err(EvalError::GroundTruthTopic(format!(
+                        "{} has several {POSE_STAMPED} topics ({names}); name one",
+                        path.display()
+                    )));
+                }
+            }
+        }
+    };
+    let ty = topics.iter().find(|(t, _)| *t == topic).map(|(_, ty)| ty.clone());
+    match ty.as_deref() {
+        None => return Err(EvalError::GroundTruthTopic(format!("{} has no topic {topic}", path.display()))),
+        Some(TF_MESSAGE) if frames.is_none() => {
+            return Err(EvalError::GroundTruthTopic(format!(
+                "TF ground truth ({topic}) needs its two frames: PARENT CHILD"
+            )))
+        }
+        Some(POSE_STAMPED | TF_MESSAGE) => {}
+        Some(other) => {
+            return Err(EvalError::GroundTruthTopic(format!(
+                "ground-truth topic {topic} is {other}, not {POSE_STAMPED} or {TF_MESSAGE}"
+            )))
+        }
+    }
+    let mut poses = Vec::new();
+    for f in &files {
+        for m in f.messages() {
+            let m = m?;
+            if m.topic != topic {
+                continue;
+            }
+            if m.ros_type == POSE_STAMPED {
+                let p: geometry_msgs::PoseStamped = decode(&m.data, &m.topic)?;
+                let (r, t) = pose_of(&p.pose);
+                poses.push(StampedPose { t: p.header.stamp.seconds(), pose: Transform::new(r, t) });
+            } else if let Some((parent, child)) = frames {
+                let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
+                for t in tf.transforms.iter().filter(|t| &t.header.frame_id == parent && &t.child_frame_id == child) {
+                    let tr = &t.transform.translation;
+                    poses.push(StampedPose {
+                        t: t.header.stamp.seconds(),
+                        pose: Transform::new(rotation_of(&t.transform.rotation), Vector3::new(tr.x, tr.y, tr.z)),
+                    });
+                }
+            }
+        }
+    }
+    if poses.is_empty() {
+        return Err(EvalError::Empty);
+    }
+    poses.sort_by(|a, b| a.t.total_cmp(&b.t));
+    Ok(poses)
+}

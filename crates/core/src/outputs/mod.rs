@@ -1,0 +1,312 @@
+//! The pipeline's outputs, built once and emitted through one interface: the live node
+//! publishes them, the replayer writes them to a bag. A new output is a new [`Output`] variant
+//! (its topic, type and builder here) and one publisher in the node.
+
+pub mod odom;
+
+use crate::backend::{BackendError, CameraK, PairOutput, PairReconstructor, PairRequest};
+use crate::geometry::NoPose;
+use crate::image::Frame;
+use crate::msg::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
+use crate::msg::{geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
+use crate::params::qos::WriterQos;
+use crate::params::topics;
+use crate::params::NodeParams;
+use crate::superpoint::{Keypoints, PostParams};
+
+/// One message the pipeline emits.
+#[derive(Clone, Debug)]
+pub enum Output {
+    /// A frame's keypoints (the frame's header).
+    Keypoints(node_msgs::Keypoints),
+    /// A frame with its keypoints drawn (the frame's header).
+    DebugImage(sensor_msgs::Image),
+    /// A pair's cloud (view 1's header).
+    Cloud(sensor_msgs::PointCloud2),
+    /// A pair's pose with its evidence (view 1's stamp and frame; view 2's stamp a field).
+    PairPose(node_msgs::PairPose),
+    /// A pair's pose (as `PairPose`'s header).
+    Pose(geometry_msgs::PoseStamped),
+    /// A tracked frame's pose in odom (the frame's stamp); boxed, its covariances are large.
+    Odometry(Box<nav_msgs::Odometry>),
+    /// The keyframes' poses in odom (the newest keyframe's stamp).
+    Path(nav_msgs::Path),
+    /// The map in odom (the newest keyframe's stamp).
+    Map(sensor_msgs::PointCloud2),
+    /// `odom_frame` to the camera or base, for a tracked frame (`publish_tf`).
+    Tf(tf2_msgs::TFMessage),
+}
+
+/// The kinds of [`Output`], for sinks that declare their topics before the first message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputKind {
+    /// [`Output::Keypoints`].
+    Keypoints,
+    /// [`Output::DebugImage`].
+    DebugImage,
+    /// [`Output::Cloud`].
+    Cloud,
+    /// [`Output::PairPose`].
+    PairPose,
+    /// [`Output::Pose`].
+    Pose,
+    /// [`Output::Odometry`].
+    Odometry,
+    /// [`Output::Path`].
+    Path,
+    /// [`Output::Map`].
+    Map,
+    /// [`Output::Tf`].
+    Tf,
+}
+
+impl OutputKind {
+    /// Every kind, in the order the node advertises them.
+    pub const ALL: [OutputKind; 9] = [
+        OutputKind::Keypoints,
+        OutputKind::DebugImage,
+        OutputKind::Cloud,
+        OutputKind::PairPose,
+        OutputKind::Pose,
+        OutputKind::Odometry,
+        OutputKind::Path,
+        OutputKind::Map,
+        OutputKind::Tf,
+    ];
+
+    /// The topic (see [`topics`]).
+    pub fn topic(self) -> &'static str {
+        match self {
+            OutputKind::Keypoints => topics::KEYPOINTS,
+            OutputKind::DebugImage => topics::KEYPOINTS_IMAGE,
+            OutputKind::Cloud => topics::POINTCLOUD,
+            OutputKind::PairPose => topics::PAIR_POSE,
+            OutputKind::Pose => topics::POSE,
+            OutputKind::Odometry => topics::ODOM,
+            OutputKind::Path => topics::PATH,
+            OutputKind::Map => topics::MAP,
+            OutputKind::Tf => topics::TF,
+        }
+    }
+
+    /// The message type's ROS name, DDS name and ros2msg definition.
+    fn schema(self) -> (&'static str, &'static str, &'static str) {
+        fn of<T: RosMessage>() -> (&'static str, &'static str, &'static str) {
+            (T::ROS_TYPE, T::DDS_TYPE, T::DEFINITION)
+        }
+        match self {
+            OutputKind::Keypoints => of::<node_msgs::Keypoints>(),
+            OutputKind::DebugImage => of::<sensor_msgs::Image>(),
+            OutputKind::Cloud => of::<sensor_msgs::PointCloud2>(),
+            OutputKind::PairPose => of::<node_msgs::PairPose>(),
+            OutputKind::Pose => of::<geometry_msgs::PoseStamped>(),
+            OutputKind::Odometry => of::<nav_msgs::Odometry>(),
+            OutputKind::Path => of::<nav_msgs::Path>(),
+            OutputKind::Map => of::<sensor_msgs::PointCloud2>(),
+            OutputKind::Tf => of::<tf2_msgs::TFMessage>(),
+        }
+    }
+
+    /// The type's name and ros2msg definition (what a bag's schema holds).
+    pub fn definition(self) -> (&'static str, &'static str) {
+        let (ros_type, _, definition) = self.schema();
+        (ros_type, definition)
+    }
+
+    /// The type's DDS name, `pkg::msg::dds_::Name_`.
+    pub fn dds_type(self) -> &'static str {
+        self.schema().1
+    }
+
+    /// What a pair gives.
+    pub const OF_PAIRS: [OutputKind; 3] = [OutputKind::Cloud, OutputKind::PairPose, OutputKind::Pose];
+
+    /// What the trajectory gives, with TF when `publish_tf`.
+    pub fn of_trajectory(publish_tf: bool) -> Vec<OutputKind> {
+        let mut kinds = vec![OutputKind::Odometry, OutputKind::Path, OutputKind::Map];
+        if publish_tf {
+            kinds.push(OutputKind::Tf);
+        }
+        kinds
+    }
+
+    /// The QoS its publisher has unless overridden: the path and the map are state, kept for
+    /// late joiners (transient local, the last one), as a map server's map is; the rest is
+    /// reliable, volatile, keep last 10.
+    pub fn default_qos(self) -> WriterQos {
+        match self {
+            OutputKind::Path | OutputKind::Map => WriterQos { depth: 1, transient_local: true, ..WriterQos::OUTPUTS },
+            _ => WriterQos::OUTPUTS,
+        }
+    }
+}
+
+impl Output {
+    /// Which output this is.
+    pub fn kind(&self) -> OutputKind {
+        match self {
+            Output::Keypoints(_) => OutputKind::Keypoints,
+            Output::DebugImage(_) => OutputKind::DebugImage,
+            Output::Cloud(_) => OutputKind::Cloud,
+            Output::PairPose(_) => OutputKind::PairPose,
+            Output::Pose(_) => OutputKind::Pose,
+            Output::Odometry(_) => OutputKind::Odometry,
+            Output::Path(_) => OutputKind::Path,
+            Output::Map(_) => OutputKind::Map,
+            Output::Tf(_) => OutputKind::Tf,
+        }
+    }
+
+    /// The message as CDR with its encapsulation header (what a bag stores).
+    pub fn to_cdr(&self) -> Result<Vec<u8>, CdrError> {
+        match self {
+            Output::Keypoints(m) => to_cdr(m),
+            Output::DebugImage(m) => to_cdr(m),
+            Output::Cloud(m) => to_cdr(m),
+            Output::PairPose(m) => to_cdr(m),
+            Output::Pose(m) => to_cdr(m),
+            Output::Odometry(m) => to_cdr(m),
+            Output::Path(m) => to_cdr(m),
+            Output::Map(m) => to_cdr(m),
+            Output::Tf(m) => to_cdr(m),
+        }
+    }
+}
+
+/// Where outputs go: the node's publishers or a bag.
+pub trait OutputSink {
+    /// Why an output could not be emitted.
+    type Error;
+    /// Emits one output.
+    fn emit(&mut self, output: Output) -> Result<(), Self::Error>;
+}
+
+/// What a frame gives: its keypoints, and the debug image (captioned with the settings it was
+/// found with) when someone looks at it.
+pub fn frame_outputs(
+    header: &std_msgs::Header,
+    frame: &Frame,
+    kp: &Keypoints,
+    debug_image: Option<&PostParams>,
+) -> Vec<Output> {
+    let mut out = vec![Output::Keypoints(keypoints_msg(header.clone(), frame.width(), frame.height(), kp))];
+    if let Some(settings) = debug_image {
+        out.push(Output::DebugImage(debug_image_msg(header.clone(), frame, kp, settings)));
+    }
+    out
+}
+
+/// The camera of `frame` from CameraInfo's K, when the CameraInfo is for frames of its size.
+pub fn known_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame) -> Option<CameraK> {
+    camera_info.filter(|i| i.width == frame.width() && i.height == frame.height()).map(|i| CameraK {
+        fx: i.k[0],
+        fy: i.k[4],
+        cx: i.k[2],
+        cy: i.k[5],
+    })
+}
+
+/// What a keyframe pair gave.
+pub struct PairOutputs {
+    /// The cloud, and the pose messages when there is a pose.
+    pub outputs: Vec<Output>,
+    /// The backend's answer, for the keyframe chain.
+    pub geometry: PairOutput,
+    /// CameraInfo was for another image size than the frames (the focal was estimated).
+    pub camera_info_mismatch: bool,
+    /// Why there is no pose, when there is none.
+    pub no_pose: Option<NoPose>,
+}
+
+/// A keyframe pair through the DUSt3R backend: the cloud of both views (view 1's stamp and
+/// frame), the pose messages, or why there is no pose. CameraInfo's K is used when it describes
+/// the frames.
+pub fn pair_outputs(
+    model: &dyn PairReconstructor,
+    first: (&std_msgs::Header, &Frame),
+    second: (&std_msgs::Header, &Frame),
+    camera_info: Option<&sensor_msgs::CameraInfo>,
+    params: &NodeParams,
+) -> Result<PairOutputs, BackendError> {
+    let known = known_camera(camera_info, first.1).filter(|_| known_camera(camera_info, second.1).is_some());
+    let camera_info_mismatch = camera_info.is_some() && known.is_none();
+    let request = PairRequest {
+        first: first.1,
+        second: second.1,
+        known,
+        min_confidence: params.pose_confidence_threshold as f32,
+        conf_pct: params.server_conf_pct,
+    };
+    let out = model.reconstruct(&request)?;
+    let cloud = pointcloud_msg(
+        first.0.clone(),
+        &[
+            ColouredPoints { points: &out.view1, rgb: &out.rgb1 },
+            ColouredPoints { points: &out.view2_in_1, rgb: &out.rgb2 },
+        ],
+        params.confidence_threshold as f32,
+        params.cloud_stride,
+    );
+    let mut outputs = vec![Output::Cloud(cloud)];
+    let no_pose = match &out.pose {
+        Ok(pose) => {
+            let mean_conf = {
+                let all = out.view1.confidence.iter().chain(&out.view2_in_1.confidence);
+                let n = out.view1.confidence.len() + out.view2_in_1.confidence.len();
+                (all.map(|&c| c as f64).sum::<f64>() / n.max(1) as f64) as f32
+            };
+            let (pair, stamped) = pose_msgs(pose, first.0, second.0.stamp.clone(), mean_conf);
+            outputs.push(Output::PairPose(pair));
+            outputs.push(Output::Pose(stamped));
+            None
+        }
+        Err(reason) => Some(reason.clone()),
+    };
+    Ok(PairOutputs { outputs, geometry: out, camera_info_mismatch, no_pose })
+}
+
+/// Why a CameraInfo cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CameraInfoError {
+    /// Width or height is zero.
+    #[error("zero image size {width}x{height}")]
+    ZeroSize {
+        /// The message's width.
+        width: u32,
+        /// The message's height.
+        height: u32,
+    },
+    /// A focal length is not a positive finite number.
+    #[error("K has no usable focal lengths (fx {fx}, fy {fy})")]
+    Focal {
+        /// K[0].
+        fx: f64,
+        /// K[4].
+        fy: f64,
+    },
+    /// The principal point is not finite.
+    #[error("K has a non-finite principal point ({cx}, {cy})")]
+    PrincipalPoint {
+        /// K[2].
+        cx: f64,
+        /// K[5].
+        cy: f64,
+    },
+}
+
+/// A CameraInfo the pose can use: a size, and a pinhole K with positive finite focals and a
+/// finite principal point. (Rectification and distortion are not applied: DUSt3R sees the image
+/// as it arrives.)
+pub fn check_camera_info(i: &sensor_msgs::CameraInfo) -> Result<(), CameraInfoError> {
+    if i.width == 0 || i.height == 0 {
+        return Err(CameraInfoError::ZeroSize { width: i.width, height: i.height });
+    }
+    let (fx, fy, cx, cy) = (i.k[0], i.k[4], i.k[2], i.k[5]);
+    if !(fx.is_finite() && fy.is_finite() && fx > 0.0 && fy > 0.0) {
+        return Err(CameraInfoError::Focal { fx, fy });
+    }
+    if !(cx.is_finite() && cy.is_finite()) {
+        return Err(CameraInfoError::PrincipalPoint { cx, cy });
+    }
+    Ok(())
+}
