@@ -55,7 +55,7 @@ fn readme_main_command_builds_and_runs_from_a_fresh_clone_without_cmake() {
     }
     let run = cargo
         .env("PATH", &path)
-        .env("CARGO_TARGET_DIR", &target)
+        .env("CARGO_TARGET_DIR", target)
         .env("CARGO_NET_OFFLINE", "true")
         .env("SP_DUST3R_SUPERPOINT_WEIGHTS", root.join("tests/fixtures/superpoint"))
         .env("SP_DUST3R_DUST3R_WEIGHTS", &dust3r)

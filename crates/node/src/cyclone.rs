@@ -5,7 +5,8 @@
 //! one burst of 256-byte fragments and then repairs a few fragments per 10 ms, so a reader with
 //! Ubuntu's default 212992-byte socket buffer (RViz on Fast DDS, untuned) gets a 1 MB message
 //! seconds late or never. Cyclone DDS, a Tier-1 ROS 2 middleware, delivers the same samples to
-//! the same reader in tens of milliseconds (`examples/dds_large_messages` prints both). The node
+//! the same reader in tens of milliseconds (`examples/dds_large_messages` prints both;
+//! docs/benchmarks.md). The node
 //! keeps ros2-client for the rest: inputs, parameter services in both RMW framings, /rosout,
 //! /parameter_events, /diagnostics.
 //!
@@ -79,24 +80,19 @@ fn c_string(what: &str, s: &str) -> Result<CString, CycloneError> {
 
 /// How the outputs' writers send and repair a large sample for a reader that cannot take it in
 /// one burst (a stock 212992-byte socket buffer overflows on the first ~150 kB of a 1 MB
-/// sample). Measured with examples/dds_large_messages (loopback, AMD EPYC; the figures are p95):
+/// sample); docs/benchmarks.md has the measurements behind each setting:
 /// - 16 kB fragments in datagrams of up to 65000 B (Cyclone's: 1344 B in 14720 B; Fast DDS, the
 ///   default RMW, also sends datagrams of up to ~64 kB). A reader NACKs at most 256 fragments per
-///   round (RTPS's 256-bit NACKFRAG set), so with 1344 B a 10.5 MB cloud (7800 fragments) can
-///   need many heartbeat rounds to repair, and the reader has 4x the datagrams to take in: 10.5 MB
-///   clouds at 2 Hz to a default-buffer Cyclone reader took 3.3-4.1 s; now 0.15 s (Cyclone's C
-///   writer: 0.6-1.2 s).
-///   1.06 MB at 5 Hz to a default Fast DDS subscriber: 0.06 s (was 0.18-0.37 s). On a lossy
-///   link every lost IP fragment costs its whole datagram, as it does with Fast DDS's defaults;
-///   a user's `CYCLONEDDS_URI` can set smaller ones.
+///   round (RTPS's 256-bit NACKFRAG set), so small fragments make a multi-MB cloud need many
+///   heartbeat rounds to repair, and the reader has more datagrams to take in. On a lossy link
+///   every lost IP fragment costs its whole datagram, as it does with Fast DDS's defaults; a
+///   user's `CYCLONEDDS_URI` can set smaller ones.
 /// - Each heartbeat draws the reader's NACK for what it lost, so the heartbeat cadence sets the
 ///   pace of repair. Cyclone halves its interval twice while more than its high watermark
 ///   (500 kB) is unacknowledged, again while throttling, down to `minsched`: for samples of 1 MB
-///   and more, `minsched` (10 ms here, Cyclone's 20 ms) is the cadence. With 8 kB fragments and
-///   Cyclone's heartbeats the Fast DDS case took 0.13 s, with ours 0.07 s.
-/// - Cyclone's retransmit queue (200 messages): with 1344 B fragments, rounds of 100 kept a
-///   capped reader's 2.6 MB at 0.03 s instead of 0.6-1.1 s; with 16 kB fragments 100 or 200 made
-///   no difference (2.6 MB 0.064 vs 0.066 s, Fast DDS 0.059 vs 0.060 s), so it stays Cyclone's.
+///   and more, `minsched` (10 ms here, Cyclone's 20 ms) is the cadence.
+/// - Cyclone's retransmit queue (200 messages) stays: with 16 kB fragments its size made no
+///   difference.
 ///
 /// A user's `CYCLONEDDS_URI` is applied after these and can set any of them.
 const PACING: &str = concat!(

@@ -7,7 +7,7 @@
 //!
 //! Linear layers use them at both levels. The short products (Winograd's per-block GEMMs,
 //! attention's per-head ones) use them at AVX2 only ([`packs_short_products`]): at AVX-512 the
-//! gemm crate's kernels measured faster there (AMD EPYC: the DPT heads 2.3 s against 3.2 s).
+//! gemm crate's kernels measured faster there (docs/benchmarks.md).
 
 use rayon::prelude::*;
 
@@ -71,13 +71,12 @@ impl Kernel {
 /// The largest register tile, for the scratch tile of partial panels.
 const MAX_TILE: usize = 12 * 32;
 
-/// Depth of one pass over a panel (the result tile is loaded and stored once per pass).
-/// Measured on the encoder's and decoder's shapes (AMD EPYC, both levels): 1024 beat 256 and 512
-/// by 10-20 % and was on par with the whole depth.
+/// Depth of one pass over a panel (the result tile is loaded and stored once per pass), the best
+/// measured on the encoder's and decoder's shapes (docs/benchmarks.md).
 const KC: usize = 1024;
 
-/// Rows of the left operand one task works through (its `mc x kc` block stays in L2); 384
-/// measured best of 96, 192 and 384 on the same shapes.
+/// Rows of the left operand one task works through (its `mc x kc` block stays in L2), the best
+/// measured on the same shapes.
 const MC: usize = 384;
 
 /// Whether products with few rows per packed operand (or a short depth) run packed at `level`.
