@@ -1,4 +1,4 @@
-//! The README's "What you get" pictures are in `docs/`, each one linked, small, and of the size
+//! The README's "What you get" pictures are the pictures in `docs/`, each one linked, small, and of the size
 //! today's code draws (a picture left from an older layout fails here: remake it with the command
 //! under it in the README).
 
@@ -12,11 +12,12 @@ fn every_picture_the_readme_shows_is_in_docs_and_every_one_there_is_shown() {
         .split("](")
         .skip(1)
         .filter_map(|rest| rest.split(')').next())
-        .filter(|target| target.starts_with("docs/"))
+        .filter(|target| target.starts_with("docs/") && target.ends_with(".png"))
         .collect();
     let mut in_docs: Vec<String> = std::fs::read_dir(root.join("docs"))
         .unwrap()
         .map(|e| format!("docs/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|f| f.ends_with(".png"))
         .collect();
     in_docs.sort();
     // docs/sample_eval.png is written beside the trajectory plot and named in the text.
@@ -41,5 +42,11 @@ fn every_picture_the_readme_shows_is_in_docs_and_every_one_there_is_shown() {
     assert!(linked.len() >= 3, "the README shows at least three pictures: {linked:?}");
     for target in linked {
         assert!(in_docs.iter().any(|f| f == target), "the README links {target}, which is not in docs/");
+    }
+    // The other documents in docs/ exist where the README links them.
+    for target in readme.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+        if target.starts_with("docs/") {
+            assert!(root.join(target).is_file(), "the README links {target}, which is not in docs/");
+        }
     }
 }

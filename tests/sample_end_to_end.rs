@@ -161,19 +161,8 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     // Run from a scratch folder that sees the repository's data/, so the outputs land there.
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(Path::new(env!("CARGO_MANIFEST_DIR")).join("data"), dir.path().join("data")).unwrap();
-    let dust3r = common::tiny_dust3r(dir.path());
-    let run = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
-        .args(&args)
-        .current_dir(dir.path())
-        .env("SP_DUST3R_SUPERPOINT_WEIGHTS", fixture_dir("superpoint"))
-        .env("SP_DUST3R_DUST3R_WEIGHTS", &dust3r)
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
-    let summary: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON summary");
-    assert_eq!(summary["frames"].as_u64(), Some(40), "{summary}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"));
+    let (summary, stderr) = common::run_with_test_weights(cmd.args(&args).current_dir(dir.path()), dir.path());
     let pairs = summary["pairs"].as_u64().unwrap();
     assert!(pairs >= 1, "{summary}");
 

@@ -172,3 +172,37 @@ fn the_core_and_the_offline_binary_need_no_dds_and_no_c_toolchain_but_cc() {
     let node = tree(&["-p", "sp_dust3r", "--features", "node"]);
     assert!(node.contains("cyclors") && node.contains("ros2-client"), "{node:?}");
 }
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `cyclone.rs` patches the types of the topics it creates before their first writer (so before
+/// any sample), which is sound only while it creates every cyclors topic of the process.
+#[test]
+fn cyclone_dds_is_called_from_one_file() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "tests", "examples", "fuzz/src"] {
+        rust_files(&top.join(dir), &mut files);
+    }
+    // Spelled in pieces, so that this file does not name them.
+    let needles = [concat!("use cyc", "lors"), concat!("cyc", "lors::"), concat!("cdds_", "create")];
+    let callers: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            needles.iter().any(|n| text.contains(n))
+        })
+        .map(|f| f.strip_prefix(top).unwrap().display().to_string())
+        .collect();
+    assert_eq!(callers, ["crates/node/src/cyclone.rs"]);
+}

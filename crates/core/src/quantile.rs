@@ -11,7 +11,8 @@ pub enum Method {
     /// The `ceil(q n)`-th smallest sample (the smallest for `q = 0`): always a sample, never
     /// below the share `q` of them.
     NearestRank,
-    /// The sample at index `round(q (n - 1))`, halves away from zero.
+    /// The sample at index `round(q (n - 1))`, halves rounded up (numpy's `nearest` rounds them
+    /// to even).
     NearestIndex,
 }
 
@@ -52,7 +53,8 @@ pub fn median(values: &[f64]) -> f64 {
 mod tests {
     use super::*;
 
-    /// numpy 1.26: `np.percentile([7, 1, 3, 9, 5, 2], [0, 25, 50, 90, 100], method=...)`.
+    /// numpy 2.4: `np.percentile([7, 1, 3, 9, 5, 2], [0, 25, 50, 90, 100])` with `linear` and
+    /// `inverted_cdf`; the nearest index rounds halves up where numpy's `nearest` goes to even.
     #[test]
     fn each_method_matches_numpy() {
         let v = [7.0, 1.0, 3.0, 9.0, 5.0, 2.0];

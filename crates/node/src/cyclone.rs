@@ -180,6 +180,11 @@ impl Participant {
     /// A writer of raw CDR samples of the DDS type `dds_type` (`pkg::msg::dds_::Name_`) on the
     /// DDS topic `topic` (`rt/...` for a ROS topic).
     pub fn writer(&self, topic: &str, dds_type: &str, qos: WriterQos) -> Result<Writer, CycloneError> {
+        // Held from the topic's creation to its writer's: a type's operations are patched (see
+        // `printable`) only while no writer of it exists, so no sample can read them meanwhile.
+        // Every cyclors topic of the process is made here, and Cyclone hands an equal type that
+        // exists already to a new topic, so a type is either new or patched before.
+        let _types = TYPES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let name = c_string("a topic name", topic)?;
         let ty = c_string("a type name", dds_type)?;
         // SAFETY: the strings are valid for the call and Cyclone copies them; the participant
@@ -194,8 +199,8 @@ impl Participant {
         if rc < 0 || sertype.is_null() {
             return Err(CycloneError::Create { what: format!("the type of {topic}"), code: rc, reason: reason(rc) });
         }
-        // SAFETY: no sample of this type exists yet (its writer comes below) and the pointer is
-        // the topic's live type.
+        // SAFETY: the pointer is the topic's live type, and under `TYPES` it is new (no writer,
+        // so no sample) or already patched.
         unsafe { printable(sertype) };
         // SAFETY: the QoS object is created, set, used once and freed here.
         let w = unsafe {
@@ -254,6 +259,9 @@ impl Participant {
     }
 }
 
+/// Serialises the creation of topics and their writers (see [`Participant::writer`]).
+static TYPES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// cyclors' raw-CDR sample operations plus a `print`, which theirs lack: Cyclone's `content`
 /// tracing (`CYCLONEDDS_URI` with verbosity `finest`) calls it for every sample written, and a
 /// missing one is a null call.
@@ -284,7 +292,8 @@ unsafe extern "C" fn print_sample(
 /// Gives the type's samples [`PRINTABLE_OPS`].
 ///
 /// # Safety
-/// `sertype` is a live blob type of cyclors with no sample yet (or already patched).
+/// `sertype` is a live blob type of cyclors with no writer yet (so no sample), or one already
+/// patched; [`Participant::writer`] makes sure of that by holding `TYPES`.
 unsafe fn printable(sertype: *const cdds::ddsi_sertype) {
     // SAFETY: the type is live (the caller's contract), so its operations are readable.
     let current = unsafe { (*sertype).serdata_ops };

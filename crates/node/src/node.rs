@@ -981,7 +981,10 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         stats.errors()
     );
     dds.forward_log_records();
+    // Endpoints first, then the node and its participant: an endpoint that outlives the
+    // participant's event loop cannot unregister and logs an error for it.
     drop(dds);
+    drop(services);
     // Dropping the node stops the spinner.
     drop(node);
     if spin_thread.join().is_err() {
