@@ -7,7 +7,7 @@
 //! namespace.
 //!
 //! ```sh
-//! cargo build --release --example dds_large_messages
+//! cargo build --release --features node --example dds_large_messages
 //! unshare -n sh -c 'ip link set lo up && SP_DUST3R_PYTHON=.venv/bin/python target/release/examples/dds_large_messages'
 //! # sizes in MB, clouds per size, seconds between clouds; the reader capped at Ubuntu's default
 //! # rmem_max; RustDDS measured too, with a Deadline (it then repairs every deadline / 5 ms):
