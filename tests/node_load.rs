@@ -23,7 +23,7 @@ fn node_under_camera(dir: &Path, tag: &str, params: &str, rate: u32, seconds: u3
     let log = dir.join(format!("{tag}.log"));
     let script = format!(
         "ip link set lo up || exit 90\n\
-         RUST_LOG=info,sp_dust3r_node::node=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+         RUST_LOG=info,sp_dust3r_core::pipeline=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
            -p superpoint_weights:={weights} {params} > {log} 2>&1 &\n\
          pid=$!\n\
          {watch}\n\
@@ -88,7 +88,7 @@ fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
 fn keypoint_rate_holds_with_dust3r_pairs_in_flight() {
     use sp_dust3r_core::backend::{cpu::CpuPairs, PairReconstructor, PairRequest};
     use sp_dust3r_core::dust3r::{synthetic, Dust3r};
-    use sp_dust3r_core::pipeline::priority::DEFAULT_BACKGROUND_SHARE;
+    use sp_dust3r_core::workers::priority::DEFAULT_BACKGROUND_SHARE;
     let _cores = CORES.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let dust3r = dir.path().join("dust3r");

@@ -12,10 +12,10 @@ use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::backend::{CameraK, FeatureExtractor, PairReconstructor, PairRequest};
 use sp_dust3r_core::geometry::{Intrinsics, Transform};
 use sp_dust3r_core::image::Frame;
-use sp_dust3r_core::pipeline::odometry::{track_frame, NotAttached, Odometry, OdometryParams, PairView, TOriginFrame};
-use sp_dust3r_core::pipeline::tracking::NotTracked;
 use sp_dust3r_core::sample::{FOCAL, HEIGHT, WIDTH};
 use sp_dust3r_core::superpoint::{Keypoints, PostParams, SuperPoint};
+use sp_dust3r_core::vo::odometry::{track_frame, NotAttached, Odometry, OdometryParams, PairView, TOriginFrame};
+use sp_dust3r_core::vo::tracking::NotTracked;
 
 const N: usize = 40;
 

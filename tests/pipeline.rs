@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sp_dust3r_core::pipeline::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
-use sp_dust3r_core::pipeline::matching::mutual_matches;
-use sp_dust3r_core::pipeline::slot::LatestSlot;
 use sp_dust3r_core::superpoint::Keypoints;
+use sp_dust3r_core::vo::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use sp_dust3r_core::vo::matching::mutual_matches;
+use sp_dust3r_core::workers::slot::LatestSlot;
 
 /// `n` pseudo-random unit descriptors of dimension `d`.
 fn descriptors(n: usize, d: usize, seed: u64) -> Vec<Vec<f32>> {

@@ -20,6 +20,7 @@ use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::cancel::Cancel;
+use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r_core::eval::evaluate_bag;
 use sp_dust3r_core::geometry::{Cam1, Cam2, Transform};
@@ -67,27 +68,29 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
     .unwrap();
     out.finish().unwrap();
     assert!(stopped.is_none());
-    assert_eq!(summary.frames, 40);
-    assert!(summary.pairs >= 3, "pairs: {}", summary.pairs);
-    assert_eq!(summary.poses, summary.pairs, "every pair of true pointmaps has a pose");
+    let pairs = summary.get(Counter::PairsDone);
+    assert_eq!(summary.get(Counter::FramesIn), 40);
+    assert!(pairs >= 3, "pairs: {pairs}");
+    assert_eq!(summary.poses(), pairs, "every pair of true pointmaps has a pose");
 
     let gt = load_ground_truth(&GroundTruth::from_path(&path, None, None)).unwrap();
     assert_eq!(gt.len(), 40);
     let report = evaluate_bag(&out_path, &gt, 0.05, sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1)).unwrap();
     assert_eq!(
         (report.num_pairs, report.num_without_pose, report.num_without_ground_truth),
-        (summary.pairs as usize, 0, 0),
+        (pairs as usize, 0, 0),
         "{report:?}"
     );
     // Every frame after the first pair is tracked: the frames until then have no map, and no
     // frame is lost; every pair joins the chain.
-    let before = summary.not_tracked.get("no_map").copied().unwrap_or(0);
-    assert_eq!(summary.not_tracked.keys().copied().collect::<Vec<_>>(), ["no_map"], "{:?}", summary.not_tracked);
-    assert_eq!(summary.tracked + before, 40);
+    let (tracked, before) = (summary.get(Counter::FramesTracked), summary.get(Counter::FramesBeforeMap));
+    let lost = (summary.get(Counter::FramesNotTracked), summary.get(Counter::FramesNoMount));
+    assert_eq!(lost, (0, 0), "{:?}", summary.counters());
+    assert_eq!(tracked + before, 40);
     assert!(before <= 20, "the first pair joins by frame {before}");
-    assert_eq!((summary.chained, summary.unchained), (summary.pairs + 1, 0));
+    assert_eq!((summary.get(Counter::KeyframesChained), summary.get(Counter::PairsUnchained)), (pairs + 1, 0));
     let t = report.trajectory.as_ref().expect("the odometry is scored");
-    assert_eq!((t.num_tracked, t.num_scored, t.num_frames), (summary.tracked as usize, summary.tracked as usize, 40));
+    assert_eq!((t.num_tracked, t.num_scored, t.num_frames), (tracked as usize, tracked as usize, 40));
     eprintln!("camera_info {camera_info}: {t}, keyframe gaps {:?}", summary.keyframe_gaps);
     assert!(t.ate_percent_of_path <= 0.5, "ATE {:?} over a {} m path", t.ate, t.path_length);
     // Without base_frame, odom is frame 0's camera turned to REP 103's body axes (x forward =
@@ -100,7 +103,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
             nalgebra::Vector3::zeros(),
         );
         let checked = odometry_against_the_renderer(&out_path, "cam_optical", &body, &Transform::identity());
-        assert_eq!(checked, summary.tracked as usize);
+        assert_eq!(checked, tracked as usize);
     }
     if camera_info {
         rviz_config_fits_the_bag(&out_path, "sample.rviz", &["/cam/pointcloud", "/cam/pose", "/cam/image_raw"]);
@@ -163,7 +166,7 @@ fn readme_main_command_replays_the_sample_and_evaluates() {
     std::os::unix::fs::symlink(Path::new(env!("CARGO_MANIFEST_DIR")).join("data"), dir.path().join("data")).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"));
     let (summary, stderr) = common::run_with_test_weights(cmd.args(&args).current_dir(dir.path()), dir.path());
-    let pairs = summary["pairs"].as_u64().unwrap();
+    let pairs = summary["counters"]["pairs_processed"].as_u64().unwrap();
     assert!(pairs >= 1, "{summary}");
 
     // The three outputs it names exist where README says, and say the same.
@@ -321,14 +324,15 @@ fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform()
     let models = Models { features: &features, pairs: Some(&truth) };
     let (summary, _) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
     out.finish().unwrap();
-    assert!(summary.tracked >= 20 && !summary.not_tracked.contains_key("no_mount"), "{summary:?}");
+    let tracked = summary.get(Counter::FramesTracked);
+    assert!(tracked >= 20 && summary.get(Counter::FramesNoMount) == 0, "{summary:?}");
 
     let mount = Transform::<Cam1, Cam2>::new(
         nalgebra::Rotation3::from_matrix(&nalgebra::Matrix3::new(0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.0, -1.0, 0.0)),
         nalgebra::Vector3::new(0.3, 0.0, 0.2),
     );
     let checked = odometry_against_the_renderer(&out_path, "base_link", &mount, &mount.inverse());
-    assert_eq!(checked, summary.tracked as usize);
+    assert_eq!(checked, tracked as usize);
 }
 
 /// Checks every odometry message of a replay of the sample: in `odom`, of `child`, at the pose

@@ -16,6 +16,7 @@ use sp_dust3r_core::backend::{BackendError, PairOutput, PairReconstructor, PairR
 use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::cancel::Cancel;
+use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r_core::eval::{evaluate_bag, parse_tum, pose_at, Camera, StampedPose, World};
@@ -212,19 +213,23 @@ fn real_frames_are_tracked_against_the_motion_capture() {
     out.finish().unwrap();
     assert!(stopped.is_none());
     let n = associations().len() - FIRST;
-    assert_eq!(summary.frames as usize, n);
-    assert_eq!(summary.poses, summary.pairs, "every pair of depth pointmaps has a pose");
-    assert_eq!(summary.unchained, 0, "every pair joins the chain");
+    let pairs = summary.get(Counter::PairsDone);
+    assert_eq!(summary.get(Counter::FramesIn) as usize, n);
+    assert_eq!(summary.poses(), pairs, "every pair of depth pointmaps has a pose");
+    assert_eq!(summary.get(Counter::PairsUnchained), 0, "every pair joins the chain");
 
     let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
     let report = evaluate_bag(&out_path, &gt, 0.02, sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1)).unwrap();
     let t = report.trajectory.as_ref().expect("the odometry is scored");
-    let before = summary.not_tracked.get("no_map").copied().unwrap_or(0);
+    let before = summary.get(Counter::FramesBeforeMap);
     eprintln!(
         "TUM fr3/long_office_household, {n} frames, {} pairs: {t} ({before} before the first pair, not tracked {:?}), keyframe gaps {:?}, AUC@5 {:.3}",
-        summary.pairs, summary.not_tracked, summary.keyframe_gaps, report.auc[0]
+        pairs,
+        summary.get(Counter::FramesNotTracked),
+        summary.keyframe_gaps,
+        report.auc[0]
     );
-    assert_eq!(summary.tracked + before, n as u64, "every frame after the first pair is tracked");
+    assert_eq!(summary.get(Counter::FramesTracked) + before, n as u64, "every frame after the first pair is tracked");
     assert!(before <= 5, "the first pair joins at frame {before}");
     assert_eq!(t.num_scored, t.num_tracked);
     // The hand-held camera moves about 2 cm in these 0.4 s, so a share of the path (and the

@@ -11,6 +11,7 @@ use sp_dust3r_core::bag::export::export_ply;
 use sp_dust3r_core::bag::replay::{choose_topics, output_topic, replay, Models, ReplaySummary};
 use sp_dust3r_core::bag::{open_bag, BagWriter};
 use sp_dust3r_core::cancel::Cancel;
+use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r_core::eval::evaluate_bag;
 use sp_dust3r_core::outputs::OutputKind;
@@ -146,8 +147,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let show = |s: &ReplaySummary| {
-        bar.set_position(s.frames);
-        bar.set_message(format!("{} keyframes, {} pairs, {} poses", s.keyframes, s.pairs, s.poses));
+        bar.set_position(s.get(Counter::FramesIn));
+        bar.set_message(format!(
+            "{} keyframes, {} pairs, {} poses",
+            s.get(Counter::Keyframes),
+            s.get(Counter::PairsDone),
+            s.poses()
+        ));
     };
     let models = Models { features: features.as_ref(), pairs: dust3r.as_deref() };
     let result = replay(&files, &cameras, &mut out, models, &params, &cancel, show);
@@ -157,10 +163,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (summary, stopped) = result?;
     let stats = |v: &[f64]| json!({"median": super::median(v), "p95": p95(v), "count": v.len()});
     let mut report = json!({
-        "out": out_path.display().to_string(), "image_topic": cameras.image, "frames": summary.frames, "bad_frames": summary.bad_frames,
-        "errors": summary.errors, "keyframes": summary.keyframes, "pairs": summary.pairs, "poses": summary.poses,
-        "tracked": summary.tracked, "not_tracked": summary.not_tracked, "keyframes_on_chain": summary.chained,
-        "pairs_off_chain": summary.unchained,
+        "out": out_path.display().to_string(), "image_topic": cameras.image,
+        "counters": summary.counters(), "poses": summary.poses(),
         "keyframe_gap": {
             "median_deg": super::median(&summary.keyframe_gaps.iter().map(|g| g.0).collect::<Vec<_>>()),
             "median_units": super::median(&summary.keyframe_gaps.iter().map(|g| g.1).collect::<Vec<_>>()),
@@ -188,14 +192,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(e) = stopped {
         println!("{report}");
-        bail!("{e}; the {} frames before it are in {}", summary.frames, out_path.display());
+        bail!("{e}; the {} frames before it are in {}", summary.get(Counter::FramesIn), out_path.display());
     }
     if summary.interrupted {
         report["interrupted"] = json!(true);
         println!("{report}");
         bail!(
             "interrupted; the {} frames before it are in {} (finished, readable)",
-            summary.frames,
+            summary.get(Counter::FramesIn),
             out_path.display()
         );
     }

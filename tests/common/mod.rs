@@ -240,7 +240,7 @@ pub fn interrupt_mid_pair(dir: &std::path::Path, setup: &str, params: &str) -> f
         "ip link set lo up || exit 90\n\
          spid=\n\
          {setup}\
-         RUST_LOG=info,sp_dust3r_node::node=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+         RUST_LOG=info,sp_dust3r_core::pipeline=debug HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
            -p superpoint_weights:={weights} -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 {params} > {log} 2>&1 &\n\
          pid=$!\n\
          {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 30 > {dir}/peer.out 2>&1 &\n\
@@ -324,6 +324,6 @@ pub fn run_with_test_weights(cmd: &mut std::process::Command, dir: &std::path::P
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(run.status.success(), "{stderr}");
     let summary: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON summary");
-    assert_eq!(summary["frames"].as_u64(), Some(40), "{summary}");
+    assert_eq!(summary["counters"]["frames_in"].as_u64(), Some(40), "{summary}");
     (summary, stderr)
 }

@@ -71,7 +71,7 @@ struct PriorityArgs {
     #[arg(long, default_value_t = 19)]
     nice: i32,
     /// The pairs' guaranteed share of the time in the last phase (the node's dust3r_cpu_share).
-    #[arg(long, default_value_t = sp_dust3r_core::pipeline::priority::DEFAULT_BACKGROUND_SHARE)]
+    #[arg(long, default_value_t = sp_dust3r_core::workers::priority::DEFAULT_BACKGROUND_SHARE)]
     share: f64,
 }
 
@@ -497,7 +497,7 @@ fn camera_stream(
             let out = sp.net().forward(plane, h, w)?;
             sp.postprocess(&out, &params)?;
             latencies_ms.push(arrived.elapsed().as_secs_f64() * 1e3);
-            rest_until = Some(Instant::now() + sp_dust3r_core::pipeline::priority::rest_after(t.elapsed(), rest_share));
+            rest_until = Some(Instant::now() + sp_dust3r_core::workers::priority::rest_after(t.elapsed(), rest_share));
         }
         let sent = camera.join().map_err(|_| anyhow::anyhow!("the camera thread panicked"))?;
         let pairs = match pairs {
@@ -510,7 +510,7 @@ fn camera_stream(
 
 fn priority(args: PriorityArgs) -> anyhow::Result<()> {
     use sp_dust3r_core::dust3r::{synthetic, Dust3r};
-    use sp_dust3r_core::pipeline::priority::BackgroundPool;
+    use sp_dust3r_core::workers::priority::BackgroundPool;
     use std::sync::atomic::{AtomicBool, Ordering};
     let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
     let sp = SuperPoint::load(&resolved.dir)?;
@@ -740,9 +740,9 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
 fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     use sp_dust3r_core::dust3r::{prepare, PrepMode};
     use sp_dust3r_core::geometry::{pnp::solve_pnp_ransac, Intrinsics};
-    use sp_dust3r_core::pipeline::matching::match_descriptors;
-    use sp_dust3r_core::pipeline::tracking::{point_at, track, FrameCam, KeyframeCam, TrackTarget, TrackingParams};
     use sp_dust3r_core::sample::{camera_pose, render, true_pointmap, FOCAL, HEIGHT, WIDTH};
+    use sp_dust3r_core::vo::matching::match_descriptors;
+    use sp_dust3r_core::vo::tracking::{point_at, track, FrameCam, KeyframeCam, TrackTarget, TrackingParams};
 
     let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
     let model = SuperPoint::load(&resolved.dir)?;

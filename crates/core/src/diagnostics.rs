@@ -82,11 +82,13 @@ counters! {
     /// Frames placed on the keyframe chain.
     FramesTracked => "frames_tracked", false;
     /// Frames not tracked once the chain existed (too few matches, points or inliers).
-    FramesLost => "frames_not_tracked", false;
+    FramesNotTracked => "frames_not_tracked", false;
     /// Frames before the chain's first pair (nothing to track against yet).
     FramesBeforeMap => "frames_before_first_pair", false;
     /// Tracked frames held back while base_frame's transform to the camera is unknown.
     FramesNoMount => "frames_waiting_for_tf_static", false;
+    /// Frames taken as keyframes (each after the first starts a pair).
+    Keyframes => "keyframes", false;
     /// Keyframes put on the chain.
     KeyframesChained => "keyframes_on_chain", false;
     /// Pairs that could not join the chain.
@@ -149,7 +151,7 @@ impl Stats {
     }
 
     /// The errors counted by kind so far.
-    fn by_kind(&self) -> BTreeMap<String, u64> {
+    pub fn by_kind(&self) -> BTreeMap<String, u64> {
         self.by_kind.lock().map(|m| m.clone()).unwrap_or_default()
     }
 }
@@ -473,7 +475,7 @@ fn tracking_status(
     let window = Duration::from_secs_f64(r.limits.window);
     let mut t = Task::new();
     let (tracked, _) = h.growth(Counter::FramesTracked, window);
-    let (lost, _) = h.growth(Counter::FramesLost, window);
+    let (lost, _) = h.growth(Counter::FramesNotTracked, window);
     let (waiting, _) = h.growth(Counter::FramesNoMount, window);
     if lost > 0 {
         t.raise(
@@ -488,7 +490,7 @@ fn tracking_status(
         s,
         &[
             Counter::FramesTracked,
-            Counter::FramesLost,
+            Counter::FramesNotTracked,
             Counter::FramesBeforeMap,
             Counter::FramesNoMount,
             Counter::KeyframesChained,
@@ -672,7 +674,7 @@ mod tests {
             }
             let lost = if i == 10 { 3 } else { 0 };
             s.add(if i < 2 { Counter::FramesBeforeMap } else { Counter::FramesTracked }, 10 - lost);
-            s.add(Counter::FramesLost, lost);
+            s.add(Counter::FramesNotTracked, lost);
         };
         let (s, h) = run(20, each);
         let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");

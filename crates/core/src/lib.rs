@@ -25,7 +25,9 @@ pub mod sample;
 pub mod superpoint;
 pub mod tensor;
 pub mod throttle;
+pub mod vo;
 pub mod weights;
+pub mod workers;
 
 /// Keeps freed memory in the process for reuse. Every frame allocates the same few-MB buffers;
 /// with glibc's defaults each of them is a fresh mmap whose pages fault in on first touch, which

@@ -34,31 +34,23 @@ use crate::dds::Dds;
 use crate::param_services::{ParamServiceError, ParamServices};
 use crate::rosout;
 use sp_dust3r_core::backend::build::{build_dust3r, build_superpoint, BackendKind, BuildError, BuildProgress};
-use sp_dust3r_core::backend::{BackendHealth, FeatureExtractor, PairOutput, PairReconstructor};
+use sp_dust3r_core::backend::{BackendHealth, FeatureExtractor, PairReconstructor};
 use sp_dust3r_core::cancel::Cancel;
 use sp_dust3r_core::diagnostics::{diagnostics, Counter, History, ModelStatus, Report, Stats};
 use sp_dust3r_core::image::Frame;
-use sp_dust3r_core::msg::tf_static::StaticTransforms;
 use sp_dust3r_core::msg::{
     builtin_interfaces, diagnostic_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, std_msgs, tf2_msgs, CdrError,
     RosMessage,
 };
-use sp_dust3r_core::outputs::odom::{stamp_of, Mount, OdomOutputs};
-use sp_dust3r_core::outputs::{
-    check_camera_info, frame_outputs, known_camera, pair_outputs, Output, OutputKind, OutputSink,
-};
+use sp_dust3r_core::outputs::{Output, OutputKind, OutputSink};
 use sp_dust3r_core::params::args::RosArgs;
 use sp_dust3r_core::params::qos::WriterQos;
 use sp_dust3r_core::params::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
-use sp_dust3r_core::params::{NodeParams, ParamError, ParamStore};
-use sp_dust3r_core::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
-use sp_dust3r_core::pipeline::loading::{Loader, Phase};
-use sp_dust3r_core::pipeline::map::{grow, VoxelMap};
-use sp_dust3r_core::pipeline::odometry::{track_frame, Odometry, PairView, TOriginFrame};
-use sp_dust3r_core::pipeline::priority::{rest_after, BackgroundPool};
-use sp_dust3r_core::pipeline::slot::LatestSlot;
-use sp_dust3r_core::pipeline::tracking::NotTracked;
-use sp_dust3r_core::superpoint::Keypoints;
+use sp_dust3r_core::params::{ParamError, ParamStore};
+use sp_dust3r_core::pipeline::{PairDone, PairJob, PairSide, Pipeline};
+use sp_dust3r_core::workers::loading::{BackgroundLoad, Phase};
+use sp_dust3r_core::workers::priority::{rest_after, BackgroundPool};
+use sp_dust3r_core::workers::slot::LatestSlot;
 
 /// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -255,10 +247,9 @@ pub fn outputs_node_name(node_name: &str) -> String {
     format!("{node_name}_outputs")
 }
 
-impl OutputSink for &Publishers {
-    type Error = PublishError;
-
-    fn emit(&mut self, output: Output) -> Result<(), PublishError> {
+impl Publishers {
+    /// Sends an output on its writer.
+    fn emit(&self, output: Output) -> Result<(), PublishError> {
         let kind = output.kind();
         let cdr = output.to_cdr().map_err(|source| PublishError::Encode { topic: kind.topic(), source })?;
         Ok(self.writer(kind).write(&cdr)?)
@@ -266,87 +257,73 @@ impl OutputSink for &Publishers {
 }
 
 /// A frame as it arrived.
-#[derive(Clone)]
 struct Input {
     header: std_msgs::Header,
     frame: Arc<Frame>,
 }
 
-/// A keyframe: its frame, and its keypoints for the chain.
-#[derive(Clone)]
-struct Keyframe {
-    input: Input,
-    keypoints: Arc<Keypoints>,
+/// Where the node's pipeline puts its outputs: the Cyclone writers. What DDS does not take is
+/// counted, not fatal.
+struct Sink<'a> {
+    publishers: &'a Publishers,
+    stats: &'a Stats,
 }
 
-/// A keyframe pair waiting for DUSt3R.
-struct PairJob {
-    first: Keyframe,
-    second: Keyframe,
-    camera_info: Option<sensor_msgs::CameraInfo>,
-    /// The chain it was made for (see [`Shared::chain`]).
-    chain: u64,
+impl OutputSink for Sink<'_> {
+    type Error = std::convert::Infallible;
+
+    fn emit(&mut self, output: Output) -> Result<(), Self::Error> {
+        let debug = matches!(output, Output::DebugImage(_));
+        match self.publishers.emit(output) {
+            Ok(()) if debug => self.stats.bump(Counter::DebugImages),
+            Ok(()) => {}
+            Err(e) => {
+                self.stats.bump(Counter::PublishErrors);
+                tracing::debug!("{e}: {:?}", std::error::Error::source(&e));
+            }
+        }
+        Ok(())
+    }
+
+    /// The debug image is drawn only while someone reads it.
+    fn wants(&self, kind: OutputKind) -> bool {
+        kind != OutputKind::DebugImage || self.publishers.wanted(kind)
+    }
 }
 
 /// What the DDS loop and the two workers share.
 struct Shared {
-    /// The parameters as loaded; the store has them after any `ros2 param set`.
-    initial: NodeParams,
+    /// The parameter services change the store; the pipeline gets every change.
     store: Arc<Mutex<ParamStore>>,
-    stats: Stats,
+    pipeline: Pipeline,
     frames: LatestSlot<Input>,
     pairs: LatestSlot<PairJob>,
-    camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
-    /// The keyframe chain: tracked against on the SuperPoint worker, grown on the DUSt3R one.
-    odometry: Mutex<Odometry<Keyframe>>,
-    /// Which chain is current: a new one starts when input time goes backwards (a bag looped),
-    /// and pairs made for an older one, and the map of it, are left behind.
-    chain: std::sync::atomic::AtomicU64,
-    /// The odometry outputs (the last tracked pose, the camera's mount).
-    odom: Mutex<OdomOutputs>,
-    /// /tf_static as received (the camera's mount, with base_frame).
-    tree: Mutex<StaticTransforms>,
-    superpoint: Arc<Loader<dyn FeatureExtractor>>,
-    dust3r: Arc<Loader<dyn PairReconstructor>>,
+    superpoint: Arc<BackgroundLoad<dyn FeatureExtractor>>,
+    dust3r: Arc<BackgroundLoad<dyn PairReconstructor>>,
     /// The DUSt3R worker is on a pair (the SuperPoint worker then leaves it its share).
     pair_in_flight: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
-    /// The tunable parameters as the workers see them now.
-    fn current(&self) -> NodeParams {
-        self.store.lock().map(|s| s.params().clone()).unwrap_or_else(|_| self.initial.clone())
-    }
-
-    /// Emits outputs, counting what DDS did not take and the debug images it did.
-    fn emit(&self, publishers: &Publishers, outputs: Vec<Output>) {
-        let mut sink = publishers;
-        for output in outputs {
-            let debug = matches!(output, Output::DebugImage(_));
-            match sink.emit(output) {
-                Ok(()) if debug => self.stats.bump(Counter::DebugImages),
-                Ok(()) => {}
-                Err(e) => {
-                    self.stats.bump(Counter::PublishErrors);
-                    tracing::debug!("{e}: {:?}", std::error::Error::source(&e));
-                }
-            }
-        }
+    fn sink<'a>(&'a self, publishers: &'a Publishers) -> Sink<'a> {
+        Sink { publishers, stats: self.pipeline.stats() }
     }
 }
 
-/// SuperPoint worker, once the model is ready: keypoints for every frame it takes, keyframes,
-/// pair jobs for DUSt3R (unless DUSt3R cannot run).
+/// SuperPoint worker, once the model is ready: the pipeline's frame side on every frame it
+/// takes; the pairs it starts go to the DUSt3R worker (unless DUSt3R cannot run).
 fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     let Some(features) = shared.superpoint.wait(stop) else {
         shared.pairs.close();
         return;
     };
-    let stats = &shared.stats;
-    let mut keyframes: KeyframeSelector<Keyframe> = KeyframeSelector::new(shared.initial.keyframe_policy());
+    let (pipeline, stats) = (&shared.pipeline, shared.pipeline.stats());
+    let mut side = pipeline.frame_side();
+    let mut sink = shared.sink(publishers);
     // With both models on the CPU, a pair in flight is guaranteed `dust3r_cpu_share` of the
     // time: after each frame this worker rests before it takes the next (see `rest_after`).
-    let on_shared_cores = [shared.initial.superpoint_backend, shared.initial.dust3r_backend] == [BackendKind::Cpu; 2];
+    let p = pipeline.params();
+    let on_shared_cores = [p.superpoint_backend, p.dust3r_backend] == [BackendKind::Cpu; 2];
     let mut rest_until = None;
     loop {
         if let Some(until) = rest_until.take().filter(|_| shared.pair_in_flight.load(Ordering::Relaxed)) {
@@ -356,140 +333,28 @@ fn superpoint_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
                 stats.add(Counter::SuperPointRestMs, pause.as_millis() as u64);
             }
         }
-        let Some(input) = shared.frames.next() else { break };
-        let p = shared.current();
-        keyframes.set_policy(p.keyframe_policy());
+        let Some(Input { header, frame }) = shared.frames.next() else { break };
         let t = Instant::now();
-        work_on_frame(shared, publishers, &p, features.as_ref(), &mut keyframes, input);
+        let pairs = !matches!(shared.dust3r.phase(), Phase::Failed(_));
+        let Ok(done) = pipeline.on_frame(&mut side, header, frame, features.as_ref(), pairs, &mut sink);
+        if done.pair.is_some_and(|job| shared.pairs.put(job)) {
+            stats.bump(Counter::PairDrops);
+        }
         if on_shared_cores {
-            rest_until = Some(Instant::now() + rest_after(t.elapsed(), p.dust3r_cpu_share));
+            rest_until = Some(Instant::now() + rest_after(t.elapsed(), pipeline.params().dust3r_cpu_share));
         }
     }
     shared.pairs.close();
 }
 
-/// One frame on the SuperPoint worker: its keypoints out, its pose on the chain, and whether it
-/// is a keyframe (then a pair for DUSt3R).
-fn work_on_frame(
-    shared: &Shared,
-    publishers: &Publishers,
-    p: &NodeParams,
-    features: &dyn FeatureExtractor,
-    keyframes: &mut KeyframeSelector<Keyframe>,
-    input: Input,
-) {
-    let stats = &shared.stats;
-    let post = p.post_params();
-    let t = Instant::now();
-    match features.detect(&input.frame, &post) {
-        Ok(kp) => {
-            stats.superpoint_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
-            stats.bump(Counter::FramesDone);
-            let debug = publishers.wanted(OutputKind::DebugImage).then_some(&post);
-            shared.emit(publishers, frame_outputs(&input.header, &input.frame, &kp, debug));
-            if !matches!(shared.dust3r.phase(), Phase::Failed(_)) {
-                let camera_info = shared.camera_info.lock().ok().and_then(|c| c.clone());
-                let keyframe = Keyframe { input, keypoints: Arc::new(kp) };
-                let tracked = track(shared, publishers, p, &keyframe, camera_info.as_ref());
-                let stamp = keyframe.input.header.stamp.seconds();
-                match keyframes.decide(stamp, &keyframe.keypoints, &keyframe) {
-                    KeyframeDecision::Skip { .. } => {}
-                    KeyframeDecision::First => {
-                        // The first frame, or time went backwards (a bag looped): a new chain.
-                        if let (Ok(mut o), Ok(mut out)) = (shared.odometry.lock(), shared.odom.lock()) {
-                            o.reset();
-                            out.reset();
-                            shared.chain.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    KeyframeDecision::New { previous, .. } => {
-                        // Paired with the chain's newest keyframe, so the pair can join it.
-                        let first = shared.odometry.lock().ok().and_then(|mut o| {
-                            if let Some(pose) = tracked {
-                                o.keyframe_tracked(stamp_of(&keyframe.input.header.stamp), pose);
-                            }
-                            o.anchor().map(|a| a.payload.clone())
-                        });
-                        let chain = shared.chain.load(Ordering::Relaxed);
-                        let job = PairJob { first: first.unwrap_or(previous), second: keyframe, camera_info, chain };
-                        if shared.pairs.put(job) {
-                            stats.bump(Counter::PairDrops);
-                        }
-                    }
-                }
-            }
-        }
-        // The server is down or starting and there is no CPU fallback: paused, and
-        // /diagnostics says why (the link logs its state changes).
-        Err(e) if e.is_unavailable() => stats.bump(Counter::SuperPointPaused),
-        Err(e) => {
-            stats.bump(Counter::SuperPointErrors);
-            stats.count_kind("superpoint", e.kind());
-            sp_dust3r_core::warn_throttled!("SuperPoint: {e}");
-        }
-    }
-}
-
-/// Places a frame on the keyframe chain (the chain's lock is held only to take its newest
-/// keyframe) and publishes its odometry and TF; counts what was not tracked and why. Returns
-/// the frame's pose on the chain.
-fn track(
-    shared: &Shared,
-    publishers: &Publishers,
-    p: &NodeParams,
-    frame: &Keyframe,
-    camera_info: Option<&sensor_msgs::CameraInfo>,
-) -> Option<TOriginFrame> {
-    let stats = &shared.stats;
-    let anchor = shared.odometry.lock().ok()?.anchor();
-    let k = known_camera(camera_info, &frame.input.frame).map(|k| k.intrinsics());
-    let header = &frame.input.header;
-    match track_frame(anchor.as_deref(), &frame.keypoints, k, &p.odometry_params().tracking) {
-        Ok(fp) => {
-            let mut odom = shared.odom.lock().ok()?;
-            if let (None, Some(base)) = (&odom.mount, &p.base_frame) {
-                odom.mount = shared
-                    .tree
-                    .lock()
-                    .ok()?
-                    .lookup(base, &header.frame_id)
-                    .map(|t_base_cam| Mount { base_frame: base.clone(), t_base_cam });
-                if odom.mount.is_none() {
-                    stats.bump(Counter::FramesNoMount);
-                    sp_dust3r_core::warn_throttled!(
-                        "no {TF_STATIC} transform from {base} to {} yet: odometry waits for it",
-                        header.frame_id
-                    );
-                    return Some(fp.t_origin_frame);
-                }
-            }
-            stats.bump(Counter::FramesTracked);
-            let outputs = odom.frame(header, &fp.t_origin_frame, p.publish_tf);
-            drop(odom);
-            shared.emit(publishers, outputs);
-            Some(fp.t_origin_frame)
-        }
-        Err(NotTracked::NoMap) => {
-            stats.bump(Counter::FramesBeforeMap);
-            None
-        }
-        Err(e) => {
-            stats.bump(Counter::FramesLost);
-            stats.count_kind("tracking", e.kind());
-            sp_dust3r_core::warn_throttled!(key = e.kind(); "frame stamped {:.3} not tracked: {e}", header.stamp.seconds());
-            None
-        }
-    }
-}
-
-/// DUSt3R worker, once the model is ready: the newest keyframe pair's cloud and pose, then the
-/// pair joins the keyframe chain and the path and the map go out. A pair in flight at shutdown
-/// is abandoned (the CPU model checks `stop` between blocks) and publishes nothing.
+/// DUSt3R worker, once the model is ready: the pipeline's pair side on the newest keyframe
+/// pair. A pair in flight at shutdown is abandoned (the CPU model checks `stop` between blocks)
+/// and publishes nothing.
 fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
     let Some(model) = shared.dust3r.wait(stop) else { return };
     // Pairs run on threads of their own below SuperPoint's priority, so that a frame never waits
     // for a pair's blocks on the shared cores.
-    let nice = shared.initial.dust3r_nice;
+    let nice = shared.pipeline.params().dust3r_nice;
     match BackgroundPool::new("dust3r", 0, nice) {
         Ok(pool) => {
             tracing::info!("DUSt3R runs on {} threads at nice +{nice} below SuperPoint's", pool.threads());
@@ -503,61 +368,14 @@ fn dust3r_worker(shared: &Shared, publishers: &Publishers, stop: &Cancel) {
 }
 
 fn dust3r_loop(shared: &Shared, publishers: &Publishers, stop: &Cancel, model: &dyn PairReconstructor) {
-    let stats = &shared.stats;
     // The map lives on this thread only: growing it never holds up a frame.
-    let (mut map, mut map_chain) = (None, 0);
+    let mut side = PairSide::default();
+    let mut sink = shared.sink(publishers);
     while let Some(job) = shared.pairs.next() {
         let _in_flight = InFlight::mark(&shared.pair_in_flight);
-        if job.chain != map_chain {
-            (map, map_chain) = (None, job.chain);
-        }
-        let p = shared.current();
-        let t = Instant::now();
-        let (a, b) = (&job.first.input, &job.second.input);
-        let first = (&a.header, a.frame.as_ref());
-        let second = (&b.header, b.frame.as_ref());
-        let stamps = (a.header.stamp.seconds(), b.header.stamp.seconds());
-        tracing::debug!("DUSt3R: pair {:.3} -> {:.3} started", stamps.0, stamps.1);
-        let result = pair_outputs(model, first, second, job.camera_info.as_ref(), &p);
-        if result.as_ref().is_err_and(|e| e.is_cancelled()) || stop.is_cancelled() {
-            let elapsed = t.elapsed().as_secs_f64();
-            let what = if result.is_ok() { "finished" } else { "abandoned" };
-            tracing::info!(
-                "DUSt3R: pair {:.3} -> {:.3} {what} after {elapsed:.2} s: shutting down",
-                stamps.0,
-                stamps.1
-            );
+        let Ok(done) = shared.pipeline.on_pair(&mut side, &job, model, stop, &mut sink);
+        if done == PairDone::Abandoned {
             break;
-        }
-        match result {
-            Ok(out) => {
-                if out.camera_info_mismatch {
-                    stats.bump(Counter::CameraInfoMismatch);
-                    sp_dust3r_core::warn_throttled!(
-                        "camera_info is for another image size than the frames; estimating the focal instead"
-                    );
-                }
-                stats.dust3r_ms.store(t.elapsed().as_millis() as u64, Ordering::Relaxed);
-                stats.bump(Counter::PairsDone);
-                tracing::debug!(
-                    "DUSt3R: pair {:.3} -> {:.3} done in {:.2} s",
-                    stamps.0,
-                    stamps.1,
-                    t.elapsed().as_secs_f64()
-                );
-                if let Some(reason) = &out.no_pose {
-                    stats.bump(Counter::NoPose);
-                    tracing::warn!("no pose for the pair: {reason}");
-                }
-                shared.emit(publishers, out.outputs);
-                join_chain(shared, publishers, &p, &job, &out.geometry, &mut map);
-            }
-            Err(e) if e.is_unavailable() => stats.bump(Counter::Dust3rPaused),
-            Err(e) => {
-                stats.bump(Counter::Dust3rErrors);
-                stats.count_kind("dust3r", e.kind());
-                sp_dust3r_core::warn_throttled!("DUSt3R: {e}");
-            }
         }
     }
 }
@@ -578,102 +396,27 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A reconstructed pair joins the keyframe chain (prepared outside the chain's lock, added under
-/// it), then, outside it, the map grows and the path and the map go out.
-fn join_chain(
-    shared: &Shared,
-    publishers: &Publishers,
-    p: &NodeParams,
-    job: &PairJob,
-    out: &PairOutput,
-    map: &mut Option<VoxelMap>,
-) {
-    let stats = &shared.stats;
-    // The chain counter changes under the chain's lock: read under it, it is the chain's.
-    let current = |_: &Odometry<Keyframe>| {
-        let same = job.chain == shared.chain.load(Ordering::Relaxed);
-        if !same {
-            tracing::debug!("a pair made before input time went back does not join the new chain");
-        }
-        same
-    };
-    let view = |k: &Keyframe| PairView {
-        stamp: stamp_of(&k.input.header.stamp),
-        payload: k.clone(),
-        keypoints: k.keypoints.as_ref().clone(),
-    };
-    // The chain's lock is held to look the anchor up and to add, not for the depth ratio.
-    let Some((anchor, scale_confidence)) = shared
-        .odometry
-        .lock()
-        .ok()
-        .filter(|o| current(o))
-        .map(|o| (o.anchor_of(stamp_of(&job.first.input.header.stamp)), o.params().scale_confidence))
-    else {
-        return;
-    };
-    let joining = Odometry::join(anchor, view(&job.first), view(&job.second), out, scale_confidence);
-    let Ok(mut odometry) = shared.odometry.lock() else { return };
-    if !current(&odometry) {
-        return;
-    }
-    let (added, path) = match joining.and_then(|j| odometry.commit(j)) {
-        Ok(joined) => {
-            let added: Vec<_> = joined.added.iter().filter_map(|&k| odometry.keyframe(k).cloned()).collect();
-            stats.add(Counter::KeyframesChained, added.len() as u64);
-            if let Some((deg, units)) = joined.disagreement {
-                tracing::debug!(
-                    "keyframe: pair and tracking {deg:.2} deg, {units:.4} apart (scale {:.3})",
-                    joined.scale
-                );
-            }
-            (added, odometry.path().to_vec())
-        }
-        Err(e) => {
-            stats.bump(Counter::PairsUnchained);
-            sp_dust3r_core::warn_throttled!("the pair does not join the keyframe chain: {e}");
-            return;
-        }
-    };
-    drop(odometry);
-    if let Err(e) = grow(map, added.iter().map(|k| k.as_ref()), &p.map_settings()) {
-        sp_dust3r_core::warn_throttled!("map: {e}");
-    }
-    let outputs = match shared.odom.lock() {
-        // With base_frame, nothing goes out until the camera's mount is known.
-        Ok(odom) if p.base_frame.is_none() || odom.mount.is_some() => {
-            odom.chain(&job.second.input.header.frame_id, &path, map.as_ref())
-        }
-        _ => return,
-    };
-    shared.emit(publishers, outputs);
-}
-
 /// Most samples one input topic gives one turn of the DDS loop (the newest frame wins anyway;
 /// the bound keeps a flooding writer from starving the other topics).
 const MAX_TAKE: usize = 1000;
 
 /// Takes the waiting samples of `sub` (on `topic`) into `each`. A sample that does not decode
-/// as the topic's type is counted on /diagnostics, by topic, and logged (throttled), never
-/// dropped silently; the reader has moved past it, so the next one is taken.
+/// as the topic's type is counted and reported by the pipeline, never dropped silently; the
+/// reader has moved past it, so the next one is taken. Returns whether there was any.
 fn take_all<T: serde::de::DeserializeOwned + 'static>(
     sub: &Subscription<Dds<T>>,
     topic: &str,
-    stats: &Stats,
+    pipeline: &Pipeline,
     mut each: impl FnMut(T),
-) {
-    for _ in 0..MAX_TAKE {
+) -> bool {
+    for n in 0..MAX_TAKE {
         match sub.take() {
             Ok(Some((Dds(msg), _))) => each(msg),
-            Ok(None) => return,
-            Err(e) => {
-                stats.bump(Counter::MalformedSamples);
-                stats.count_kind("malformed", &topic.trim_start_matches('/').replace('/', "_"));
-                sp_dust3r_core::warn_throttled!(key = topic;
-                    "a sample on {topic} does not decode as its type (another message definition?): {e}");
-            }
+            Ok(None) => return n > 0,
+            Err(e) => pipeline.on_malformed(topic, &e),
         }
     }
+    true
 }
 
 /// The node's DDS inputs (each with its resolved topic) and its own outputs besides the
@@ -700,97 +443,27 @@ struct Loop<'a> {
     camera_info_topic: &'a str,
 }
 
-/// The DDS loop: newest frame wins; camera info and clock kept; parameter requests answered;
-/// log records to /rosout; diagnostics at 1 Hz. Returns when `stop` is set.
+/// The DDS loop: newest frame wins; camera info and clock kept; parameter requests answered
+/// (and the pipeline given every change); log records to /rosout; diagnostics at 1 Hz. Returns
+/// when `stop` is set.
 fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
-    let stats = &shared.stats;
-    let use_sim_time = shared.initial.use_sim_time;
+    let use_sim_time = shared.pipeline.params().use_sim_time;
     let mut sim_time: Option<builtin_interfaces::Time> = None;
     let mut last_diag = Instant::now();
     let mut history = History::new(last_diag);
     while !stop.is_cancelled() {
-        let mut got = false;
-        // Every frame is counted; a bad one is reported and skipped, never fatal.
-        let mut accept = |header: std_msgs::Header, frame: Result<Frame, sp_dust3r_core::image::ImageError>| {
-            got = true;
-            stats.bump(Counter::FramesIn);
-            match frame {
-                Ok(frame) => {
-                    if shared.frames.put(Input { header, frame: Arc::new(frame) }) {
-                        stats.bump(Counter::FrameDrops);
-                    }
-                }
-                Err(e) => {
-                    stats.bump(Counter::BadFrames);
-                    sp_dust3r_core::warn_throttled!(
-                        "dropping a frame stamped {}.{:09}: {e}",
-                        header.stamp.sec,
-                        header.stamp.nanosec
-                    );
-                }
-            }
-        };
-        if let Some((sub, topic)) = &l.io.raw {
-            take_all(sub, topic, stats, |msg| {
-                let bigendian = msg.is_bigendian != 0;
-                let frame =
-                    Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, bigendian, msg.data);
-                accept(msg.header, frame);
-            });
-        }
-        if let Some((sub, topic)) = &l.io.compressed {
-            take_all(sub, topic, stats, |msg| {
-                let frame = Frame::decode(&msg.data);
-                accept(msg.header, frame);
-            });
-        }
-        let (sub, topic) = &l.io.camera_info;
-        take_all(sub, topic, stats, |info| match check_camera_info(&info) {
-            Ok(()) => {
-                if let Ok(mut c) = shared.camera_info.lock() {
-                    *c = Some(info);
-                }
-            }
-            Err(e) => {
-                stats.bump(Counter::BadCameraInfo);
-                let stamp = &info.header.stamp;
-                sp_dust3r_core::warn_throttled!("ignoring camera_info stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
-            }
-        });
-        if let Some((sub, topic)) = &l.io.clock {
-            take_all(sub, topic, stats, |clock| sim_time = Some(clock.clock));
-        }
-        if let Some((sub, topic)) = &l.io.tf_static {
-            take_all(sub, topic, stats, |msg| {
-                if let Ok(mut tree) = shared.tree.lock() {
-                    tree.insert(&msg);
-                }
-            });
-        }
+        let mut got = take_inputs(&l.io, shared, &mut sim_time);
         let stamp = if use_sim_time { sim_time.clone().unwrap_or_default() } else { wall_time() };
         if l.services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
             got = true;
+            if let Ok(store) = shared.store.lock() {
+                shared.pipeline.set_params(store.params().clone());
+            }
         }
         l.forward_log_records();
         if last_diag.elapsed() >= Duration::from_secs(1) {
             last_diag = Instant::now();
-            let limits = shared.current().diagnostic_limits;
-            // The window, and the rate's 5 s when the window is shorter.
-            let keep = Duration::from_secs_f64(limits.window).max(sp_dust3r_core::diagnostics::RATE_WINDOW);
-            history.record(last_diag, stats.snapshot(), keep);
-            let report = Report {
-                fqn: l.fqn,
-                stamp,
-                limits,
-                image_topic: l.image_topic,
-                camera_info_topic: l.camera_info_topic,
-                camera_info: describe_camera_info(&shared.camera_info.lock().map(|c| c.clone()).unwrap_or_default()),
-                superpoint: model_status(&shared.superpoint, |m| (m.describe(), m.health())),
-                dust3r: model_status(&shared.dust3r, |m| (m.describe(), m.health())),
-            };
-            if l.io.diagnostics.publish(Dds(diagnostics(stats, &history, report))).is_err() {
-                stats.bump(Counter::PublishErrors);
-            }
+            l.publish_diagnostics(shared, &mut history, last_diag, stamp);
         }
         if !got {
             std::thread::sleep(Duration::from_millis(2));
@@ -798,9 +471,44 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
     }
 }
 
+/// Takes what the input topics hold: frames decoded into the slot (newest wins), the rest into
+/// the pipeline or the clock. Returns whether there was anything.
+fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interfaces::Time>) -> bool {
+    let pipeline = &shared.pipeline;
+    let accept = |header: std_msgs::Header, frame| {
+        if let Some(frame) = pipeline.on_image(&header, frame) {
+            if shared.frames.put(Input { header, frame: Arc::new(frame) }) {
+                pipeline.stats().bump(Counter::FrameDrops);
+            }
+        }
+    };
+    let mut got = false;
+    if let Some((sub, topic)) = &io.raw {
+        got |= take_all(sub, topic, pipeline, |msg| {
+            let bigendian = msg.is_bigendian != 0;
+            accept(
+                msg.header,
+                Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, bigendian, msg.data),
+            );
+        });
+    }
+    if let Some((sub, topic)) = &io.compressed {
+        got |= take_all(sub, topic, pipeline, |msg| accept(msg.header, Frame::decode(&msg.data)));
+    }
+    let (sub, topic) = &io.camera_info;
+    got |= take_all(sub, topic, pipeline, |info| pipeline.on_camera_info(info));
+    if let Some((sub, topic)) = &io.clock {
+        got |= take_all(sub, topic, pipeline, |clock| *sim_time = Some(clock.clock));
+    }
+    if let Some((sub, topic)) = &io.tf_static {
+        got |= take_all(sub, topic, pipeline, |msg| pipeline.on_static_transforms(&msg));
+    }
+    got
+}
+
 /// A model's loader as /diagnostics shows it; a ready model describes its backends anew each
 /// time (a server's state changes).
-fn model_status<M: ?Sized>(loader: &Loader<M>, ready: impl Fn(&M) -> (String, Vec<BackendHealth>)) -> ModelStatus {
+fn status_of<M: ?Sized>(loader: &BackgroundLoad<M>, ready: impl Fn(&M) -> (String, Vec<BackendHealth>)) -> ModelStatus {
     match loader.phase() {
         Phase::Loading(step) => ModelStatus::Loading { step, seconds: loader.started().elapsed().as_secs_f64() },
         Phase::Ready(m) => {
@@ -812,7 +520,7 @@ fn model_status<M: ?Sized>(loader: &Loader<M>, ready: impl Fn(&M) -> (String, Ve
 }
 
 /// Tells a model's loader how finding, downloading and loading its weights go.
-struct LoadSteps<'a, M: ?Sized>(&'a Loader<M>);
+struct LoadSteps<'a, M: ?Sized>(&'a BackgroundLoad<M>);
 
 impl<M: ?Sized + Send + Sync> sp_dust3r_core::weights::DownloadProgress for LoadSteps<'_, M> {
     fn bytes(&self, file: &str, done: u64, total: u64) {
@@ -831,7 +539,7 @@ impl<M: ?Sized + Send + Sync> BuildProgress for LoadSteps<'_, M> {
 /// in progress at shutdown must not hold the node up.
 fn load_in_background<M: ?Sized + Send + Sync + 'static>(
     model: &'static str,
-    loader: &Arc<Loader<M>>,
+    loader: &Arc<BackgroundLoad<M>>,
     build: impl FnOnce(&dyn BuildProgress) -> Result<Box<M>, BuildError> + Send + 'static,
     describe: fn(&M) -> String,
 ) {
@@ -857,6 +565,34 @@ fn load_in_background<M: ?Sized + Send + Sync + 'static>(
 }
 
 impl Loop<'_> {
+    /// /diagnostics now, from the counters' history.
+    fn publish_diagnostics(
+        &self,
+        shared: &Shared,
+        history: &mut History,
+        now: Instant,
+        stamp: builtin_interfaces::Time,
+    ) {
+        let stats = shared.pipeline.stats();
+        let limits = shared.pipeline.params().diagnostic_limits;
+        // The window, and the rate's 5 s when the window is shorter.
+        let keep = Duration::from_secs_f64(limits.window).max(sp_dust3r_core::diagnostics::RATE_WINDOW);
+        history.record(now, stats.snapshot(), keep);
+        let report = Report {
+            fqn: self.fqn,
+            stamp,
+            limits,
+            image_topic: self.image_topic,
+            camera_info_topic: self.camera_info_topic,
+            camera_info: describe_camera_info(&shared.pipeline.camera_info()),
+            superpoint: status_of(&shared.superpoint, |m| (m.describe(), m.health())),
+            dust3r: status_of(&shared.dust3r, |m| (m.describe(), m.health())),
+        };
+        if self.io.diagnostics.publish(Dds(diagnostics(stats, history, report))).is_err() {
+            stats.bump(Counter::PublishErrors);
+        }
+    }
+
     /// Log records so far to /rosout; they carry wall time, as rcl's do.
     fn forward_log_records(&self) {
         if let Some(rx) = &self.log_records {
@@ -931,26 +667,18 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let spinner = node.spinner().map_err(dds("the node's spinner"))?;
     let spin_thread = std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
     tracing::info!("node {fqn} up (input {input} with {}); loading the models", inputs.camera_info);
-    let superpoint: Arc<Loader<dyn FeatureExtractor>> = Arc::new(Loader::new("finding the weights"));
-    let dust3r: Arc<Loader<dyn PairReconstructor>> = Arc::new(Loader::new("finding the weights"));
+    let superpoint: Arc<BackgroundLoad<dyn FeatureExtractor>> = Arc::new(BackgroundLoad::new("finding the weights"));
+    let dust3r: Arc<BackgroundLoad<dyn PairReconstructor>> = Arc::new(BackgroundLoad::new("finding the weights"));
     let config = sp_dust3r_core::backend::build::BackendConfig { cancel: stop.clone(), ..params.backend_config() };
     let c = config.clone();
     load_in_background("SuperPoint", &superpoint, move |p| build_superpoint(&c, Some(p)), |m| m.describe());
     load_in_background("DUSt3R", &dust3r, move |p| build_dust3r(&config, Some(p)), |m| m.describe());
 
-    let odometry = Mutex::new(Odometry::new(params.odometry_params()));
-    let odom = Mutex::new(OdomOutputs::new(&params.odom_frame, None));
     let shared = Shared {
-        initial: params,
         store,
-        stats: Stats::default(),
+        pipeline: Pipeline::new(params),
         frames: LatestSlot::new(),
         pairs: LatestSlot::new(),
-        camera_info: Mutex::new(None),
-        odometry,
-        odom,
-        chain: std::sync::atomic::AtomicU64::new(0),
-        tree: Mutex::new(StaticTransforms::default()),
         superpoint,
         dust3r,
         pair_in_flight: std::sync::atomic::AtomicBool::new(false),
@@ -970,7 +698,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         dds_loop(&dds, &shared, &stop);
         shared.frames.close();
     });
-    let stats = &shared.stats;
+    let stats = shared.pipeline.stats();
     tracing::info!(
         "shutting down: {} frames in, {} processed, {} dropped, {} bad, {} pairs, {} errors",
         stats.get(Counter::FramesIn),

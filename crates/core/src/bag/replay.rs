@@ -1,26 +1,20 @@
-//! The offline driver: every frame of a recorded bag, in order, through the same backends,
-//! keyframe logic and conversions as the live node; outputs written to a bag with the input
-//! stamps. Deterministic (no drops, no wall clock).
+//! The offline driver: every frame of a recorded bag, in order, through the live node's
+//! pipeline ([`Pipeline`]), each pair right after the keyframe that starts it; outputs written
+//! to a bag with the input stamps. Deterministic (no drops, no wall clock).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::{BagError, BagWriter, McapFile};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::cancel::Cancel;
-use crate::image::Frame;
-use crate::msg::tf_static::StaticTransforms;
+use crate::diagnostics::{Counter, Stats};
+use crate::image::{Frame, ImageError};
 use crate::msg::{from_cdr, sensor_msgs, std_msgs, tf2_msgs, CdrError, RosMessage};
-use crate::outputs::odom::{stamp_of, Mount, OdomOutputs};
-use crate::outputs::{
-    check_camera_info, frame_outputs, known_camera, pair_outputs, CameraInfoError, Output, OutputKind, OutputSink,
-};
+use crate::outputs::{Output, OutputKind, OutputSink};
 use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
-use crate::pipeline::keyframes::{KeyframeDecision, KeyframeSelector};
-use crate::pipeline::map::grow;
-use crate::pipeline::odometry::{track_frame, Odometry, PairView};
-use crate::superpoint::Keypoints;
+use crate::pipeline::{FrameSide, PairDone, PairSide, Pipeline};
 
 /// Which input topics are the camera.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,47 +128,19 @@ impl OutputSink for BagSink<'_> {
         let bytes = output.to_cdr().map_err(|e| BagError::Write { path: topic.clone(), reason: e.to_string() })?;
         self.out.write(&topic, self.log_time, self.log_time, &bytes)
     }
+
+    /// The replay makes no debug images.
+    fn wants(&self, kind: OutputKind) -> bool {
+        kind != OutputKind::DebugImage
+    }
 }
 
-/// Why a camera message of the bag was skipped.
-#[derive(Debug, thiserror::Error)]
-pub enum SkipError {
-    /// The message is not the CDR of its type.
-    #[error(transparent)]
-    Cdr(#[from] CdrError),
-    /// The image inside cannot be used.
-    #[error(transparent)]
-    Image(#[from] crate::image::ImageError),
-    /// The camera info inside cannot be used.
-    #[error(transparent)]
-    CameraInfo(#[from] CameraInfoError),
-}
-
-/// What the replay did; per-stage times in milliseconds.
+/// What the replay did: the pipeline's counters (as /diagnostics names them) and what it
+/// measured on each frame and pair.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplaySummary {
-    /// Camera messages read.
-    pub messages: u64,
-    /// Frames read.
-    pub frames: u64,
-    /// Frames that could not be decoded.
-    pub bad_frames: u64,
-    /// Frames or pairs a model failed on, and unusable CameraInfo messages.
-    pub errors: u64,
-    /// Keyframes taken.
-    pub keyframes: u64,
-    /// Pairs reconstructed.
-    pub pairs: u64,
-    /// Pairs with a pose.
-    pub poses: u64,
-    /// Frames placed on the keyframe chain by tracking.
-    pub tracked: u64,
-    /// Frames not tracked, by reason (`no_map` before the first pair; the rest: lost).
-    pub not_tracked: std::collections::BTreeMap<&'static str, u64>,
-    /// Keyframes on the chain.
-    pub chained: u64,
-    /// Pairs that could not join the chain.
-    pub unchained: u64,
+    counts: Vec<u64>,
+    by_kind: BTreeMap<String, u64>,
     /// For keyframes tracked when they arrived: how far tracking's pose was from the pair's
     /// (degrees, chain units).
     pub keyframe_gaps: Vec<(f64, f64)>,
@@ -184,6 +150,28 @@ pub struct ReplaySummary {
     pub dust3r_ms: Vec<f64>,
     /// Stopped by `cancel` (SIGINT) before the end; what came before is in the output.
     pub interrupted: bool,
+}
+
+impl ReplaySummary {
+    /// A counter's value.
+    pub fn get(&self, c: Counter) -> u64 {
+        self.counts.get(c as usize).copied().unwrap_or(0)
+    }
+
+    /// Pairs with a pose.
+    pub fn poses(&self) -> u64 {
+        self.get(Counter::PairsDone) - self.get(Counter::NoPose)
+    }
+
+    /// Every counter by its /diagnostics key, the errors by kind among them.
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        let named = Counter::ALL.iter().map(|&c| (c.key().to_string(), self.get(c)));
+        named.chain(self.by_kind.clone()).collect()
+    }
+
+    fn take(&mut self, stats: &Stats) {
+        (self.counts, self.by_kind) = (stats.snapshot(), stats.by_kind());
+    }
 }
 
 /// The models a replay runs: SuperPoint on every frame, DUSt3R (when there is one) on the
@@ -196,12 +184,14 @@ pub struct Models<'a> {
     pub pairs: Option<&'a dyn PairReconstructor>,
 }
 
-/// A keyframe as replay keeps it: what DUSt3R needs of it and what the chain needs.
-#[derive(Clone)]
-struct Keyframe {
-    header: std_msgs::Header,
-    frame: Arc<Frame>,
-    keypoints: Arc<Keypoints>,
+/// The replay's pipeline and where it is.
+struct Replay<'a> {
+    pipeline: Pipeline,
+    frames: FrameSide,
+    pairs: PairSide,
+    models: Models<'a>,
+    cancel: &'a Cancel,
+    summary: ReplaySummary,
 }
 
 /// Replays `input` into `out`. Returns the summary, and the error that stopped it early (a
@@ -211,211 +201,117 @@ pub fn replay(
     input: &[McapFile],
     topics: &CameraTopics,
     out: &mut BagWriter,
-    Models { features, pairs }: Models<'_>,
+    models: Models<'_>,
     params: &NodeParams,
     cancel: &Cancel,
     mut progress: impl FnMut(&ReplaySummary),
 ) -> Result<(ReplaySummary, Option<BagError>), BagError> {
     let mut sink = BagSink { out, image_topic: &topics.image, log_time: 0 };
     sink.declare(&[OutputKind::Keypoints])?;
-    if pairs.is_some() {
+    if models.pairs.is_some() {
         sink.declare(&OutputKind::OF_PAIRS)?;
-    }
-    if pairs.is_some() {
         sink.declare(&OutputKind::of_trajectory(params.publish_tf))?;
     }
-    let post = params.post_params();
-    let mut keyframes: KeyframeSelector<Keyframe> = KeyframeSelector::new(params.keyframe_policy());
-    let odometry_params = params.odometry_params();
-    let mut odometry: Odometry<Keyframe> = Odometry::new(odometry_params);
-    let mut map = None;
-    let mut odom = OdomOutputs::new(&params.odom_frame, None);
-    let mut tree = StaticTransforms::default();
-    let mut camera_info: Option<sensor_msgs::CameraInfo> = None;
-    let mut s = ReplaySummary::default();
+    let pipeline = Pipeline::new(params.clone());
+    let frames = pipeline.frame_side();
+    let mut r =
+        Replay { pipeline, frames, pairs: PairSide::default(), models, cancel, summary: ReplaySummary::default() };
     for file in input {
         for m in file.messages() {
             if cancel.is_cancelled() {
-                s.interrupted = true;
-                return Ok((s, None));
+                r.summary.interrupted = true;
             }
             let m = match m {
-                Ok(m) => m,
-                Err(e) => return Ok((s, Some(e))),
+                Ok(m) if !r.summary.interrupted => m,
+                Ok(_) => return Ok((r.finish(), None)),
+                Err(e) => return Ok((r.finish(), Some(e))),
             };
-            let camera_topic = m.topic == topics.image || Some(&m.topic) == topics.camera_info.as_ref();
+            let is_image = m.topic == topics.image;
+            let is_info = Some(&m.topic) == topics.camera_info.as_ref();
             let tf_static = m.topic == TF_STATIC && m.ros_type == tf2_msgs::TFMessage::ROS_TYPE;
-            if !camera_topic && !tf_static {
+            if !(is_image || is_info || tf_static) {
                 continue;
             }
-            s.messages += 1;
             // The camera topics go through unchanged, with their own schema and QoS.
             if let Some((encoding, schema)) = &m.schema {
                 sink.out.add_topic(&m.topic, &m.ros_type, encoding, schema, Some(&m.channel_metadata))?;
             }
             sink.out.write(&m.topic, m.log_time, m.publish_time, &m.data)?;
             sink.log_time = m.log_time;
+            let p = &r.pipeline;
             if tf_static {
                 match from_cdr::<tf2_msgs::TFMessage>(&m.data) {
-                    Ok(msg) => tree.insert(&msg),
-                    Err(e) => tracing::warn!("ignoring a {TF_STATIC} message at {}: {e}", m.log_time),
+                    Ok(msg) => p.on_static_transforms(&msg),
+                    Err(e) => p.on_malformed(&m.topic, &e),
                 }
-                continue;
-            }
-            if Some(&m.topic) == topics.camera_info.as_ref() {
-                let checked = from_cdr::<sensor_msgs::CameraInfo>(&m.data)
-                    .map_err(SkipError::from)
-                    .and_then(|i| check_camera_info(&i).map(|_| i).map_err(SkipError::from));
-                match checked {
-                    Ok(i) => camera_info = Some(i),
-                    Err(e) => {
-                        s.errors += 1;
-                        tracing::warn!("ignoring a camera_info message at {}: {e}", m.log_time);
-                    }
+            } else if is_info {
+                match from_cdr::<sensor_msgs::CameraInfo>(&m.data) {
+                    Ok(info) => p.on_camera_info(info),
+                    Err(e) => p.on_malformed(&m.topic, &e),
                 }
-                continue;
-            }
-            s.frames += 1;
-            let (header, frame) = match decode_frame(&m.data, topics.compressed) {
-                Ok(x) => x,
-                Err(e) => {
-                    s.bad_frames += 1;
-                    tracing::warn!("skipping frame {} (log time {}): {e}", s.frames, m.log_time);
-                    progress(&s);
-                    continue;
-                }
-            };
-            let t = Instant::now();
-            let kp = match features.detect(&frame, &post) {
-                Ok(kp) => kp,
-                Err(e) => {
-                    s.errors += 1;
-                    tracing::warn!("SuperPoint on frame {}: {e}", s.frames);
-                    progress(&s);
-                    continue;
-                }
-            };
-            s.superpoint_ms.push(t.elapsed().as_secs_f64() * 1e3);
-            for output in frame_outputs(&header, &frame, &kp, None) {
-                sink.emit(output)?;
-            }
-            if let Some(model) = pairs {
-                let frame = Arc::new(frame);
-                let k = known_camera(camera_info.as_ref(), &frame).map(|k| k.intrinsics());
-                let tracked = track_frame(odometry.anchor().as_deref(), &kp, k, &odometry_params.tracking);
-                if let (None, Some(base)) = (&odom.mount, &params.base_frame) {
-                    odom.mount = tree
-                        .lookup(base, &header.frame_id)
-                        .map(|t_base_cam| Mount { base_frame: base.clone(), t_base_cam });
-                }
-                match &tracked {
-                    // With base_frame, nothing goes out until the camera's mount is known.
-                    Ok(_) if params.base_frame.is_some() && odom.mount.is_none() => {
-                        *s.not_tracked.entry("no_mount").or_default() += 1;
-                        crate::warn_throttled!(
-                            "no {TF_STATIC} transform from base_frame to {} yet: odometry waits for it",
-                            header.frame_id
-                        );
-                    }
-                    Ok(fp) => {
-                        s.tracked += 1;
-                        for output in odom.frame(&header, &fp.t_origin_frame, params.publish_tf) {
-                            sink.emit(output)?;
-                        }
-                    }
-                    Err(e) => *s.not_tracked.entry(e.kind()).or_default() += 1,
-                }
-                let this = Keyframe { header: header.clone(), frame, keypoints: Arc::new(kp) };
-                match keyframes.decide(header.stamp.seconds(), &this.keypoints, &this) {
-                    KeyframeDecision::Skip { .. } => {}
-                    KeyframeDecision::First => {
-                        // The first frame, or time went backwards (a new sequence).
-                        s.keyframes += 1;
-                        odometry.reset();
-                        odom.reset();
-                        map = None;
-                    }
-                    KeyframeDecision::New { previous, .. } => {
-                        s.keyframes += 1;
-                        if let Ok(fp) = &tracked {
-                            odometry.keyframe_tracked(stamp_of(&header.stamp), fp.t_origin_frame);
-                        }
-                        // The new keyframe pairs with the chain's newest, so the pair can join it.
-                        let first = odometry.anchor().map_or(previous, |a| a.payload.clone());
-                        let t = Instant::now();
-                        tracing::debug!("DUSt3R: pair ending at frame {} started", s.frames);
-                        let result = pair_outputs(
-                            model,
-                            (&first.header, first.frame.as_ref()),
-                            (&header, &this.frame),
-                            camera_info.as_ref(),
-                            params,
-                        );
-                        if cancel.is_cancelled() {
-                            // Abandoned between two blocks: nothing of this pair is written.
-                            tracing::info!("DUSt3R: pair ending at frame {} abandoned: interrupted", s.frames);
-                            s.interrupted = true;
-                            return Ok((s, None));
-                        }
-                        let r = match result {
-                            Ok(r) => r,
-                            Err(e) => {
-                                s.errors += 1;
-                                tracing::warn!("DUSt3R on the pair ending at frame {}: {e}", s.frames);
-                                progress(&s);
-                                continue;
-                            }
-                        };
-                        s.dust3r_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                        s.pairs += 1;
-                        match &r.no_pose {
-                            None => s.poses += 1,
-                            Some(reason) => {
-                                tracing::info!("no pose for the pair ending at frame {}: {reason}", s.frames)
-                            }
-                        }
-                        for output in r.outputs {
-                            sink.emit(output)?;
-                        }
-                        let view = |k: &Keyframe| PairView {
-                            stamp: stamp_of(&k.header.stamp),
-                            payload: k.clone(),
-                            keypoints: k.keypoints.as_ref().clone(),
-                        };
-                        match odometry.attach(view(&first), view(&this), &r.geometry) {
-                            Ok(joined) => {
-                                s.chained += joined.added.len() as u64;
-                                s.keyframe_gaps.extend(joined.disagreement);
-                                let added = joined.added.iter().filter_map(|&k| odometry.keyframe(k));
-                                if let Err(e) = grow(&mut map, added.map(|k| k.as_ref()), &params.map_settings()) {
-                                    tracing::warn!("map: {e}");
-                                }
-                                for output in odom.chain(&header.frame_id, odometry.path(), map.as_ref()) {
-                                    sink.emit(output)?;
-                                }
-                            }
-                            Err(e) => {
-                                s.unchained += 1;
-                                tracing::info!("the pair ending at frame {} does not join the chain: {e}", s.frames);
-                            }
-                        }
-                    }
+            } else {
+                match decode_image(&m.data, topics.compressed) {
+                    Ok((header, frame)) => r.image(header, frame, &mut sink)?,
+                    Err(e) => p.on_malformed(&m.topic, &e),
                 }
             }
-            progress(&s);
+            r.summary.take(r.pipeline.stats());
+            progress(&r.summary);
         }
     }
-    Ok((s, None))
+    Ok((r.finish(), None))
 }
 
-/// A camera message's header and frame (`compressed`: a CompressedImage, else an Image).
-pub fn decode_frame(data: &[u8], compressed: bool) -> Result<(std_msgs::Header, Frame), SkipError> {
+impl Replay<'_> {
+    /// A camera image through the pipeline, and the pair it starts right after it.
+    fn image(
+        &mut self,
+        header: std_msgs::Header,
+        frame: Result<Frame, ImageError>,
+        sink: &mut BagSink<'_>,
+    ) -> Result<(), BagError> {
+        let Some(frame) = self.pipeline.on_image(&header, frame) else { return Ok(()) };
+        let (p, s) = (&self.pipeline, &mut self.summary);
+        let done = p.on_frame(
+            &mut self.frames,
+            header,
+            Arc::new(frame),
+            self.models.features,
+            self.models.pairs.is_some(),
+            sink,
+        )?;
+        s.superpoint_ms.extend(done.superpoint.map(ms));
+        let (Some(job), Some(model)) = (done.pair, self.models.pairs) else { return Ok(()) };
+        match p.on_pair(&mut self.pairs, &job, model, self.cancel, sink)? {
+            PairDone::Done { took, keyframe_gap } => {
+                s.dust3r_ms.push(ms(took));
+                s.keyframe_gaps.extend(keyframe_gap);
+            }
+            PairDone::Failed => {}
+            PairDone::Abandoned => s.interrupted = true,
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> ReplaySummary {
+        self.summary.take(self.pipeline.stats());
+        self.summary
+    }
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A camera message's header and its frame (`compressed`: a CompressedImage, else an Image);
+/// `Err` when the message is not the CDR of its type.
+pub fn decode_image(data: &[u8], compressed: bool) -> Result<(std_msgs::Header, Result<Frame, ImageError>), CdrError> {
     if compressed {
         let c = from_cdr::<sensor_msgs::CompressedImage>(data)?;
-        Ok((c.header, Frame::decode(&c.data)?))
+        Ok((c.header, Frame::decode(&c.data)))
     } else {
         let i = from_cdr::<sensor_msgs::Image>(data)?;
-        let frame = Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data)?;
+        let frame = Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data);
         Ok((i.header, frame))
     }
 }

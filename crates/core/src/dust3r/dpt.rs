@@ -2,7 +2,7 @@
 //! 1/4, 1/8, 1/16 and 1/32 of the image, projected to 256 channels, fused coarse to fine with
 //! residual conv units, and a conv head producing 4 channels (x, y, z, confidence) per pixel.
 
-use super::layers::{BranchHooks, Encoded, Loader};
+use super::layers::{BranchHooks, Encoded, WeightsReader};
 use super::Dust3rError;
 use crate::cancel::Cancel;
 use crate::tensor::{Conv1x1, Conv3x3, ConvTransposeBlock, FeatureMap};
@@ -13,13 +13,13 @@ const FEATURES: usize = 256;
 const LAST: usize = FEATURES / 2;
 const OUT_CHANNELS: usize = 4;
 
-fn conv3(l: &Loader, prefix: &str, c_out: usize, c_in: usize, bias: bool) -> Result<Conv3x3, Dust3rError> {
+fn conv3(l: &WeightsReader, prefix: &str, c_out: usize, c_in: usize, bias: bool) -> Result<Conv3x3, Dust3rError> {
     let w = l.tensor(&[&format!("{prefix}.weight")], &[c_out, c_in, 3, 3])?;
     let b = if bias { l.tensor(&[&format!("{prefix}.bias")], &[c_out])? } else { vec![0.0; c_out] };
     Ok(Conv3x3::from_torch(c_out, c_in, &w, &b)?)
 }
 
-fn conv1(l: &Loader, prefix: &str, c_out: usize, c_in: usize) -> Result<Conv1x1, Dust3rError> {
+fn conv1(l: &WeightsReader, prefix: &str, c_out: usize, c_in: usize) -> Result<Conv1x1, Dust3rError> {
     let w = l.tensor(&[&format!("{prefix}.weight")], &[c_out, c_in, 1, 1])?;
     let b = l.tensor(&[&format!("{prefix}.bias")], &[c_out])?;
     Ok(Conv1x1::from_torch(c_out, c_in, &w, &b)?)
@@ -32,7 +32,7 @@ struct ResidualConvUnit {
 }
 
 impl ResidualConvUnit {
-    fn load(l: &Loader, prefix: &str) -> Result<Self, Dust3rError> {
+    fn load(l: &WeightsReader, prefix: &str) -> Result<Self, Dust3rError> {
         Ok(Self {
             conv1: conv3(l, &format!("{prefix}.conv1"), FEATURES, FEATURES, true)?,
             conv2: conv3(l, &format!("{prefix}.conv2"), FEATURES, FEATURES, true)?,
@@ -55,7 +55,7 @@ struct FusionBlock {
 }
 
 impl FusionBlock {
-    fn load(l: &Loader, prefix: &str) -> Result<Self, Dust3rError> {
+    fn load(l: &WeightsReader, prefix: &str) -> Result<Self, Dust3rError> {
         Ok(Self {
             rcu1: ResidualConvUnit::load(l, &format!("{prefix}.resConfUnit1"))?,
             rcu2: ResidualConvUnit::load(l, &format!("{prefix}.resConfUnit2"))?,
@@ -88,7 +88,13 @@ pub(super) struct DptHead {
 }
 
 impl DptHead {
-    pub fn load(l: &Loader, name: &str, enc_dim: usize, dec_dim: usize, _patch: usize) -> Result<Self, Dust3rError> {
+    pub fn load(
+        l: &WeightsReader,
+        name: &str,
+        enc_dim: usize,
+        dec_dim: usize,
+        _patch: usize,
+    ) -> Result<Self, Dust3rError> {
         let pre = format!("{name}.dpt");
         let token_dims = [enc_dim, dec_dim, dec_dim, dec_dim];
         let project =

@@ -11,11 +11,11 @@ use crate::weights::{Param, WeightFile, WeightsError};
 const LN_EPS: f32 = 1e-6;
 
 /// Loading helpers shared with the DPT head.
-pub(super) struct Loader {
+pub(super) struct WeightsReader {
     pub file: Arc<WeightFile>,
 }
 
-impl Loader {
+impl WeightsReader {
     pub fn param(&self, name: &str, shape: &[usize]) -> Result<Param, WeightsError> {
         self.file.f32_param(&[name], shape)
     }

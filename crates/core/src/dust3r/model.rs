@@ -2,7 +2,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::dpt::DptHead;
-use super::layers::{BranchHooks, Encoded, Loader, Norm};
+use super::layers::{BranchHooks, Encoded, Norm, WeightsReader};
 use super::post::Pointmap;
 use super::{Dust3rConfig, Dust3rError};
 use crate::cancel::Cancel;
@@ -28,7 +28,7 @@ struct SelfAttention {
 }
 
 impl SelfAttention {
-    fn load(l: &Loader, prefix: &str, width: usize) -> Result<Self, Dust3rError> {
+    fn load(l: &WeightsReader, prefix: &str, width: usize) -> Result<Self, Dust3rError> {
         Ok(Self {
             qkv: l.linear(&format!("{prefix}.qkv"), width, 3 * width)?,
             proj: l.linear(&format!("{prefix}.proj"), width, width)?,
@@ -62,7 +62,7 @@ struct Mlp {
 }
 
 impl Mlp {
-    fn load(l: &Loader, prefix: &str, width: usize, hidden: usize) -> Result<Self, Dust3rError> {
+    fn load(l: &WeightsReader, prefix: &str, width: usize, hidden: usize) -> Result<Self, Dust3rError> {
         Ok(Self {
             fc1: l.linear(&format!("{prefix}.fc1"), width, hidden)?,
             fc2: l.linear(&format!("{prefix}.fc2"), hidden, width)?,
@@ -110,7 +110,7 @@ struct DecoderBlock {
 }
 
 impl DecoderBlock {
-    fn load(l: &Loader, prefix: &str, width: usize, hidden: usize) -> Result<Self, Dust3rError> {
+    fn load(l: &WeightsReader, prefix: &str, width: usize, hidden: usize) -> Result<Self, Dust3rError> {
         let p = |s: &str| format!("{prefix}.{s}");
         Ok(Self {
             norm1: l.norm(&p("norm1"), width)?,
@@ -203,7 +203,7 @@ impl Dust3r {
 
     /// The network from an opened weight file and its config.
     pub fn from_weights(file: Arc<WeightFile>, config: Dust3rConfig) -> Result<Self, Dust3rError> {
-        let l = Loader { file };
+        let l = WeightsReader { file };
         let (e, d, p) = (config.enc_embed_dim, config.dec_embed_dim, config.patch_size);
         let patch_w = l.param("patch_embed.proj.weight", &[e, 3, p, p])?;
         let patch_b = l.param("patch_embed.proj.bias", &[e])?;

@@ -9,8 +9,8 @@ use crate::geometry::{PairPose, TCam1Cam2, Transform};
 use crate::image::draw::draw_keypoints;
 use crate::image::Frame;
 use crate::msg::{builtin_interfaces, geometry_msgs, node_msgs, sensor_msgs, std_msgs};
-use crate::pipeline::map::MapPoint;
 use crate::superpoint::{Keypoints, PostParams};
+use crate::vo::map::MapPoint;
 
 /// `sp_dust3r/msg/Keypoints` of one image (`width x height`, keypoints in its pixels).
 pub fn keypoints_msg(header: std_msgs::Header, width: u32, height: u32, kp: &Keypoints) -> node_msgs::Keypoints {

@@ -179,6 +179,12 @@ pub trait OutputSink {
     type Error;
     /// Emits one output.
     fn emit(&mut self, output: Output) -> Result<(), Self::Error>;
+    /// Whether outputs of `kind` are worth making (the debug image is drawn only for a
+    /// reader).
+    fn wants(&self, kind: OutputKind) -> bool {
+        let _ = kind;
+        true
+    }
 }
 
 /// What a frame gives: its keypoints, and the debug image (captioned with the settings it was

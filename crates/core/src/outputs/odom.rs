@@ -15,9 +15,9 @@ use crate::geometry::Transform;
 use crate::msg::convert::{map_cloud_msg, pose_msg};
 use crate::msg::{builtin_interfaces, geometry_msgs, nav_msgs, std_msgs, tf2_msgs};
 use crate::outputs::Output;
-use crate::pipeline::map::VoxelMap;
-use crate::pipeline::odometry::{Origin, Stamp, TOriginFrame, TOriginKeyframe};
-use crate::pipeline::tracking::FrameCam;
+use crate::vo::map::VoxelMap;
+use crate::vo::odometry::{Origin, Stamp, TOriginFrame, TOriginKeyframe};
+use crate::vo::tracking::FrameCam;
 
 /// The odometry frame (`odom_frame`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

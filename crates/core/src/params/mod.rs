@@ -14,8 +14,8 @@ use crate::diagnostics::Limits;
 use crate::dust3r::cloud::DEFAULT_MIN_CONFIDENCE;
 use crate::params::args::{load_params_file, ArgsError, ParamValue, RosArgs};
 use crate::params::qos::WriterQos;
-use crate::pipeline::priority::{DEFAULT_BACKGROUND_SHARE, MAX_BACKGROUND_SHARE};
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
+use crate::workers::priority::{DEFAULT_BACKGROUND_SHARE, MAX_BACKGROUND_SHARE};
 
 /// Allowed values of a parameter.
 #[derive(Clone, Debug, PartialEq)]
@@ -357,8 +357,8 @@ impl NodeParams {
     }
 
     /// How the keyframe chain tracks and joins pairs under these parameters.
-    pub fn odometry_params(&self) -> crate::pipeline::odometry::OdometryParams {
-        let mut p = crate::pipeline::odometry::OdometryParams::default();
+    pub fn odometry_params(&self) -> crate::vo::odometry::OdometryParams {
+        let mut p = crate::vo::odometry::OdometryParams::default();
         p.tracking.min_inliers = self.tracking_min_inliers;
         p.tracking.matching.max_distance_ratio = self.tracking_match_ratio as f32;
         p.tracking.min_confidence = self.pose_confidence_threshold as f32;
@@ -367,8 +367,8 @@ impl NodeParams {
     }
 
     /// The map these parameters ask for.
-    pub fn map_settings(&self) -> crate::pipeline::map::MapSettings {
-        crate::pipeline::map::MapSettings {
+    pub fn map_settings(&self) -> crate::vo::map::MapSettings {
+        crate::vo::map::MapSettings {
             relative_voxel: self.map_voxel_size,
             budget: self.map_max_points,
             min_confidence: self.confidence_threshold as f32,
@@ -376,8 +376,8 @@ impl NodeParams {
     }
 
     /// The keyframe policy these parameters set.
-    pub fn keyframe_policy(&self) -> crate::pipeline::keyframes::KeyframePolicy {
-        crate::pipeline::keyframes::KeyframePolicy {
+    pub fn keyframe_policy(&self) -> crate::vo::keyframes::KeyframePolicy {
+        crate::vo::keyframes::KeyframePolicy {
             match_ratio: self.keyframe_match_ratio,
             min_interval: self.keyframe_min_interval,
             max_interval: self.keyframe_max_interval,

@@ -1,12 +1,475 @@
-//! The transport-agnostic pipeline pieces both drivers (live node, bag replay) share: keyframe
-//! selection, the newest-wins hand-off to workers, cancellation of work in flight, and models
-//! that load in the background.
+//! The pipeline both drivers run: a frame through SuperPoint, tracking and the keyframe
+//! decision; a keyframe pair through DUSt3R, onto the chain and into the map; every output
+//! through one [`OutputSink`]; every event counted in one vocabulary ([`Counter`]).
+//!
+//! The live node and the bag replay only feed it inputs and give it a sink. Its state is shared
+//! (`&self`, short locks), so the node can run the frame side and the pair side on threads of
+//! its own while the replay calls them one after the other; what only one side touches lives in
+//! [`FrameSide`] and [`PairSide`], owned by whoever runs that side.
 
-pub mod keyframes;
-pub mod loading;
-pub mod map;
-pub mod matching;
-pub mod odometry;
-pub mod priority;
-pub mod slot;
-pub mod tracking;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::backend::{BackendError, FeatureExtractor, PairOutput, PairReconstructor};
+use crate::cancel::Cancel;
+use crate::diagnostics::{Counter, Stats};
+use crate::image::{Frame, ImageError};
+use crate::msg::tf_static::StaticTransforms;
+use crate::msg::{sensor_msgs, std_msgs, tf2_msgs};
+use crate::outputs::odom::{stamp_of, Mount, OdomOutputs};
+use crate::outputs::{check_camera_info, frame_outputs, known_camera, pair_outputs, Output, OutputKind, OutputSink};
+use crate::params::topics::TF_STATIC;
+use crate::params::NodeParams;
+use crate::superpoint::Keypoints;
+use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
+use crate::vo::map::{grow, VoxelMap};
+use crate::vo::odometry::{track_frame, Odometry, PairView, Stamp, TOriginFrame};
+use crate::vo::tracking::NotTracked;
+
+/// A frame with what SuperPoint found in it: what keyframe selection, DUSt3R and the chain need
+/// of a keyframe.
+#[derive(Clone)]
+pub struct Observation {
+    /// The image's header (its stamp is the observation's identity on the chain).
+    pub header: std_msgs::Header,
+    /// The decoded image.
+    pub frame: Arc<Frame>,
+    /// SuperPoint's keypoints and descriptors.
+    pub keypoints: Arc<Keypoints>,
+}
+
+impl Observation {
+    fn stamp(&self) -> Stamp {
+        stamp_of(&self.header.stamp)
+    }
+
+    fn pair_view(&self) -> PairView<Observation> {
+        PairView { stamp: self.stamp(), payload: self.clone(), keypoints: self.keypoints.as_ref().clone() }
+    }
+}
+
+/// Which chain something belongs to: a new chain starts when input time goes backwards (a bag
+/// looped), and a pair made for an older one, and that chain's map, are left behind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChainId(u64);
+
+/// A keyframe pair for DUSt3R: the chain's newest keyframe and the new one.
+pub struct PairJob {
+    /// View 1: the keyframe on the chain the pair starts at.
+    pub first: Observation,
+    /// View 2: the new keyframe.
+    pub second: Observation,
+    /// The CameraInfo when the second keyframe arrived.
+    camera_info: Option<sensor_msgs::CameraInfo>,
+    chain: ChainId,
+}
+
+impl PairJob {
+    /// The views' stamps in seconds, for logs.
+    pub fn stamps(&self) -> (f64, f64) {
+        (self.first.header.stamp.seconds(), self.second.header.stamp.seconds())
+    }
+}
+
+/// What the frame side keeps from one frame to the next.
+pub struct FrameSide {
+    keyframes: KeyframeSelector<Observation>,
+}
+
+/// What the pair side keeps from one pair to the next: the map of the current chain.
+#[derive(Default)]
+pub struct PairSide {
+    map: Option<VoxelMap>,
+    chain: ChainId,
+}
+
+/// What a frame gave.
+#[derive(Default)]
+pub struct FrameDone {
+    /// SuperPoint's time on it; `None` when SuperPoint did not answer.
+    pub superpoint: Option<Duration>,
+    /// The pair it starts, when it became a keyframe.
+    pub pair: Option<PairJob>,
+}
+
+/// How a pair ended.
+#[derive(Debug, PartialEq)]
+pub enum PairDone {
+    /// DUSt3R answered and its outputs went out.
+    Done {
+        /// DUSt3R's time on it.
+        took: Duration,
+        /// For a keyframe tracked when it arrived: how far tracking's pose was from the pair's
+        /// (degrees, chain units).
+        keyframe_gap: Option<(f64, f64)>,
+    },
+    /// DUSt3R failed or could not be reached (counted and logged).
+    Failed,
+    /// Stopped by the cancel signal; nothing of it went out.
+    Abandoned,
+}
+
+/// Which model failed.
+#[derive(Clone, Copy, Debug)]
+enum Model {
+    SuperPoint,
+    Dust3r,
+}
+
+/// The chain and the odometry built on it: changed together, under one lock.
+struct Chain {
+    odometry: Odometry<Observation>,
+    odom: OdomOutputs,
+    id: ChainId,
+}
+
+/// The pipeline's shared state.
+pub struct Pipeline {
+    params: Mutex<Arc<NodeParams>>,
+    stats: Stats,
+    camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
+    tree: Mutex<StaticTransforms>,
+    chain: Mutex<Chain>,
+}
+
+/// A lock that a panic elsewhere does not make unusable: the state behind it stays consistent
+/// between two calls, so a poisoned one is taken as it is.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Pipeline {
+    /// A pipeline with no frame seen yet.
+    pub fn new(params: NodeParams) -> Self {
+        let chain = Chain {
+            odometry: Odometry::new(params.odometry_params()),
+            odom: OdomOutputs::new(&params.odom_frame, None),
+            id: ChainId::default(),
+        };
+        Self {
+            params: Mutex::new(Arc::new(params)),
+            stats: Stats::default(),
+            camera_info: Mutex::new(None),
+            tree: Mutex::new(StaticTransforms::default()),
+            chain: Mutex::new(chain),
+        }
+    }
+
+    /// The frame side's own state, for the parameters now.
+    pub fn frame_side(&self) -> FrameSide {
+        FrameSide { keyframes: KeyframeSelector::new(self.params().keyframe_policy()) }
+    }
+
+    /// The parameters now.
+    pub fn params(&self) -> Arc<NodeParams> {
+        Arc::clone(&lock(&self.params))
+    }
+
+    /// New parameters (`ros2 param set`): every step reads them from its next frame or pair on,
+    /// the chain's scale test included.
+    pub fn set_params(&self, params: NodeParams) {
+        lock(&self.chain).odometry.set_params(params.odometry_params());
+        *lock(&self.params) = Arc::new(params);
+    }
+
+    /// What happened so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The CameraInfo frames are read with now.
+    pub fn camera_info(&self) -> Option<sensor_msgs::CameraInfo> {
+        lock(&self.camera_info).clone()
+    }
+
+    /// A CameraInfo arrived: kept when usable, else counted and reported.
+    pub fn on_camera_info(&self, info: sensor_msgs::CameraInfo) {
+        match check_camera_info(&info) {
+            Ok(()) => *lock(&self.camera_info) = Some(info),
+            Err(e) => {
+                self.stats.bump(Counter::BadCameraInfo);
+                let stamp = &info.header.stamp;
+                crate::warn_throttled!("ignoring camera_info stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
+            }
+        }
+    }
+
+    /// A /tf_static message arrived (the camera's mount, with `base_frame`).
+    pub fn on_static_transforms(&self, msg: &tf2_msgs::TFMessage) {
+        lock(&self.tree).insert(msg);
+    }
+
+    /// A sample on `topic` did not decode as its type (another message definition, a foreign
+    /// writer): counted by topic and reported; the next one is taken.
+    pub fn on_malformed(&self, topic: &str, e: &dyn std::fmt::Display) {
+        self.stats.bump(Counter::MalformedSamples);
+        self.stats.count_kind("malformed", &topic.trim_start_matches('/').replace('/', "_"));
+        crate::warn_throttled!(key = topic;
+            "a sample on {topic} does not decode as its type (another message definition?): {e}");
+    }
+
+    /// A camera image arrived and was decoded (or not): counted; one that could not be decoded
+    /// is reported and left out.
+    pub fn on_image(&self, header: &std_msgs::Header, decoded: Result<Frame, ImageError>) -> Option<Frame> {
+        self.stats.bump(Counter::FramesIn);
+        decoded
+            .map_err(|e| {
+                self.stats.bump(Counter::BadFrames);
+                let (n, stamp) = (self.stats.get(Counter::FramesIn), &header.stamp);
+                crate::warn_throttled!("skipping frame {n} stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
+            })
+            .ok()
+    }
+
+    /// A frame on the frame side: its keypoints out; with `pairs` (DUSt3R can run), its pose on
+    /// the chain out and the keyframe decision, which may start a pair.
+    pub fn on_frame<S: OutputSink>(
+        &self,
+        side: &mut FrameSide,
+        header: std_msgs::Header,
+        frame: Arc<Frame>,
+        features: &dyn FeatureExtractor,
+        pairs: bool,
+        sink: &mut S,
+    ) -> Result<FrameDone, S::Error> {
+        let p = self.params();
+        side.keyframes.set_policy(p.keyframe_policy());
+        let post = p.post_params();
+        let t = Instant::now();
+        let keypoints = match features.detect(&frame, &post) {
+            Ok(kp) => kp,
+            Err(e) => {
+                self.model_failed(Model::SuperPoint, &e);
+                return Ok(FrameDone::default());
+            }
+        };
+        let took = t.elapsed();
+        self.stats.superpoint_ms.store(took.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.stats.bump(Counter::FramesDone);
+        let debug = sink.wants(OutputKind::DebugImage).then_some(&post);
+        emit(sink, frame_outputs(&header, &frame, &keypoints, debug))?;
+        if !pairs {
+            return Ok(FrameDone { superpoint: Some(took), pair: None });
+        }
+        let camera_info = self.camera_info();
+        let seen = Observation { header, frame, keypoints: Arc::new(keypoints) };
+        let tracked = self.track(&seen, camera_info.as_ref(), &p, sink)?;
+        let pair = self.decide(side, seen, tracked, camera_info);
+        Ok(FrameDone { superpoint: Some(took), pair })
+    }
+
+    /// A model that did not answer: paused while its server cannot answer and nothing stands
+    /// in (/diagnostics says why), else an error counted by kind.
+    fn model_failed(&self, model: Model, e: &BackendError) {
+        let (name, paused, failed) = match model {
+            Model::SuperPoint => ("superpoint", Counter::SuperPointPaused, Counter::SuperPointErrors),
+            Model::Dust3r => ("dust3r", Counter::Dust3rPaused, Counter::Dust3rErrors),
+        };
+        if e.is_unavailable() {
+            self.stats.bump(paused);
+        } else {
+            self.stats.bump(failed);
+            self.stats.count_kind(name, e.kind());
+            crate::warn_throttled!(key = name; "{model:?}: {e}");
+        }
+    }
+
+    /// Places a frame on the chain and sends its odometry (and TF); counts what was not tracked
+    /// and why. Returns its pose on the chain.
+    fn track<S: OutputSink>(
+        &self,
+        seen: &Observation,
+        camera_info: Option<&sensor_msgs::CameraInfo>,
+        p: &NodeParams,
+        sink: &mut S,
+    ) -> Result<Option<TOriginFrame>, S::Error> {
+        // The chain's lock is held to take its newest keyframe, not while tracking.
+        let anchor = lock(&self.chain).odometry.anchor();
+        let k = known_camera(camera_info, &seen.frame).map(|k| k.intrinsics());
+        let header = &seen.header;
+        let tracked = match track_frame(anchor.as_deref(), &seen.keypoints, k, &p.odometry_params().tracking) {
+            Ok(fp) => fp.t_origin_frame,
+            Err(NotTracked::NoMap) => {
+                self.stats.bump(Counter::FramesBeforeMap);
+                return Ok(None);
+            }
+            Err(e) => {
+                self.stats.bump(Counter::FramesNotTracked);
+                self.stats.count_kind("tracking", e.kind());
+                crate::warn_throttled!(key = e.kind(); "frame stamped {:.3} not tracked: {e}", header.stamp.seconds());
+                return Ok(None);
+            }
+        };
+        let outputs = {
+            let mut chain = lock(&self.chain);
+            if !self.mounted(&mut chain.odom, &header.frame_id, p) {
+                self.stats.bump(Counter::FramesNoMount);
+                return Ok(Some(tracked));
+            }
+            chain.odom.frame(header, &tracked, p.publish_tf)
+        };
+        self.stats.bump(Counter::FramesTracked);
+        emit(sink, outputs)?;
+        Ok(Some(tracked))
+    }
+
+    /// Whether the odometry can go out: always without `base_frame`; with it, once the camera's
+    /// mount is known (looked up in /tf_static until it is).
+    fn mounted(&self, odom: &mut OdomOutputs, camera_frame: &str, p: &NodeParams) -> bool {
+        let Some(base) = &p.base_frame else { return true };
+        if odom.mount.is_none() {
+            odom.mount = lock(&self.tree)
+                .lookup(base, camera_frame)
+                .map(|t_base_cam| Mount { base_frame: base.clone(), t_base_cam });
+        }
+        if odom.mount.is_none() {
+            crate::warn_throttled!("no {TF_STATIC} transform from {base} to {camera_frame} yet: odometry waits for it");
+        }
+        odom.mount.is_some()
+    }
+
+    /// The keyframe decision: a new keyframe pairs with the chain's newest (so the pair can
+    /// join it); the first one, or one from before the last (time went backwards), starts a new
+    /// chain.
+    fn decide(
+        &self,
+        side: &mut FrameSide,
+        seen: Observation,
+        tracked: Option<TOriginFrame>,
+        camera_info: Option<sensor_msgs::CameraInfo>,
+    ) -> Option<PairJob> {
+        match side.keyframes.decide(seen.header.stamp.seconds(), &seen.keypoints, &seen) {
+            KeyframeDecision::Skip { .. } => None,
+            KeyframeDecision::First => {
+                self.stats.bump(Counter::Keyframes);
+                let mut chain = lock(&self.chain);
+                chain.odometry.reset();
+                chain.odom.reset();
+                chain.id = ChainId(chain.id.0 + 1);
+                None
+            }
+            KeyframeDecision::New { previous, .. } => {
+                self.stats.bump(Counter::Keyframes);
+                let mut chain = lock(&self.chain);
+                if let Some(pose) = tracked {
+                    chain.odometry.keyframe_tracked(seen.stamp(), pose);
+                }
+                let first = chain.odometry.anchor().map_or(previous, |a| a.payload.clone());
+                Some(PairJob { first, second: seen, camera_info, chain: chain.id })
+            }
+        }
+    }
+
+    /// A pair on the pair side: DUSt3R's cloud and pose out, then the pair joins the chain and
+    /// the path and the map go out. Stopped by `cancel` (the CPU model checks it between
+    /// blocks), nothing of it goes out.
+    pub fn on_pair<S: OutputSink>(
+        &self,
+        side: &mut PairSide,
+        job: &PairJob,
+        model: &dyn PairReconstructor,
+        cancel: &Cancel,
+        sink: &mut S,
+    ) -> Result<PairDone, S::Error> {
+        if job.chain != side.chain {
+            (side.map, side.chain) = (None, job.chain);
+        }
+        let p = self.params();
+        let t = Instant::now();
+        let (a, b) = (&job.first, &job.second);
+        let (s1, s2) = job.stamps();
+        tracing::debug!("DUSt3R: pair {s1:.3} -> {s2:.3} started");
+        let result = pair_outputs(model, (&a.header, &a.frame), (&b.header, &b.frame), job.camera_info.as_ref(), &p);
+        if result.as_ref().is_err_and(BackendError::is_cancelled) || cancel.is_cancelled() {
+            let what = if result.is_ok() { "finished" } else { "abandoned" };
+            let took = t.elapsed().as_secs_f64();
+            tracing::info!("DUSt3R: pair {s1:.3} -> {s2:.3} {what} after {took:.2} s: shutting down");
+            return Ok(PairDone::Abandoned);
+        }
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                self.model_failed(Model::Dust3r, &e);
+                return Ok(PairDone::Failed);
+            }
+        };
+        let took = t.elapsed();
+        self.stats.dust3r_ms.store(took.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.stats.bump(Counter::PairsDone);
+        tracing::debug!("DUSt3R: pair {s1:.3} -> {s2:.3} done in {:.2} s", took.as_secs_f64());
+        if out.camera_info_mismatch {
+            self.stats.bump(Counter::CameraInfoMismatch);
+            crate::warn_throttled!(
+                "camera_info is for another image size than the frames; estimating the focal instead"
+            );
+        }
+        if let Some(reason) = &out.no_pose {
+            self.stats.bump(Counter::NoPose);
+            tracing::warn!("no pose for the pair {s1:.3} -> {s2:.3}: {reason}");
+        }
+        emit(sink, out.outputs)?;
+        let keyframe_gap = self.join_chain(side, job, &out.geometry, &p, sink)?;
+        Ok(PairDone::Done { took, keyframe_gap })
+    }
+
+    /// A reconstructed pair joins the chain (prepared outside the chain's lock, added under
+    /// it); then, outside it, the map grows and the path and the map go out. Returns how far
+    /// tracking's pose of the new keyframe was from the pair's.
+    fn join_chain<S: OutputSink>(
+        &self,
+        side: &mut PairSide,
+        job: &PairJob,
+        out: &PairOutput,
+        p: &NodeParams,
+        sink: &mut S,
+    ) -> Result<Option<(f64, f64)>, S::Error> {
+        let current = |chain: &Chain| {
+            let same = chain.id == job.chain;
+            if !same {
+                tracing::debug!("a pair made before input time went back does not join the new chain");
+            }
+            same
+        };
+        let (anchor, scale_confidence) = {
+            let chain = lock(&self.chain);
+            if !current(&chain) {
+                return Ok(None);
+            }
+            (chain.odometry.anchor_of(job.first.stamp()), chain.odometry.params().scale_confidence)
+        };
+        let joining = Odometry::join(anchor, job.first.pair_view(), job.second.pair_view(), out, scale_confidence);
+        let mut chain = lock(&self.chain);
+        if !current(&chain) {
+            return Ok(None);
+        }
+        let joined = match joining.and_then(|j| chain.odometry.commit(j)) {
+            Ok(joined) => joined,
+            Err(e) => {
+                self.stats.bump(Counter::PairsUnchained);
+                crate::warn_throttled!("the pair does not join the keyframe chain: {e}");
+                return Ok(None);
+            }
+        };
+        let added: Vec<_> = joined.added.iter().filter_map(|&k| chain.odometry.keyframe(k).cloned()).collect();
+        self.stats.add(Counter::KeyframesChained, added.len() as u64);
+        if let Some((deg, units)) = joined.disagreement {
+            tracing::debug!("keyframe: pair and tracking {deg:.2} deg, {units:.4} apart (scale {:.3})", joined.scale);
+        }
+        let path = chain.odometry.path().to_vec();
+        let mounted = self.mounted(&mut chain.odom, &job.second.header.frame_id, p);
+        let odom = chain.odom.clone();
+        drop(chain);
+        if let Err(e) = grow(&mut side.map, added.iter().map(|k| k.as_ref()), &p.map_settings()) {
+            crate::warn_throttled!("map: {e}");
+        }
+        // With base_frame, nothing goes out until the camera's mount is known.
+        if mounted {
+            emit(sink, odom.chain(&job.second.header.frame_id, &path, side.map.as_ref()))?;
+        }
+        Ok(joined.disagreement)
+    }
+}
+
+fn emit<S: OutputSink>(sink: &mut S, outputs: Vec<Output>) -> Result<(), S::Error> {
+    outputs.into_iter().try_for_each(|o| sink.emit(o))
+}

@@ -28,7 +28,7 @@ impl<M: ?Sized> Clone for Phase<M> {
 }
 
 /// A model being loaded by one thread and waited for by others.
-pub struct Loader<M: ?Sized> {
+pub struct BackgroundLoad<M: ?Sized> {
     phase: Mutex<Phase<M>>,
     changed: Condvar,
     started: Instant,
@@ -37,7 +37,7 @@ pub struct Loader<M: ?Sized> {
 /// How often a waiting worker looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
-impl<M: ?Sized> Loader<M> {
+impl<M: ?Sized> BackgroundLoad<M> {
     /// Loading, doing `step`.
     pub fn new(step: impl Into<String>) -> Self {
         Self { phase: Mutex::new(Phase::Loading(step.into())), changed: Condvar::new(), started: Instant::now() }
@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_waiting_worker_gets_the_model_or_gives_up() {
-        let loader = Arc::new(Loader::<str>::new("finding weights"));
+        let loader = Arc::new(BackgroundLoad::<str>::new("finding weights"));
         let stop = Cancel::new();
         let l = Arc::clone(&loader);
         let t = std::thread::spawn(move || {
@@ -113,13 +113,13 @@ mod tests {
         loader.step("again");
         assert!(matches!(loader.phase(), Phase::Ready(_)));
 
-        let failed = Loader::<str>::new("x");
+        let failed = BackgroundLoad::<str>::new("x");
         failed.failed("no weights");
         assert!(failed.wait(&stop).is_none());
         assert!(matches!(failed.phase(), Phase::Failed(w) if w == "no weights"));
 
         // Stopping ends the wait of a model that never loads.
-        let never = Loader::<str>::new("downloading");
+        let never = BackgroundLoad::<str>::new("downloading");
         let s = stop.clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
