@@ -2,7 +2,7 @@
 //! PyPI rosbags is played onto the DDS bus at its recorded pace with /clock from the bag's time
 //! (tools/peers/cyclone_bag_play.py, Cyclone DDS), inside a private network namespace. The node
 //! (use_sim_time) answers every frame with the recorded stamps and stamps /diagnostics with the
-//! bag's clock.
+//! bag's clock; played one frame at a time, it gives the replay's outputs message by message.
 
 mod common;
 
@@ -145,4 +145,170 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
     let path = &trajectory["path"];
     assert_eq!(path["frame_id"], "odom", "{ctx}");
     assert!(path["stamps"].as_array().unwrap().len() >= 3, "keyframes on the chain: {ctx}");
+}
+
+/// One pipeline, two drivers: the first 16 frames of the sample played into the node in
+/// lockstep (the next frame once the node is done with the last, so it drops nothing, as a
+/// replay does not) and replayed offline with the same parameters and models (the trained
+/// SuperPoint on the CPU, DUSt3R on the double serving the sample's true pointmaps) give the same
+/// messages on every output topic: as many, in the same order, with the same stamps, frames and
+/// sizes, and poses equal within 1e-6.
+#[test]
+fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let sample = root.join("data/sample/sequence.mcap");
+    let bag = dir.path().join("first16.mcap");
+    first_frames(&sample, &bag, 16);
+    let params = dir.path().join("params.yaml");
+    std::fs::write(
+        &params,
+        "/**:\n  ros__parameters:\n    dust3r_backend: tt-server\n    fallback: none\n    use_sim_time: true\n    publish_tf: true\n    keyframe_max_interval: 0.6\n",
+    )
+    .unwrap();
+    let port_file = dir.path().join("port");
+    let out = dir.path().join("replay.mcap");
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         {py} {double} --model dust3r --sample-bag {sample} --port-file {pf} > /dev/null 2> {dir}/server.log &\n\
+         spid=$!\n\
+         t=0; while [ ! -s {pf} ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t+1)); done\n\
+         echo \"    dust3r_url: http://127.0.0.1:$(cat {pf})\" >> {params}\n\
+         HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam --params-file {params} \
+           -p superpoint_weights:={weights} -r image:=/cam/image_raw > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {peer} --bag {bag} --trajectory --lockstep --timeout 240\n\
+         rc=$?\n\
+         kill -INT $pid; wait $pid; echo node_exit=$?\n\
+         HF_HUB_OFFLINE=1 {node} replay --bag {bag} --out {out} --params-file {params} --superpoint-weights {weights} \
+           > {dir}/replay.json 2> {dir}/replay.log || echo replay_failed\n\
+         kill $spid\n\
+         exit $rc\n",
+        py = peer_python().display(),
+        double = root.join("tools/peers/tt_model_server.py").display(),
+        sample = sample.display(),
+        pf = port_file.display(),
+        dir = dir.path().display(),
+        node = env!("CARGO_BIN_EXE_sp_dust3r"),
+        params = params.display(),
+        weights = common::real_dir().join("superpoint").display(),
+        log = dir.path().join("node.log").display(),
+        peer = root.join("tools/peers/cyclone_bag_play.py").display(),
+        bag = bag.display(),
+        out = out.display(),
+    );
+    let NetnsRun { stdout, report, log } = run_in_netns(&script, &dir.path().join("node.log"));
+    let replay_log = std::fs::read_to_string(dir.path().join("replay.log")).unwrap_or_default();
+    let ctx = format!("node log:\n{log}\nreplay log:\n{replay_log}");
+    assert!(stdout.contains("node_exit=0") && !stdout.contains("replay_failed"), "{stdout}\n{ctx}");
+    let live = &report["trajectory"]["outputs"];
+    assert!(live.is_object(), "{report}\n{ctx}");
+    let offline = replay_outputs(&out);
+    for (topic, want) in offline.as_object().unwrap() {
+        let (got, want) = (live[topic].as_array().unwrap(), want.as_array().unwrap());
+        eprintln!("{topic}: {} live, {} replayed", got.len(), want.len());
+        assert_eq!(got.len(), want.len(), "{topic}: {got:?}\nvs {want:?}\n{ctx}");
+        for (g, w) in got.iter().zip(want) {
+            assert!(same(g, w), "{topic}: live {g}\nreplayed {w}\n{ctx}");
+        }
+    }
+    for (topic, at_least) in [("keypoints", 16), ("pointcloud", 3), ("odom", 8), ("path", 3), ("map", 3), ("tf", 8)] {
+        assert!(offline[topic].as_array().unwrap().len() >= at_least, "{topic}: {offline}");
+    }
+}
+
+/// The first `n` images of `sample` (with the camera_info and everything before them) as a bag.
+fn first_frames(sample: &std::path::Path, bag: &std::path::Path, n: usize) {
+    use sp_dust3r_core::bag::{BagWriter, McapFile};
+    let mut w = BagWriter::create(bag).unwrap();
+    let mut images = 0;
+    for m in McapFile::open(sample).unwrap().messages() {
+        let m = m.unwrap();
+        if m.ros_type == "sensor_msgs/msg/Image" {
+            if images == n {
+                break;
+            }
+            images += 1;
+        }
+        let (encoding, schema) = m.schema.as_ref().unwrap();
+        w.add_topic(&m.topic, &m.ros_type, encoding, schema, Some(&m.channel_metadata)).unwrap();
+        w.write(&m.topic, m.log_time, m.publish_time, &m.data).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// The replay's outputs in the shape the lockstep player records the node's.
+fn replay_outputs(bag: &std::path::Path) -> serde_json::Value {
+    use serde_json::json;
+    use sp_dust3r_core::msg::{
+        builtin_interfaces, from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, tf2_msgs,
+    };
+    let t = |s: &builtin_interfaces::Time| json!([s.sec, s.nanosec]);
+    let pose = |p: &geometry_msgs::Pose| {
+        let (a, q) = (&p.position, &p.orientation);
+        json!([a.x, a.y, a.z, q.x, q.y, q.z, q.w])
+    };
+    let mut out = serde_json::Map::new();
+    for k in ["keypoints", "pointcloud", "pair_pose", "pose", "odom", "path", "map", "tf"] {
+        out.insert(k.into(), json!([]));
+    }
+    for m in sp_dust3r_core::bag::McapFile::open(bag).unwrap().messages() {
+        let m = m.unwrap();
+        let d = &m.data;
+        let (kind, record) = match m.topic.as_str() {
+            "/cam/keypoints" => {
+                let k: node_msgs::Keypoints = from_cdr(d).unwrap();
+                ("keypoints", json!([t(&k.header.stamp), k.header.frame_id, k.x.len()]))
+            }
+            "/cam/pointcloud" | "/cam/map" => {
+                let c: sensor_msgs::PointCloud2 = from_cdr(d).unwrap();
+                let kind = if m.topic.ends_with("map") { "map" } else { "pointcloud" };
+                (kind, json!([t(&c.header.stamp), c.header.frame_id, c.width * c.height]))
+            }
+            "/cam/pair_pose" => {
+                let p: node_msgs::PairPose = from_cdr(d).unwrap();
+                ("pair_pose", json!([t(&p.header.stamp), p.header.frame_id, t(&p.view2_stamp), pose(&p.pose)]))
+            }
+            "/cam/pose" => {
+                let p: geometry_msgs::PoseStamped = from_cdr(d).unwrap();
+                ("pose", json!([t(&p.header.stamp), p.header.frame_id, pose(&p.pose)]))
+            }
+            "/cam/odom" => {
+                let o: nav_msgs::Odometry = from_cdr(d).unwrap();
+                ("odom", json!([t(&o.header.stamp), o.header.frame_id, o.child_frame_id, pose(&o.pose.pose)]))
+            }
+            "/cam/path" => {
+                let p: nav_msgs::Path = from_cdr(d).unwrap();
+                let poses: Vec<_> = p.poses.iter().map(|q| json!([t(&q.header.stamp), pose(&q.pose)])).collect();
+                ("path", json!([t(&p.header.stamp), p.header.frame_id, poses]))
+            }
+            "/tf" => {
+                let m: tf2_msgs::TFMessage = from_cdr(d).unwrap();
+                let x = &m.transforms[0];
+                let (v, q) = (&x.transform.translation, &x.transform.rotation);
+                let record = json!([
+                    t(&x.header.stamp),
+                    x.header.frame_id,
+                    x.child_frame_id,
+                    [v.x, v.y, v.z, q.x, q.y, q.z, q.w]
+                ]);
+                ("tf", record)
+            }
+            _ => continue,
+        };
+        out[kind].as_array_mut().unwrap().push(record);
+    }
+    serde_json::Value::Object(out)
+}
+
+/// Equal, numbers other than integers within 1e-6.
+fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() <= 1e-6
+        }
+        _ => a == b,
+    }
 }

@@ -4,6 +4,12 @@ on the same topics, with rosgraph_msgs/Clock on /clock from the bag's time (100 
 does by default). Collects the node's keypoints and /diagnostics, and with --trajectory its
 odometry, TF and keyframe path; prints one JSON line.
 
+With --lockstep, the next frame goes out only once the node is done with the last one: its
+keypoints arrived, and a /diagnostics message from after them counts a finished pair for every
+keyframe but the first (the node then drops nothing, as a replay does not); every output message
+is recorded (`outputs`: per topic, stamps, frames, poses and sizes) for a message-by-message
+comparison with the replay of the same bag.
+
 Run only inside a private network namespace; CYCLONEDDS_URI keeps Cyclone on loopback (set by
 ros_idl, imported first, whose message types this uses).
 """
@@ -22,8 +28,8 @@ from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
 from ros_idl import (
-    CameraInfo, Clock, DiagnosticArray, Header, Image, Keypoints, Odometry, Path as PathMsg, RegionOfInterest, TFMessage,
-    Time, best_effort_qos, reliable_qos,
+    CameraInfo, Clock, DiagnosticArray, Header, Image, Keypoints, Odometry, PairPose, Path as PathMsg, PointCloud2,
+    PoseStamped, RegionOfInterest, TFMessage, Time, best_effort_qos, diagnostics_report, reliable_qos,
 )
 from cyclonedds.core import Policy
 
@@ -33,11 +39,87 @@ def pose_json(p):
             "orientation": [p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w]}
 
 
+def stamp(h):
+    return [h.stamp.sec, h.stamp.nanosec]
+
+
+def quat(q):
+    return [q.x, q.y, q.z, q.w]
+
+
+class Recorder:
+    """Every output of the node under /cam, as the comparison reads them, and the node's
+    counters from /diagnostics."""
+
+    def __init__(self, dp):
+        reliable = reliable_qos(100)
+        kinds = {"keypoints": Keypoints, "pointcloud": PointCloud2, "pair_pose": PairPose, "pose": PoseStamped,
+                 "odom": Odometry, "path": PathMsg, "map": PointCloud2}
+        self.readers = {k: DataReader(dp, Topic(dp, f"rt/cam/{k}", t), qos=reliable) for k, t in kinds.items()}
+        self.readers["tf"] = DataReader(dp, Topic(dp, "rt/tf", TFMessage), qos=reliable)
+        self.diagnostics = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
+        self.outputs = {k: [] for k in self.readers}
+        self.keypoints_at = {}
+
+    def record(self, kind, m):
+        if kind == "keypoints":
+            return [stamp(m.header), m.header.frame_id, len(m.x)]
+        if kind in ("pointcloud", "map"):
+            return [stamp(m.header), m.header.frame_id, m.width * m.height]
+        if kind == "pair_pose":
+            return [stamp(m.header), m.header.frame_id, [m.view2_stamp.sec, m.view2_stamp.nanosec],
+                    [m.pose.position.x, m.pose.position.y, m.pose.position.z] + quat(m.pose.orientation)]
+        if kind == "pose":
+            p = m.pose
+            return [stamp(m.header), m.header.frame_id, [p.position.x, p.position.y, p.position.z] + quat(p.orientation)]
+        if kind == "odom":
+            p = m.pose.pose
+            return [stamp(m.header), m.header.frame_id, m.child_frame_id,
+                    [p.position.x, p.position.y, p.position.z] + quat(p.orientation)]
+        if kind == "path":
+            return [stamp(m.header), m.header.frame_id,
+                    [[stamp(q.header)] + [[q.pose.position.x, q.pose.position.y, q.pose.position.z] + quat(q.pose.orientation)]
+                     for q in m.poses]]
+        t = m.transforms[0]
+        v = t.transform.translation
+        return [stamp(t.header), t.header.frame_id, t.child_frame_id, [v.x, v.y, v.z] + quat(t.transform.rotation)]
+
+    def take(self):
+        for kind, r in self.readers.items():
+            for m in r.take(N=50):
+                self.outputs[kind].append(self.record(kind, m))
+                if kind == "keypoints":
+                    self.keypoints_at[tuple(self.outputs[kind][-1][0])] = time.time()
+
+    def wait_done(self, frame, timeout):
+        """Until the node answered `frame` and has no pair left to finish."""
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            self.take()
+            got = self.keypoints_at.get(frame)
+            for d in self.diagnostics.take(N=20):
+                r = diagnostics_report(d)
+                keyframes = int(r.get("keyframes", "0"))
+                pairs = sum(int(r.get(k, "0")) for k in ("pairs_processed", "errors_dust3r", "dust3r_paused"))
+                if got is not None and time.time() - got > 0.3 and pairs >= keyframes - 1:
+                    self.take()
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def drain(self, seconds):
+        t0 = time.time()
+        while time.time() - t0 < seconds:
+            self.take()
+            time.sleep(0.05)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bag", required=True)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--trajectory", action="store_true", help="also collect odom, /tf and path")
+    ap.add_argument("--lockstep", action="store_true", help="one frame at a time; record every output")
     args = ap.parse_args()
     ts = get_typestore(Stores.ROS2_JAZZY)
     dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
@@ -51,6 +133,8 @@ def main():
         odom = DataReader(dp, Topic(dp, "rt/cam/odom", Odometry), qos=reliable)
         tf = DataReader(dp, Topic(dp, "rt/tf", TFMessage), qos=reliable)
         path = DataReader(dp, Topic(dp, "rt/cam/path", PathMsg), qos=reliable_qos(1, Policy.Durability.TransientLocal))
+
+    recorder = Recorder(dp) if args.lockstep else None
 
     def collect_trajectory():
         if not args.trajectory:
@@ -95,7 +179,7 @@ def main():
         for c, t, raw in messages:
             # Recorded pace: 1 s of bag time per 1 s of wall time.
             delay = (t - bag_start) / 1e9 - (time.time() - wall0)
-            if delay > 0:
+            if delay > 0 and not args.lockstep:
                 time.sleep(delay)
             now_bag[0] = t
             m = reader.deserialize(raw, c.msgtype)
@@ -103,6 +187,9 @@ def main():
             if c.msgtype == "sensor_msgs/msg/Image":
                 writers[c.topic].write(Image(h, m.height, m.width, m.encoding, m.is_bigendian, m.step, list(bytes(m.data))))
                 sent.append([m.header.stamp.sec, m.header.stamp.nanosec])
+                if recorder and not recorder.wait_done(tuple(sent[-1]), args.timeout / 4):
+                    print(json.dumps({"error": f"the node did not finish frame {sent[-1]}", "outputs": recorder.outputs}))
+                    return
             else:
                 writers[c.topic].write(CameraInfo(h, m.height, m.width, m.distortion_model, list(m.d), list(m.k), list(m.r), list(m.p), m.binning_x, m.binning_y,
                                                   RegionOfInterest(m.roi.x_offset, m.roi.y_offset, m.roi.height, m.roi.width, m.roi.do_rectify)))
@@ -124,6 +211,9 @@ def main():
             collect_trajectory()
             time.sleep(0.05)
         stop.set()
+        if recorder:
+            recorder.drain(1.0)
+            trajectory["outputs"] = recorder.outputs
         print(json.dumps({"sent": sent, "received": sorted([list(k) for k in got]), "diagnostics_stamps": diag_stamps,
                           "bag_start_s": bag_start / 1e9, "bag_end_s": messages[-1][1] / 1e9, "trajectory": trajectory}))
 

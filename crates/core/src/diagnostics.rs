@@ -493,6 +493,7 @@ fn tracking_status(
             Counter::FramesNotTracked,
             Counter::FramesBeforeMap,
             Counter::FramesNoMount,
+            Counter::Keyframes,
             Counter::KeyframesChained,
             Counter::PairsUnchained,
         ],
