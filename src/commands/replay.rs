@@ -65,11 +65,8 @@ pub struct Args {
     export_ply: Option<PathBuf>,
 }
 
-fn p95(v: &[f64]) -> f64 {
-    quantile(v, 0.95, Method::NearestRank).unwrap_or(0.0)
-}
-
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// The node's parameters as the arguments set them.
+fn node_params(args: &Args) -> anyhow::Result<NodeParams> {
     let mut ros = RosArgs::default();
     ros.params_files.extend(args.params_file.clone());
     let path = |p: &PathBuf| ParamValue::String(p.display().to_string());
@@ -88,19 +85,83 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for w in warnings {
         tracing::warn!("{w}");
     }
-    let ground_truth =
-        if args.eval || args.ground_truth.is_some() || args.gt_topic.is_some() || args.gt_frames.is_some() {
-            let frames = super::eval::gt_frames(&args.gt_frames)?;
-            let source = args.ground_truth.as_ref().unwrap_or(&args.bag);
-            // Read before the replay: a missing or ambiguous ground truth is known before minutes
-            // of inference.
-            Some(
-                load_ground_truth(&GroundTruth::from_path(source, args.gt_topic.clone(), frames))
-                    .with_context(|| format!("ground truth for --eval from {}", source.display()))?,
-            )
-        } else {
-            None
-        };
+    Ok(params)
+}
+
+/// The ground truth `--eval` asks for, read before the replay: a missing or ambiguous one is
+/// known before minutes of inference.
+fn ground_truth(args: &Args) -> anyhow::Result<Option<Vec<sp_dust3r_core::eval::StampedPose>>> {
+    if !(args.eval || args.ground_truth.is_some() || args.gt_topic.is_some() || args.gt_frames.is_some()) {
+        return Ok(None);
+    }
+    let frames = super::eval::gt_frames(&args.gt_frames)?;
+    let source = args.ground_truth.as_ref().unwrap_or(&args.bag);
+    let gt = load_ground_truth(&GroundTruth::from_path(source, args.gt_topic.clone(), frames))
+        .with_context(|| format!("ground truth for --eval from {}", source.display()))?;
+    Ok(Some(gt))
+}
+
+/// A bar with the time left when the bags' summaries count the frames (`total`), else a
+/// spinner.
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let (bar, template) = if total > 0 {
+        (indicatif::ProgressBar::new(total), "{bar:30} {pos}/{len} frames, {elapsed_precise} ({eta} left), {msg}")
+    } else {
+        (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} frames, {elapsed_precise}, {msg}")
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// `--eval`: the replay's poses against the ground truth, the metrics and plots beside the
+/// output bag, and what they say in `report`.
+fn evaluate(
+    out_path: &std::path::Path,
+    bag: &std::path::Path,
+    gt: &[sp_dust3r_core::eval::StampedPose],
+    report: &mut serde_json::Value,
+) -> anyhow::Result<()> {
+    let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());
+    let (json_path, png_path) =
+        (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
+    let delta = sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1);
+    let metrics = evaluate_bag(out_path, gt, super::eval::DEFAULT_TOLERANCE_S, delta)?;
+    let title = format!("replay of {}", super::eval::file_name(bag));
+    let trajectory_png = super::eval::save(&metrics, &title, Some(&json_path), Some(&png_path))?;
+    report["eval"] = json!({
+        "metrics": json_path.display().to_string(), "plot": png_path.display().to_string(),
+        "num_pairs": metrics.num_pairs, "num_without_pose": metrics.num_without_pose,
+        "auc_thresholds_deg": metrics.auc_thresholds_deg, "auc": metrics.auc,
+    });
+    if let (Some(t), Some(png)) = (&metrics.trajectory, &trajectory_png) {
+        report["eval"]["trajectory"] = json!({
+            "plot": png.display().to_string(), "tracked_fraction": t.tracked_fraction, "num_scored": t.num_scored,
+            "ate_rmse": t.ate.rmse, "ate_percent_of_path": t.ate_percent_of_path, "path_length": t.path_length,
+            "rpe_translation_rmse": t.rpe_translation.rmse, "rpe_rotation_rmse_deg": t.rpe_rotation_deg.rmse,
+            "scale": t.scale,
+        });
+        tracing::info!("trajectory: {t}; plot {}", png.display());
+    }
+    tracing::info!(
+        "outputs: {} (bag), {} (metrics), {} (plot)",
+        out_path.display(),
+        json_path.display(),
+        png_path.display()
+    );
+    Ok(())
+}
+
+fn p95(v: &[f64]) -> f64 {
+    quantile(v, 0.95, Method::NearestRank).unwrap_or(0.0)
+}
+
+/// `sp_dust3r replay`: the bag through the pipeline into the output bag, a JSON summary on
+/// stdout, then the PLY export and the evaluation when asked.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let params = node_params(&args)?;
+    let ground_truth = ground_truth(&args)?;
     let files = open_bag(&args.bag)?;
     let mut topics = Vec::new();
     for f in &files {
@@ -136,16 +197,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let mut out = BagWriter::create(&out_path)?;
-    // A bar with the time left when the bags' summaries count the frames, else a spinner.
     let total: u64 = files.iter().map(|f| f.message_counts().get(&cameras.image).copied().unwrap_or(0)).sum();
-    let (bar, template) = if total > 0 {
-        (indicatif::ProgressBar::new(total), "{bar:30} {pos}/{len} frames, {elapsed_precise} ({eta} left), {msg}")
-    } else {
-        (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} frames, {elapsed_precise}, {msg}")
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = progress_bar(total);
     let show = |s: &ReplaySummary| {
         bar.set_position(s.get(Counter::FramesIn));
         bar.set_message(format!(
@@ -203,36 +256,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out_path.display()
         );
     }
-    if let Some(gt) = ground_truth {
-        let stem = out_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "replay".into());
-        let (json_path, png_path) =
-            (out_path.with_file_name(format!("{stem}_eval.json")), out_path.with_file_name(format!("{stem}_eval.png")));
-        let delta = sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1);
-        let metrics = evaluate_bag(&out_path, &gt, super::eval::DEFAULT_TOLERANCE_S, delta)?;
-        let title = format!("replay of {}", super::eval::file_name(&args.bag));
-        let trajectory_png = super::eval::save(&metrics, &title, Some(&json_path), Some(&png_path))?;
-        report["eval"] = json!({
-            "metrics": json_path.display().to_string(), "plot": png_path.display().to_string(),
-            "num_pairs": metrics.num_pairs, "num_without_pose": metrics.num_without_pose,
-            "auc_thresholds_deg": metrics.auc_thresholds_deg, "auc": metrics.auc,
-        });
-        if let (Some(t), Some(png)) = (&metrics.trajectory, &trajectory_png) {
-            report["eval"]["trajectory"] = json!({
-                "plot": png.display().to_string(), "tracked_fraction": t.tracked_fraction, "num_scored": t.num_scored,
-                "ate_rmse": t.ate.rmse, "ate_percent_of_path": t.ate_percent_of_path, "path_length": t.path_length,
-                "rpe_translation_rmse": t.rpe_translation.rmse, "rpe_rotation_rmse_deg": t.rpe_rotation_deg.rmse,
-                "scale": t.scale,
-            });
-            tracing::info!("trajectory: {t}; plot {}", png.display());
-        }
-        tracing::info!(
-            "outputs: {} (bag), {} (metrics), {} (plot)",
-            out_path.display(),
-            json_path.display(),
-            png_path.display()
-        );
-    } else {
-        tracing::info!("output: {}", out_path.display());
+    match ground_truth {
+        Some(gt) => evaluate(&out_path, &args.bag, &gt, &mut report)?,
+        None => tracing::info!("output: {}", out_path.display()),
     }
     println!("{report}");
     Ok(())

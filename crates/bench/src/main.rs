@@ -290,23 +290,7 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     let model = Dust3r::load(&dir)?;
     println!("loaded in {:.2} s", t.elapsed().as_secs_f64());
     let (h, w) = (512, 512);
-    let image = |phase: f32| -> Vec<f32> {
-        let mut v = Vec::with_capacity(3 * h * w);
-        for ch in 0..3 {
-            for y in 0..h {
-                for x in 0..w {
-                    let (xf, yf) = (x as f32 / w as f32, y as f32 / h as f32);
-                    v.push(match ch {
-                        0 => (6.0 * xf + phase).sin() * (4.0 * yf - phase).cos(),
-                        1 => (5.0 * (xf + yf) + 2.0 * phase).cos(),
-                        _ => (9.0 * xf * yf + phase).sin(),
-                    });
-                }
-            }
-        }
-        v
-    };
-    let (img1, img2) = (image(0.0), image(0.7));
+    let (img1, img2) = (test_image(h, w, 0.0), test_image(h, w, 0.7));
     // The machine's GEMM rate on the encoder MLP's shape, ours and ONNX Runtime's, measured
     // before and after the network: this shared machine's speed drifts by a third from minute
     // to minute, so the stages are set against the mean of the two.
@@ -366,17 +350,35 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         return Ok(());
     }
 
+    let (p1, p2) = last.context("no runs")?;
+    let Some(peer) = dust3r_torch(&python, &dir, [&img1, &img2], (h, w), args.repeat, [&p1.points, &p2.points])? else {
+        return Ok(());
+    };
+    println!("ratio sp_dust3r / pytorch: {:.2}x", total / peer);
+    Ok(())
+}
+
+/// PyTorch on the CPU on the same weights (`dir`) and images, in this invocation: its pair
+/// forward time (`None` when the peer cannot run), and how far its pointmaps are from `ours`.
+fn dust3r_torch(
+    python: &std::path::Path,
+    dir: &std::path::Path,
+    images: [&[f32]; 2],
+    (h, w): (usize, usize),
+    repeat: usize,
+    ours: [&[f32]; 2],
+) -> anyhow::Result<Option<f64>> {
     // PyTorch CPU on the same weights and images, in this invocation.
     let work = tempfile::tempdir()?;
-    for (name, img) in [("img1.npy", &img1), ("img2.npy", &img2)] {
-        ndarray_npy::write_npy(work.path().join(name), &ndarray::Array3::from_shape_vec((3, h, w), img.clone())?)?;
+    for (name, img) in [("img1.npy", images[0]), ("img2.npy", images[1])] {
+        ndarray_npy::write_npy(work.path().join(name), &ndarray::Array3::from_shape_vec((3, h, w), img.to_vec())?)?;
     }
-    let (repeat, threads) = (args.repeat.to_string(), rayon::current_num_threads().to_string());
+    let (repeat, threads) = (repeat.to_string(), rayon::current_num_threads().to_string());
     let (img1_path, img2_path) = (work.path().join("img1.npy"), work.path().join("img2.npy"));
     let report = match run_peer(
         TORCH_PEER,
         "dust3r_torch.py",
-        &python,
+        python,
         &[
             "--weights".as_ref(),
             dir.as_os_str(),
@@ -400,11 +402,10 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
                 python.display(),
                 why.lines().last().unwrap_or("")
             );
-            return Ok(());
+            return Ok(None);
         }
     };
     let peer = report["median_s"].as_f64().context("peer reported no median_s")?;
-    let (p1, p2) = last.context("no runs")?;
     let theirs1: ndarray::Array3<f32> = ndarray_npy::read_npy(work.path().join("torch_pts1.npy"))?;
     let theirs2: ndarray::Array3<f32> = ndarray_npy::read_npy(work.path().join("torch_pts2.npy"))?;
     let rel = |ours: &[f32], theirs: &ndarray::Array3<f32>| {
@@ -415,11 +416,28 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         "pytorch {} pair forward: {peer:.2} s, {} threads (pointmap relative difference vs ours {:.1e} / {:.1e})",
         report["torch"].as_str().unwrap_or("?"),
         report["threads"],
-        rel(&p1.points, &theirs1),
-        rel(&p2.points, &theirs2)
+        rel(ours[0], &theirs1),
+        rel(ours[1], &theirs2)
     );
-    println!("ratio sp_dust3r / pytorch: {:.2}x", total / peer);
-    Ok(())
+    Ok(Some(peer))
+}
+
+/// A smooth synthetic 3-channel image (CHW) for the timing runs; `phase` makes a second view.
+fn test_image(h: usize, w: usize, phase: f32) -> Vec<f32> {
+    let mut v = Vec::with_capacity(3 * h * w);
+    for ch in 0..3 {
+        for y in 0..h {
+            for x in 0..w {
+                let (xf, yf) = (x as f32 / w as f32, y as f32 / h as f32);
+                v.push(match ch {
+                    0 => (6.0 * xf + phase).sin() * (4.0 * yf - phase).cos(),
+                    1 => (5.0 * (xf + yf) + 2.0 * phase).cos(),
+                    _ => (9.0 * xf * yf + phase).sin(),
+                });
+            }
+        }
+    }
+    v
 }
 
 /// What a camera stream got from SuperPoint in one phase.
@@ -757,16 +775,7 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     let k = Intrinsics { fx: FOCAL, fy: FOCAL, cx: WIDTH as f64 / 2.0 - 0.5, cy: HEIGHT as f64 / 2.0 - 0.5 };
     let p = TrackingParams::default();
     let target = TrackTarget { keypoints: &kf_kp, pointmap: &pointmap, mapping: &mapping };
-    let time = |f: &mut dyn FnMut()| {
-        let times: Vec<f64> = (0..args.repeat.max(1))
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64() * 1e3
-            })
-            .collect();
-        median(&times)
-    };
+    let time = |f: &mut dyn FnMut()| median_ms(args.repeat, f);
     let mut last = None;
     let total = time(&mut || last = Some(track(&kp, &target, &k, &p)));
     let tracked = last.context("no runs")?.map_err(|e| anyhow::anyhow!("not tracked: {e}"))?;
@@ -823,28 +832,7 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     }
     let dir = tempfile::tempdir()?;
     let npz_path = dir.path().join("tracking.npz");
-    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&npz_path)?);
-    let rows = |v: &[f32], d: usize| ndarray::Array2::from_shape_vec((v.len() / d, d), v.to_vec());
-    let xy = |k: &sp_dust3r_core::superpoint::Keypoints| k.xy.iter().flatten().copied().collect::<Vec<f32>>();
-    npz.add_array("frame_xy", &rows(&xy(&kp), 2)?)?;
-    npz.add_array("frame_desc", &rows(&kp.descriptors, kp.descriptor_dim)?)?;
-    npz.add_array("keyframe_xy", &rows(&xy(&kf_kp), 2)?)?;
-    npz.add_array("keyframe_desc", &rows(&kf_kp.descriptors, kf_kp.descriptor_dim)?)?;
-    npz.add_array("points", &ndarray::Array3::from_shape_vec((512, 512, 3), pointmap.points.clone())?)?;
-    npz.add_array("conf", &ndarray::Array2::from_shape_vec((512, 512), pointmap.confidence.clone())?)?;
-    let m = [mapping.scale_x, mapping.scale_y, mapping.offset_x, mapping.offset_y];
-    npz.add_array("mapping", &ndarray::arr1(&m))?;
-    npz.add_array("K", &ndarray::arr2(&[[k.fx, 0.0, k.cx], [0.0, k.fy, k.cy], [0.0, 0.0, 1.0]]))?;
-    for (name, v) in [
-        ("ratio", p.matching.max_distance_ratio as f64),
-        ("min_similarity", p.matching.min_similarity as f64),
-        ("min_confidence", p.min_confidence as f64),
-        ("threshold_px", p.ransac.threshold_px),
-        ("iterations", p.ransac.max_iterations as f64),
-    ] {
-        npz.add_array(name, &ndarray::arr0(v))?;
-    }
-    npz.finish()?;
+    write_tracking_inputs(&npz_path, [&kp, &kf_kp], &pointmap, &mapping, &k, &p)?;
     let python = find_python(args.python.as_deref());
     let repeat = args.repeat.max(1).to_string();
     let report = run_peer(
@@ -863,6 +851,53 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
         report["inliers"]
     );
     println!("ratio sp_dust3r / numpy+opencv: {:.2}x", total / peer);
+    Ok(())
+}
+
+/// The median time of `repeat` runs of `f` (one at least), ms.
+fn median_ms(repeat: usize, f: &mut dyn FnMut()) -> f64 {
+    let times: Vec<f64> = (0..repeat.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    median(&times)
+}
+
+/// What the OpenCV tracking peer reads: both keypoint sets, the keyframe's pointmap and its
+/// mapping, K and the tracking settings.
+fn write_tracking_inputs(
+    npz_path: &std::path::Path,
+    [kp, kf_kp]: [&sp_dust3r_core::superpoint::Keypoints; 2],
+    pointmap: &sp_dust3r_core::dust3r::Pointmap,
+    mapping: &sp_dust3r_core::dust3r::InputMapping,
+    k: &sp_dust3r_core::geometry::Intrinsics,
+    p: &sp_dust3r_core::vo::tracking::TrackingParams,
+) -> anyhow::Result<()> {
+    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(npz_path)?);
+    let rows = |v: &[f32], d: usize| ndarray::Array2::from_shape_vec((v.len() / d, d), v.to_vec());
+    let xy = |k: &sp_dust3r_core::superpoint::Keypoints| k.xy.iter().flatten().copied().collect::<Vec<f32>>();
+    npz.add_array("frame_xy", &rows(&xy(kp), 2)?)?;
+    npz.add_array("frame_desc", &rows(&kp.descriptors, kp.descriptor_dim)?)?;
+    npz.add_array("keyframe_xy", &rows(&xy(kf_kp), 2)?)?;
+    npz.add_array("keyframe_desc", &rows(&kf_kp.descriptors, kf_kp.descriptor_dim)?)?;
+    npz.add_array("points", &ndarray::Array3::from_shape_vec((512, 512, 3), pointmap.points.clone())?)?;
+    npz.add_array("conf", &ndarray::Array2::from_shape_vec((512, 512), pointmap.confidence.clone())?)?;
+    let m = [mapping.scale_x, mapping.scale_y, mapping.offset_x, mapping.offset_y];
+    npz.add_array("mapping", &ndarray::arr1(&m))?;
+    npz.add_array("K", &ndarray::arr2(&[[k.fx, 0.0, k.cx], [0.0, k.fy, k.cy], [0.0, 0.0, 1.0]]))?;
+    for (name, v) in [
+        ("ratio", p.matching.max_distance_ratio as f64),
+        ("min_similarity", p.matching.min_similarity as f64),
+        ("min_confidence", p.min_confidence as f64),
+        ("threshold_px", p.ransac.threshold_px),
+        ("iterations", p.ransac.max_iterations as f64),
+    ] {
+        npz.add_array(name, &ndarray::arr0(v))?;
+    }
+    npz.finish()?;
     Ok(())
 }
 

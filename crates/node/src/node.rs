@@ -45,8 +45,8 @@ use sp_dust3r_core::msg::{
 use sp_dust3r_core::outputs::{Output, OutputKind, OutputSink};
 use sp_dust3r_core::params::args::RosArgs;
 use sp_dust3r_core::params::qos::WriterQos;
-use sp_dust3r_core::params::topics::{input_topics, resolve, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
-use sp_dust3r_core::params::{ParamError, ParamStore};
+use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
+use sp_dust3r_core::params::{NodeParams, ParamError, ParamStore};
 use sp_dust3r_core::pipeline::{PairDone, PairJob, PairSide, Pipeline};
 use sp_dust3r_core::workers::loading::{BackgroundLoad, Phase};
 use sp_dust3r_core::workers::priority::{rest_after, BackgroundPool};
@@ -631,35 +631,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let mut node = create_node(&namespace, &name)?;
     let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
     let input = &inputs.image;
-    fn with_topic<S>(topic: &str) -> impl FnOnce(S) -> (S, String) + '_ {
-        move |sub| (sub, topic.to_string())
-    }
-    let io = Io {
-        raw: (!params.compressed_input)
-            .then(|| subscribe(&mut node, input, sensor_qos()))
-            .transpose()?
-            .map(with_topic(input)),
-        compressed: params
-            .compressed_input
-            .then(|| subscribe(&mut node, input, sensor_qos()))
-            .transpose()?
-            .map(with_topic(input)),
-        camera_info: (subscribe(&mut node, &inputs.camera_info, sensor_qos())?, inputs.camera_info.clone()),
-        clock: params
-            .use_sim_time
-            .then(|| subscribe(&mut node, CLOCK, QosProfile::subscription_default()))
-            .transpose()?
-            .map(with_topic(CLOCK)),
-        // Only with base_frame: the camera's mount is all the node reads of the tree.
-        tf_static: params
-            .base_frame
-            .is_some()
-            .then(|| subscribe(&mut node, TF_STATIC, tf_static_qos()))
-            .transpose()?
-            .map(with_topic(TF_STATIC)),
-        diagnostics: advertise(&mut node, DIAGNOSTICS, reliable_qos())?,
-        rosout: advertise(&mut node, ROSOUT, rosout_qos())?,
-    };
+    let io = open_io(&mut node, &params, &inputs)?;
     let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(WriterQos::OUTPUTS, |(_, q)| *q);
     let publishers = Publishers::advertise(&namespace, &name, topic, qos_of)?;
     let services = ParamServices::new(&mut node, &fqn, Arc::clone(&store))?;
@@ -719,6 +691,34 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         tracing::warn!("the DDS spinner thread panicked");
     }
     Ok(())
+}
+
+/// The node's subscriptions (what `params` asks for) and its own publishers.
+fn open_io(node: &mut Node, params: &NodeParams, inputs: &InputTopics) -> Result<Io, NodeError> {
+    fn with_topic<S>(topic: &str) -> impl FnOnce(S) -> (S, String) + '_ {
+        move |sub| (sub, topic.to_string())
+    }
+    let input = &inputs.image;
+    let compressed = params.compressed_input;
+    Ok(Io {
+        raw: (!compressed).then(|| subscribe(node, input, sensor_qos())).transpose()?.map(with_topic(input)),
+        compressed: compressed.then(|| subscribe(node, input, sensor_qos())).transpose()?.map(with_topic(input)),
+        camera_info: (subscribe(node, &inputs.camera_info, sensor_qos())?, inputs.camera_info.clone()),
+        clock: params
+            .use_sim_time
+            .then(|| subscribe(node, CLOCK, QosProfile::subscription_default()))
+            .transpose()?
+            .map(with_topic(CLOCK)),
+        // Only with base_frame: the camera's mount is all the node reads of the tree.
+        tf_static: params
+            .base_frame
+            .is_some()
+            .then(|| subscribe(node, TF_STATIC, tf_static_qos()))
+            .transpose()?
+            .map(with_topic(TF_STATIC)),
+        diagnostics: advertise(node, DIAGNOSTICS, reliable_qos())?,
+        rosout: advertise(node, ROSOUT, rosout_qos())?,
+    })
 }
 
 /// The ROS node on a DDS participant of `ROS_DOMAIN_ID`, on loopback only when asked.
