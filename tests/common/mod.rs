@@ -274,16 +274,12 @@ pub fn interrupt_mid_pair(dir: &std::path::Path, setup: &str, params: &str) -> f
     assert!(!log.lines().any(|l| l.contains("WARN") && l.contains("DUSt3R")), "{ctx}");
     // A Ctrl-C is an ordinary end: the node's endpoints go before their participant, so none of
     // them fails to unregister. Left, and named here so that any other error fails: RustDDS
-    // leaving a multicast group that this namespace never let it join, and ros2-client's own
-    // discovery writer, which its context drops after the participant.
+    // leaving, as its UDP listeners drop, a multicast group that this namespace (loopback only,
+    // no multicast) never let it join (its Drop does not check whether the join succeeded).
     let after: Vec<&str> = log.lines().skip_while(|l| !l.contains("shutting down")).collect();
-    let known = |l: &&&str| {
-        l.contains("leave_multicast_group: Os { code: 19")
-            || (l.contains("Cannot remove Writer") && l.contains("[0, 0, 1] EntityKind::WRITER_NO_KEY_USER_DEFINED"))
-    };
+    let known = |l: &&&str| l.contains("leave_multicast_group: Os { code: 19");
     let errors: Vec<&&str> = after.iter().filter(|l| l.contains("ERROR")).filter(|l| !known(l)).collect();
     assert!(!after.is_empty() && errors.is_empty(), "{errors:#?}\n{ctx}");
-    assert!(after.iter().filter(|l| l.contains("Cannot remove")).count() <= 1, "{ctx}");
     seconds
 }
 

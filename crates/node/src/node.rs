@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ros2_client::dds::rustdds::DomainParticipantBuilder;
+use ros2_client::dds::rustdds::{DomainParticipant, DomainParticipantBuilder};
 use ros2_client::names::NameError;
 use ros2_client::{
     qos, Context, CreateError, MessageTypeName, Name, Node, NodeCreateError, NodeName, NodeOptions, Publisher,
@@ -628,7 +628,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let params = store.params().clone();
     let store = Arc::new(Mutex::new(store));
 
-    let mut node = create_node(&namespace, &name)?;
+    let (mut node, participant) = create_node(&namespace, &name)?;
     let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
     let input = &inputs.image;
     let io = open_io(&mut node, &params, &inputs)?;
@@ -690,6 +690,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     if spin_thread.join().is_err() {
         tracing::warn!("the DDS spinner thread panicked");
     }
+    drop(participant);
     Ok(())
 }
 
@@ -722,18 +723,21 @@ fn open_io(node: &mut Node, params: &NodeParams, inputs: &InputTopics) -> Result
 }
 
 /// The ROS node on a DDS participant of `ROS_DOMAIN_ID`, on loopback only when asked.
-fn create_node(namespace: &str, name: &str) -> Result<Node, NodeError> {
+/// Also returns the participant, for the caller to drop after the node: ros2-client's context
+/// drops its discovery writer after its own handle on the participant, and a writer whose
+/// participant is gone cannot unregister (an error in the log at every shutdown).
+fn create_node(namespace: &str, name: &str) -> Result<(Node, DomainParticipant), NodeError> {
     let mut builder = DomainParticipantBuilder::new(domain_id());
     if localhost_only() {
         builder = builder.with_only_networks([Ipv4Addr::LOCALHOST]);
     }
     let participant = builder.build().map_err(NodeError::Participant)?;
-    let context = Context::from_domain_participant(participant).map_err(dds("the ROS context"))?;
+    let context = Context::from_domain_participant(participant.clone()).map_err(dds("the ROS context"))?;
     let node_name = NodeName::new(namespace, name)
         .map_err(|source| NodeError::Name { name: format!("{}/{name}", namespace.trim_end_matches('/')), source })?;
     // Our own /rosout writer and parameter services (see rosout.rs, param_services.rs).
     let options = NodeOptions::new().enable_rosout(false).start_parameter_services(false);
-    Ok(context.new_node(node_name, options)?)
+    Ok((context.new_node(node_name, options)?, participant))
 }
 
 fn wall_time() -> builtin_interfaces::Time {
