@@ -39,8 +39,9 @@ use large_messages::{cloud, keypoints, latencies, node_writer, quantile, referen
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, Subscription};
 use sp_dust3r_core::msg::{node_msgs, sensor_msgs, RosMessage};
+use sp_dust3r_core::params::qos::Qos;
 use sp_dust3r_node::dds::Dds;
-use sp_dust3r_node::node::{reliable_qos, sensor_qos};
+use sp_dust3r_node::transport::profile;
 
 fn main() -> anyhow::Result<()> {
     large_messages::ensure_private_network()
@@ -151,7 +152,7 @@ fn node_clouds(python: &str, opts: &Options) -> anyhow::Result<serde_json::Value
 fn rustdds_writer(python: &str, opts: &Options) -> anyhow::Result<serde_json::Value> {
     let reader = opts.reader(python)?;
     let mut node = ros_node()?;
-    let q = reliable_qos().deadline(opts.writer_deadline_ms.map(Duration::from_millis));
+    let q = profile(Qos::OUTPUTS).deadline(opts.writer_deadline_ms.map(Duration::from_millis));
     let topic =
         node.create_topic(&Name::new("/big", "pointcloud")?, MessageTypeName::new("sensor_msgs", "PointCloud2"), &q)?;
     let publisher: Publisher<Dds<sensor_msgs::PointCloud2>> = node.create_publisher(&topic, Some(q))?;
@@ -227,7 +228,7 @@ fn images(python: &str, args: &[String]) -> anyhow::Result<()> {
     let sizes = args.first().map_or("640x480:mono8,640x480:rgb8,1280x720:rgb8,1920x1080:rgb8", |s| s.as_str());
     let seconds: f64 = args.get(1).map_or(Ok(10.0), |s| s.parse())?;
     let mut node = ros_node()?;
-    let q = sensor_qos();
+    let q = profile(Qos::SENSOR_DATA);
     let topic = node.create_topic(&Name::new("/big", "image")?, MessageTypeName::new("sensor_msgs", "Image"), &q)?;
     let subscription: Subscription<Dds<sensor_msgs::Image>> = node.create_subscription(&topic, Some(q))?;
     let spinner = node.spinner()?;

@@ -153,11 +153,7 @@ fn the_writer_survives_cyclone_content_tracing() {
     }
     let participant = sp_dust3r_node::cyclone::Participant::new(0, &sp_dust3r_node::cyclone::config(true)).unwrap();
     let writer = participant
-        .writer(
-            "rt/big/pointcloud",
-            sensor_msgs::PointCloud2::DDS_TYPE,
-            sp_dust3r_core::params::qos::WriterQos::OUTPUTS,
-        )
+        .writer("rt/big/pointcloud", sensor_msgs::PointCloud2::DDS_TYPE, sp_dust3r_core::params::qos::Qos::OUTPUTS)
         .unwrap();
     writer.write(&sp_dust3r_core::msg::to_cdr(&cloud(0.01)).unwrap()).unwrap();
 }

@@ -362,10 +362,9 @@ fn log_level_maps_to_tracing() {
 /// declared per output (read-only, the node's profile as default), checked, applied.
 #[test]
 fn qos_overrides_apply_to_the_outputs_they_name() {
-    use sp_dust3r_core::params::qos::WriterQos;
+    use sp_dust3r_core::params::qos::Qos;
     use sp_dust3r_core::params::ParamStore;
-    let outputs =
-        vec![("/cam/pointcloud".to_string(), WriterQos::OUTPUTS), ("/cam/pose".to_string(), WriterQos::OUTPUTS)];
+    let outputs = vec![("/cam/pointcloud".to_string(), Qos::OUTPUTS), ("/cam/pose".to_string(), Qos::OUTPUTS)];
     let resolve = |params: &[(&str, ParamValue)]| {
         let ros =
             RosArgs { params: params.iter().map(|(n, v)| (n.to_string(), v.clone())).collect(), ..Default::default() };
@@ -381,12 +380,12 @@ fn qos_overrides_apply_to_the_outputs_they_name() {
     ])
     .unwrap();
     assert_eq!(
-        store.output_qos("/cam/pointcloud", WriterQos::OUTPUTS),
-        WriterQos { reliable: false, keep_all: false, depth: 1, transient_local: false }
+        store.output_qos("/cam/pointcloud", Qos::OUTPUTS),
+        Qos { reliable: false, keep_all: false, depth: 1, transient_local: false }
     );
     assert_eq!(
-        store.output_qos("/cam/pose", WriterQos::OUTPUTS),
-        WriterQos { reliable: true, keep_all: true, depth: 10, transient_local: true }
+        store.output_qos("/cam/pose", Qos::OUTPUTS),
+        Qos { reliable: true, keep_all: true, depth: 10, transient_local: true }
     );
     // Not an output given to the store: not declared, so warned about and not applied.
     assert_eq!(
@@ -407,5 +406,5 @@ fn qos_overrides_apply_to_the_outputs_they_name() {
     }
     // Nothing given: the node's profile.
     let (store, _) = resolve(&[]).unwrap();
-    assert_eq!(store.output_qos("/cam/pose", WriterQos::OUTPUTS), WriterQos::OUTPUTS);
+    assert_eq!(store.output_qos("/cam/pose", Qos::OUTPUTS), Qos::OUTPUTS);
 }

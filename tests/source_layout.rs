@@ -206,3 +206,32 @@ fn cyclone_dds_is_called_from_one_file() {
         .collect();
     assert_eq!(callers, ["crates/node/src/cyclone.rs"]);
 }
+
+/// The node's code reaches its DDS stacks only through transport.rs (readers, writers, which
+/// stack carries which) and the modules beneath it: ros2-client's services (param_services.rs),
+/// its sample wrapper (dds.rs); Cyclone DDS in cyclone.rs alone (above). The example that
+/// compares the stacks and the fuzz targets of ros2-client's decoders name them on purpose.
+#[test]
+fn the_node_reaches_dds_through_the_transport() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "tests", "examples", "fuzz/src"] {
+        rust_files(&top.join(dir), &mut files);
+    }
+    let needle = concat!("ros2", "_client");
+    let mut callers: Vec<String> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains(needle))
+        .map(|f| f.strip_prefix(top).unwrap().display().to_string())
+        .collect();
+    callers.sort();
+    let allowed = [
+        "crates/node/src/dds.rs",
+        "crates/node/src/param_services.rs",
+        "crates/node/src/transport.rs",
+        "examples/dds_large_messages.rs",
+        "fuzz/src/bin/seeds.rs",
+        "fuzz/src/lib.rs",
+    ];
+    assert_eq!(callers, allowed);
+}

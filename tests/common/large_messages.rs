@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context as _};
 use sp_dust3r_core::msg::{builtin_interfaces, node_msgs, sensor_msgs, std_msgs, to_cdr, RosMessage};
-use sp_dust3r_core::params::qos::WriterQos;
+use sp_dust3r_core::params::qos::Qos;
 use sp_dust3r_node::cyclone;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -123,7 +123,7 @@ impl Reader {
 /// has matched and settled.
 pub fn node_writer(topic: &str, dds_type: &str) -> anyhow::Result<(cyclone::Participant, cyclone::Writer)> {
     let participant = cyclone::Participant::new(0, &cyclone::config(true))?;
-    let writer = participant.writer(topic, dds_type, WriterQos::OUTPUTS)?;
+    let writer = participant.writer(topic, dds_type, Qos::OUTPUTS)?;
     let t = Instant::now();
     while writer.matched() == 0 && t.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(100));

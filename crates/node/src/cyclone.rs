@@ -18,7 +18,7 @@ use std::ffi::{c_void, CStr, CString};
 use std::sync::Arc;
 
 use cyclors as cdds;
-use sp_dust3r_core::params::qos::WriterQos;
+use sp_dust3r_core::params::qos::Qos;
 
 use sp_dust3r_core::msg::{rmw_dds_common, to_cdr, CdrError};
 
@@ -123,7 +123,7 @@ pub fn config(localhost_only: bool) -> String {
 }
 
 /// `ros_discovery_info`'s profile: reliable, transient local, keep last 1.
-const DISCOVERY_QOS: WriterQos = WriterQos { reliable: true, keep_all: false, depth: 1, transient_local: true };
+const DISCOVERY_QOS: Qos = Qos { reliable: true, keep_all: false, depth: 1, transient_local: true };
 
 /// The domain and participant; deleted (and with them every writer) when the last handle goes.
 struct Domain {
@@ -179,7 +179,7 @@ impl Participant {
 
     /// A writer of raw CDR samples of the DDS type `dds_type` (`pkg::msg::dds_::Name_`) on the
     /// DDS topic `topic` (`rt/...` for a ROS topic).
-    pub fn writer(&self, topic: &str, dds_type: &str, qos: WriterQos) -> Result<Writer, CycloneError> {
+    pub fn writer(&self, topic: &str, dds_type: &str, qos: Qos) -> Result<Writer, CycloneError> {
         // Held from the topic's creation to its writer's: a type's operations are patched (see
         // `printable`) only while no writer of it exists, so no sample can read them meanwhile.
         // Every cyclors topic of the process is made here, and Cyclone hands an equal type that
@@ -235,9 +235,10 @@ impl Participant {
         Ok(Writer { _domain: Arc::clone(&self.domain), entity, sertype, topic: topic.to_string() })
     }
 
-    /// Tells the ROS graph (`ros2 node list`, `ros2 topic info -v`) that `writers` belong to the
-    /// node `namespace`/`name`, as rmw does on `ros_discovery_info`.
-    pub fn announce(&mut self, namespace: &str, name: &str, writers: &[&Writer]) -> Result<(), CycloneError> {
+    /// Tells the ROS graph (`ros2 node list`, `ros2 topic info -v`) that the writers with the
+    /// GUIDs `writers` (see [`Writer::gid`]) belong to the node `namespace`/`name`, as rmw does
+    /// on `ros_discovery_info`.
+    pub fn announce(&mut self, namespace: &str, name: &str, writers: &[[u8; 16]]) -> Result<(), CycloneError> {
         let writer = match self.announcement.take() {
             Some(w) => w,
             None => {
@@ -250,7 +251,7 @@ impl Participant {
                 node_namespace: namespace.to_string(),
                 node_name: name.to_string(),
                 reader_gid_seq: Vec::new(),
-                writer_gid_seq: writers.iter().map(|w| rmw_dds_common::Gid { data: guid(w.entity) }).collect(),
+                writer_gid_seq: writers.iter().map(|&data| rmw_dds_common::Gid { data }).collect(),
             }],
         };
         let written = writer.write(&to_cdr(&info).map_err(CycloneError::Encode)?);
@@ -370,6 +371,11 @@ impl Writer {
     /// The DDS topic.
     pub fn topic(&self) -> &str {
         &self.topic
+    }
+
+    /// Its GUID, which the ROS graph knows it by (its gid since Iron).
+    pub fn gid(&self) -> [u8; 16] {
+        guid(self.entity)
     }
 }
 

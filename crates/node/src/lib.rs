@@ -1,8 +1,10 @@
-//! sp_dust3r's live driver: the ROS 2 node. Inputs, parameter services, /rosout and
-//! /diagnostics go over ros2-client (pure-Rust DDS); the pipeline's outputs over Cyclone DDS.
+//! sp_dust3r's live driver: the ROS 2 node. Its endpoints are made through one interface
+//! (transport.rs), which decides the stack: inputs, parameter services, /rosout and /diagnostics
+//! on ros2-client (pure-Rust DDS), the pipeline's outputs on Cyclone DDS.
 
 pub mod cyclone;
 pub mod dds;
 pub mod node;
 pub mod param_services;
 pub mod rosout;
+pub mod transport;

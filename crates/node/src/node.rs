@@ -1,5 +1,6 @@
-//! The live driver: a ROS 2 node on ros2-client (pure-Rust DDS), its pipeline outputs on Cyclone
-//! DDS (see cyclone.rs for why).
+//! The live driver: a ROS 2 node whose threads feed the pipeline; its endpoints come from
+//! transport.rs (ros2-client for inputs and its own topics, Cyclone DDS for the pipeline's
+//! outputs; see cyclone.rs for why).
 //!
 //! Start-up joins the ROS graph first (the node is listed, its parameters served, /diagnostics
 //! says what it waits for), then finds, downloads and loads each model's weights on a thread of
@@ -17,34 +18,25 @@
 //! sp_dust3r node --ros-args -r __ns:=/camera -p superpoint_weights:=/path/to/superpoint
 //! ```
 
-use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ros2_client::dds::rustdds::{DomainParticipant, DomainParticipantBuilder};
-use ros2_client::names::NameError;
-use ros2_client::{
-    qos, Context, CreateError, MessageTypeName, Name, Node, NodeCreateError, NodeName, NodeOptions, Publisher,
-    QosProfile, Subscription,
-};
-
-use crate::cyclone::{self, CycloneError};
-use crate::dds::Dds;
 use crate::param_services::{ParamServiceError, ParamServices};
 use crate::rosout;
+use crate::transport::{Reader, Role, Sample, Transport, TransportError, Writer};
 use sp_dust3r_core::backend::build::{build_dust3r, build_superpoint, BackendKind, BuildError, BuildProgress};
 use sp_dust3r_core::backend::{BackendHealth, FeatureExtractor, PairReconstructor};
 use sp_dust3r_core::cancel::Cancel;
 use sp_dust3r_core::diagnostics::{diagnostics, Counter, History, ModelStatus, Report, Stats};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::msg::{
-    builtin_interfaces, diagnostic_msgs, rcl_interfaces, rosgraph_msgs, sensor_msgs, std_msgs, tf2_msgs, CdrError,
-    RosMessage,
+    builtin_interfaces, diagnostic_msgs, geometry_msgs, nav_msgs, node_msgs, rcl_interfaces, rosgraph_msgs,
+    sensor_msgs, std_msgs, tf2_msgs,
 };
 use sp_dust3r_core::outputs::{Output, OutputKind, OutputSink};
 use sp_dust3r_core::params::args::RosArgs;
-use sp_dust3r_core::params::qos::WriterQos;
+use sp_dust3r_core::params::qos::Qos;
 use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
 use sp_dust3r_core::params::{NodeParams, ParamError, ParamStore};
 use sp_dust3r_core::pipeline::{PairDone, PairJob, PairSide, Pipeline};
@@ -58,201 +50,87 @@ pub enum NodeError {
     /// A parameter file or override is wrong.
     #[error(transparent)]
     Params(#[from] ParamError),
-    /// DDS refused to create something the node needs.
-    #[error("DDS: cannot create {what}")]
-    Dds {
-        /// What it was.
-        what: String,
-        /// DDS's reason.
-        #[source]
-        source: CreateError,
-    },
-    /// The DDS participant could not be created.
-    #[error("DDS: cannot create the domain participant")]
-    Participant(#[source] ros2_client::dds::rustdds::dds::CreateError),
-    /// The ROS node could not be created.
-    #[error("cannot create the ROS node")]
-    Node(#[from] NodeCreateError),
-    /// A node or topic name is not a valid ROS name.
-    #[error("invalid name {name:?}")]
-    Name {
-        /// The name.
-        name: String,
-        /// What is wrong with it.
-        #[source]
-        source: NameError,
-    },
     /// The parameter services could not be created.
     #[error(transparent)]
     ParamServices(#[from] ParamServiceError),
-    /// The outputs' Cyclone DDS participant or a writer could not be created.
+    /// The node, an input, an output or a participant for them could not be created.
     #[error(transparent)]
-    Cyclone(#[from] CycloneError),
+    Transport(#[from] TransportError),
 }
 
-fn dds(what: impl Into<String>) -> impl FnOnce(CreateError) -> NodeError {
-    let what = what.into();
-    move |source| NodeError::Dds { what, source }
-}
+type WriterResult<T> = Result<Box<dyn Writer<T>>, TransportError>;
 
-/// An output that did not go out.
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError {
-    /// The message could not be encoded.
-    #[error("encoding the output for {topic}")]
-    Encode {
-        /// The output's topic (relative to the namespace).
-        topic: &'static str,
-        /// The encoder's reason.
-        #[source]
-        source: CdrError,
-    },
-    /// DDS did not take it.
-    #[error(transparent)]
-    Write(#[from] CycloneError),
-}
-
-/// `ROS_DOMAIN_ID`, 0 when unset.
-fn domain_id() -> u16 {
-    std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
-/// `ROS_LOCALHOST_ONLY=1` or `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`: stay on 127.0.0.1.
-fn localhost_only() -> bool {
-    std::env::var("ROS_LOCALHOST_ONLY").is_ok_and(|v| v == "1")
-        || std::env::var("ROS_AUTOMATIC_DISCOVERY_RANGE").is_ok_and(|v| v.eq_ignore_ascii_case("LOCALHOST"))
-}
-
-fn ros_name(resolved: &str) -> Result<Name, NodeError> {
-    let trimmed = resolved.trim_start_matches('/');
-    let (ns, base) = match trimmed.rsplit_once('/') {
-        Some((ns, base)) => (format!("/{ns}"), base),
-        None => ("/".to_string(), trimmed),
-    };
-    Name::new(&ns, base).map_err(|source| NodeError::Name { name: resolved.to_string(), source })
-}
-
-fn type_name<T: RosMessage>() -> MessageTypeName {
-    let mut parts = T::ROS_TYPE.split('/');
-    let pkg = parts.next().unwrap_or_default();
-    MessageTypeName::new(pkg, parts.nth(1).unwrap_or_default())
-}
-
-/// The camera inputs' QoS, SensorDataQoS: best effort, keep last 5.
-pub fn sensor_qos() -> QosProfile {
-    QosProfile::subscription_default().reliability_best_effort().history(qos::History::KeepLast { depth: 5 })
-}
-
-/// rcl's /rosout profile: reliable, transient local (late joiners get recent records), keep last
-/// 1000.
-fn rosout_qos() -> QosProfile {
-    reliable_qos().durability(qos::Durability::TransientLocal).history(qos::History::KeepLast { depth: 1000 })
-}
-
-/// tf2's /tf_static profile: reliable, transient local (the transforms were sent long before),
-/// enough history for many broadcasters.
-fn tf_static_qos() -> QosProfile {
-    reliable_qos().durability(qos::Durability::TransientLocal).history(qos::History::KeepLast { depth: 100 })
-}
-
-/// The outputs' QoS, what RViz subscribes with: reliable, keep last 10.
-pub fn reliable_qos() -> QosProfile {
-    QosProfile::publisher_default()
-        .reliability_reliable(qos::WhenFull::DEFAULT)
-        .history(qos::History::KeepLast { depth: 10 })
-}
-
-fn subscribe<T: RosMessage + serde::Serialize + serde::de::DeserializeOwned + 'static>(
-    node: &mut Node,
-    topic: &str,
-    q: QosProfile,
-) -> Result<Subscription<Dds<T>>, NodeError> {
-    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds(format!("topic {topic}")))?;
-    node.create_subscription(&t, Some(q)).map_err(dds(format!("a subscription to {topic}")))
-}
-
-fn advertise<T: RosMessage + serde::Serialize + serde::de::DeserializeOwned>(
-    node: &mut Node,
-    topic: &str,
-    q: QosProfile,
-) -> Result<Publisher<Dds<T>>, NodeError> {
-    let t = node.create_topic(&ros_name(topic)?, type_name::<T>(), &q).map_err(dds(format!("topic {topic}")))?;
-    node.create_publisher(&t, Some(q)).map_err(dds(format!("a publisher on {topic}")))
-}
-
-/// The node's output writers, on Cyclone DDS: where [`Output`]s go in the live driver.
+/// The node's output writers: where [`Output`]s go in the live driver.
 struct Publishers {
-    keypoints: cyclone::Writer,
-    debug_image: cyclone::Writer,
-    cloud: cyclone::Writer,
-    pair_pose: cyclone::Writer,
-    pose: cyclone::Writer,
-    odometry: cyclone::Writer,
-    path: cyclone::Writer,
-    map: cyclone::Writer,
-    tf: cyclone::Writer,
-    /// Holds the graph announcement; the writers keep the participant itself alive.
-    _participant: cyclone::Participant,
+    keypoints: Box<dyn Writer<node_msgs::Keypoints>>,
+    debug_image: Box<dyn Writer<sensor_msgs::Image>>,
+    cloud: Box<dyn Writer<sensor_msgs::PointCloud2>>,
+    pair_pose: Box<dyn Writer<node_msgs::PairPose>>,
+    pose: Box<dyn Writer<geometry_msgs::PoseStamped>>,
+    odometry: Box<dyn Writer<nav_msgs::Odometry>>,
+    path: Box<dyn Writer<nav_msgs::Path>>,
+    map: Box<dyn Writer<sensor_msgs::PointCloud2>>,
+    tf: Box<dyn Writer<tf2_msgs::TFMessage>>,
 }
 
 impl Publishers {
-    /// A writer per output on `topic(name)` with `qos(topic)`, announced as the node
-    /// `<name>_outputs` in `namespace`.
+    /// A writer per output on `topic(name)` with `qos(topic)`, announced to the ROS graph.
     fn advertise(
+        transport: &mut Transport,
         namespace: &str,
         name: &str,
         topic: impl Fn(&str) -> String,
-        qos: impl Fn(&str) -> WriterQos,
-    ) -> Result<Self, NodeError> {
-        let mut participant = cyclone::Participant::new(u32::from(domain_id()), &cyclone::config(localhost_only()))?;
-        let writer = |kind: OutputKind| {
+        qos: impl Fn(&str) -> Qos,
+    ) -> Result<Self, TransportError> {
+        let open = |kind: OutputKind| {
             let t = topic(kind.topic());
-            participant.writer(&format!("rt{t}"), kind.dds_type(), qos(&t))
+            (Role::Output(kind), t.clone(), qos(&t))
         };
-        let (keypoints, debug_image, cloud) =
-            (writer(OutputKind::Keypoints)?, writer(OutputKind::DebugImage)?, writer(OutputKind::Cloud)?);
-        let (pair_pose, pose, tf) = (writer(OutputKind::PairPose)?, writer(OutputKind::Pose)?, writer(OutputKind::Tf)?);
-        let (odometry, path, map) =
-            (writer(OutputKind::Odometry)?, writer(OutputKind::Path)?, writer(OutputKind::Map)?);
-        participant.announce(
-            namespace,
-            &outputs_node_name(name),
-            &[&keypoints, &debug_image, &cloud, &pair_pose, &pose, &odometry, &path, &map, &tf],
-        )?;
-        Ok(Self { keypoints, debug_image, cloud, pair_pose, pose, odometry, path, map, tf, _participant: participant })
+        fn writer<T: Sample>(t: &mut Transport, (role, topic, q): (Role, String, Qos)) -> WriterResult<T> {
+            t.writer(role, &topic, q)
+        }
+        let keypoints = writer(transport, open(OutputKind::Keypoints))?;
+        let debug_image = writer(transport, open(OutputKind::DebugImage))?;
+        let cloud = writer(transport, open(OutputKind::Cloud))?;
+        let pair_pose = writer(transport, open(OutputKind::PairPose))?;
+        let pose = writer(transport, open(OutputKind::Pose))?;
+        let odometry = writer(transport, open(OutputKind::Odometry))?;
+        let path = writer(transport, open(OutputKind::Path))?;
+        let map = writer(transport, open(OutputKind::Map))?;
+        let tf = writer(transport, open(OutputKind::Tf))?;
+        transport.announce(namespace, name)?;
+        Ok(Self { keypoints, debug_image, cloud, pair_pose, pose, odometry, path, map, tf })
     }
 
-    fn writer(&self, kind: OutputKind) -> &cyclone::Writer {
-        match kind {
-            OutputKind::Keypoints => &self.keypoints,
-            OutputKind::DebugImage => &self.debug_image,
-            OutputKind::Cloud => &self.cloud,
-            OutputKind::PairPose => &self.pair_pose,
-            OutputKind::Pose => &self.pose,
-            OutputKind::Odometry => &self.odometry,
-            OutputKind::Path => &self.path,
-            OutputKind::Map => &self.map,
-            OutputKind::Tf => &self.tf,
+    /// Sends an output on its writer.
+    fn emit(&self, output: &Output) -> Result<(), TransportError> {
+        match output {
+            Output::Keypoints(m) => self.keypoints.write(m),
+            Output::DebugImage(m) => self.debug_image.write(m),
+            Output::Cloud(m) => self.cloud.write(m),
+            Output::PairPose(m) => self.pair_pose.write(m),
+            Output::Pose(m) => self.pose.write(m),
+            Output::Odometry(m) => self.odometry.write(m),
+            Output::Path(m) => self.path.write(m),
+            Output::Map(m) => self.map.write(m),
+            Output::Tf(m) => self.tf.write(m),
         }
     }
 
-    /// Someone reads this output now.
+    /// Someone may read this output now (a stack that does not say counts as yes).
     fn wanted(&self, kind: OutputKind) -> bool {
-        self.writer(kind).matched() > 0
-    }
-}
-
-/// The name under which the ROS graph sees the output writers: a second node of this process.
-pub fn outputs_node_name(node_name: &str) -> String {
-    format!("{node_name}_outputs")
-}
-
-impl Publishers {
-    /// Sends an output on its writer.
-    fn emit(&self, output: Output) -> Result<(), PublishError> {
-        let kind = output.kind();
-        let cdr = output.to_cdr().map_err(|source| PublishError::Encode { topic: kind.topic(), source })?;
-        Ok(self.writer(kind).write(&cdr)?)
+        let matched = match kind {
+            OutputKind::Keypoints => self.keypoints.matched(),
+            OutputKind::DebugImage => self.debug_image.matched(),
+            OutputKind::Cloud => self.cloud.matched(),
+            OutputKind::PairPose => self.pair_pose.matched(),
+            OutputKind::Pose => self.pose.matched(),
+            OutputKind::Odometry => self.odometry.matched(),
+            OutputKind::Path => self.path.matched(),
+            OutputKind::Map => self.map.matched(),
+            OutputKind::Tf => self.tf.matched(),
+        };
+        matched.is_none_or(|n| n > 0)
     }
 }
 
@@ -274,7 +152,7 @@ impl OutputSink for Sink<'_> {
 
     fn emit(&mut self, output: Output) -> Result<(), Self::Error> {
         let debug = matches!(output, Output::DebugImage(_));
-        match self.publishers.emit(output) {
+        match self.publishers.emit(&output) {
             Ok(()) if debug => self.stats.bump(Counter::DebugImages),
             Ok(()) => {}
             Err(e) => {
@@ -400,18 +278,13 @@ impl Drop for InFlight<'_> {
 /// the bound keeps a flooding writer from starving the other topics).
 const MAX_TAKE: usize = 1000;
 
-/// Takes the waiting samples of `sub` (on `topic`) into `each`. A sample that does not decode
-/// as the topic's type is counted and reported by the pipeline, never dropped silently; the
-/// reader has moved past it, so the next one is taken. Returns whether there was any.
-fn take_all<T: serde::de::DeserializeOwned + 'static>(
-    sub: &Subscription<Dds<T>>,
-    topic: &str,
-    pipeline: &Pipeline,
-    mut each: impl FnMut(T),
-) -> bool {
+/// Takes the waiting samples of `reader` (on `topic`) into `each`. A sample that does not
+/// decode as the topic's type is counted and reported by the pipeline, never dropped silently;
+/// the reader has moved past it, so the next one is taken. Returns whether there was any.
+fn take_all<T>(reader: &dyn Reader<T>, topic: &str, pipeline: &Pipeline, mut each: impl FnMut(T)) -> bool {
     for n in 0..MAX_TAKE {
-        match sub.take() {
-            Ok(Some((Dds(msg), _))) => each(msg),
+        match reader.take() {
+            Ok(Some(msg)) => each(msg),
             Ok(None) => return n > 0,
             Err(e) => pipeline.on_malformed(topic, &e),
         }
@@ -422,13 +295,13 @@ fn take_all<T: serde::de::DeserializeOwned + 'static>(
 /// The node's DDS inputs (each with its resolved topic) and its own outputs besides the
 /// pipeline's (diagnostics, /rosout).
 struct Io {
-    raw: Option<(Subscription<Dds<sensor_msgs::Image>>, String)>,
-    compressed: Option<(Subscription<Dds<sensor_msgs::CompressedImage>>, String)>,
-    camera_info: (Subscription<Dds<sensor_msgs::CameraInfo>>, String),
-    clock: Option<(Subscription<Dds<rosgraph_msgs::Clock>>, String)>,
-    tf_static: Option<(Subscription<Dds<tf2_msgs::TFMessage>>, String)>,
-    diagnostics: Publisher<Dds<diagnostic_msgs::DiagnosticArray>>,
-    rosout: Publisher<Dds<rcl_interfaces::Log>>,
+    raw: Option<(Box<dyn Reader<sensor_msgs::Image>>, String)>,
+    compressed: Option<(Box<dyn Reader<sensor_msgs::CompressedImage>>, String)>,
+    camera_info: (Box<dyn Reader<sensor_msgs::CameraInfo>>, String),
+    clock: Option<(Box<dyn Reader<rosgraph_msgs::Clock>>, String)>,
+    tf_static: Option<(Box<dyn Reader<tf2_msgs::TFMessage>>, String)>,
+    diagnostics: Box<dyn Writer<diagnostic_msgs::DiagnosticArray>>,
+    rosout: Box<dyn Writer<rcl_interfaces::Log>>,
 }
 
 /// Everything the DDS loop needs besides the shared state.
@@ -454,7 +327,7 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
     while !stop.is_cancelled() {
         let mut got = take_inputs(&l.io, shared, &mut sim_time);
         let stamp = if use_sim_time { sim_time.clone().unwrap_or_default() } else { wall_time() };
-        if l.services.poll(ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec)) > 0 {
+        if l.services.poll(&stamp) > 0 {
             got = true;
             if let Ok(store) = shared.store.lock() {
                 shared.pipeline.set_params(store.params().clone());
@@ -484,7 +357,7 @@ fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interface
     };
     let mut got = false;
     if let Some((sub, topic)) = &io.raw {
-        got |= take_all(sub, topic, pipeline, |msg| {
+        got |= take_all(sub.as_ref(), topic, pipeline, |msg| {
             let bigendian = msg.is_bigendian != 0;
             accept(
                 msg.header,
@@ -493,15 +366,15 @@ fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interface
         });
     }
     if let Some((sub, topic)) = &io.compressed {
-        got |= take_all(sub, topic, pipeline, |msg| accept(msg.header, Frame::decode(&msg.data)));
+        got |= take_all(sub.as_ref(), topic, pipeline, |msg| accept(msg.header, Frame::decode(&msg.data)));
     }
     let (sub, topic) = &io.camera_info;
-    got |= take_all(sub, topic, pipeline, |info| pipeline.on_camera_info(info));
+    got |= take_all(sub.as_ref(), topic, pipeline, |info| pipeline.on_camera_info(info));
     if let Some((sub, topic)) = &io.clock {
-        got |= take_all(sub, topic, pipeline, |clock| *sim_time = Some(clock.clock));
+        got |= take_all(sub.as_ref(), topic, pipeline, |clock| *sim_time = Some(clock.clock));
     }
     if let Some((sub, topic)) = &io.tf_static {
-        got |= take_all(sub, topic, pipeline, |msg| pipeline.on_static_transforms(&msg));
+        got |= take_all(sub.as_ref(), topic, pipeline, |msg| pipeline.on_static_transforms(&msg));
     }
     got
 }
@@ -588,7 +461,7 @@ impl Loop<'_> {
             superpoint: status_of(&shared.superpoint, |m| (m.describe(), m.health())),
             dust3r: status_of(&shared.dust3r, |m| (m.describe(), m.health())),
         };
-        if self.io.diagnostics.publish(Dds(diagnostics(stats, history, report))).is_err() {
+        if self.io.diagnostics.write(&diagnostics(stats, history, report)).is_err() {
             stats.bump(Counter::PublishErrors);
         }
     }
@@ -597,7 +470,7 @@ impl Loop<'_> {
     fn forward_log_records(&self) {
         if let Some(rx) = &self.log_records {
             for record in rx.try_iter() {
-                let _ = self.io.rosout.publish(Dds(record.to_log(&self.logger, wall_time())));
+                let _ = self.io.rosout.write(&record.to_log(&self.logger, wall_time()));
             }
         }
     }
@@ -612,13 +485,12 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let namespace = ros.namespace.clone().unwrap_or_else(|| "/".into());
     let fqn = format!("{}/{name}", namespace.trim_end_matches('/'));
     let topic = |n: &str| resolve(&ros.remaps, &namespace, n);
-    let outputs: Vec<(String, WriterQos)> =
-        OutputKind::ALL.iter().map(|k| (topic(k.topic()), k.default_qos())).collect();
+    let outputs: Vec<(String, Qos)> = OutputKind::ALL.iter().map(|k| (topic(k.topic()), k.default_qos())).collect();
     let (store, warnings) = ParamStore::resolve_with_outputs(ros, &fqn, &outputs)?;
     for w in warnings {
         tracing::warn!("{w}");
     }
-    let output_qos: Vec<(String, WriterQos)> =
+    let output_qos: Vec<(String, Qos)> =
         outputs.iter().map(|(t, default)| (t.clone(), store.output_qos(t, *default))).collect();
     for ((t, qos), (_, default)) in output_qos.iter().zip(&outputs) {
         if qos != default {
@@ -628,16 +500,14 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let params = store.params().clone();
     let store = Arc::new(Mutex::new(store));
 
-    let (mut node, participant) = create_node(&namespace, &name)?;
+    let (mut transport, participant) = Transport::join(&namespace, &name)?;
     let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
     let input = &inputs.image;
-    let io = open_io(&mut node, &params, &inputs)?;
-    let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(WriterQos::OUTPUTS, |(_, q)| *q);
-    let publishers = Publishers::advertise(&namespace, &name, topic, qos_of)?;
-    let services = ParamServices::new(&mut node, &fqn, Arc::clone(&store))?;
-    // The spinner keeps ros2-client's view of the ROS graph current.
-    let spinner = node.spinner().map_err(dds("the node's spinner"))?;
-    let spin_thread = std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
+    let io = open_io(&mut transport, &params, &inputs)?;
+    let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(Qos::OUTPUTS, |(_, q)| *q);
+    let publishers = Publishers::advertise(&mut transport, &namespace, &name, topic, qos_of)?;
+    let services = ParamServices::new(transport.node_mut(), &fqn, Arc::clone(&store))?;
+    let spin_thread = transport.spin()?;
     tracing::info!("node {fqn} up (input {input} with {}); loading the models", inputs.camera_info);
     let superpoint: Arc<BackgroundLoad<dyn FeatureExtractor>> = Arc::new(BackgroundLoad::new("finding the weights"));
     let dust3r: Arc<BackgroundLoad<dyn PairReconstructor>> = Arc::new(BackgroundLoad::new("finding the weights"));
@@ -684,9 +554,10 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     // Endpoints first, then the node and its participant: an endpoint that outlives the
     // participant's event loop cannot unregister and logs an error for it.
     drop(dds);
+    drop(publishers);
     drop(services);
     // Dropping the node stops the spinner.
-    drop(node);
+    drop(transport);
     if spin_thread.join().is_err() {
         tracing::warn!("the DDS spinner thread panicked");
     }
@@ -695,49 +566,27 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
 }
 
 /// The node's subscriptions (what `params` asks for) and its own publishers.
-fn open_io(node: &mut Node, params: &NodeParams, inputs: &InputTopics) -> Result<Io, NodeError> {
+fn open_io(t: &mut Transport, params: &NodeParams, inputs: &InputTopics) -> Result<Io, TransportError> {
     fn with_topic<S>(topic: &str) -> impl FnOnce(S) -> (S, String) + '_ {
         move |sub| (sub, topic.to_string())
     }
     let input = &inputs.image;
     let compressed = params.compressed_input;
     Ok(Io {
-        raw: (!compressed).then(|| subscribe(node, input, sensor_qos())).transpose()?.map(with_topic(input)),
-        compressed: compressed.then(|| subscribe(node, input, sensor_qos())).transpose()?.map(with_topic(input)),
-        camera_info: (subscribe(node, &inputs.camera_info, sensor_qos())?, inputs.camera_info.clone()),
-        clock: params
-            .use_sim_time
-            .then(|| subscribe(node, CLOCK, QosProfile::subscription_default()))
-            .transpose()?
-            .map(with_topic(CLOCK)),
+        raw: (!compressed).then(|| t.reader(input, Qos::SENSOR_DATA)).transpose()?.map(with_topic(input)),
+        compressed: compressed.then(|| t.reader(input, Qos::SENSOR_DATA)).transpose()?.map(with_topic(input)),
+        camera_info: (t.reader(&inputs.camera_info, Qos::SENSOR_DATA)?, inputs.camera_info.clone()),
+        clock: params.use_sim_time.then(|| t.reader(CLOCK, Qos::CLOCK)).transpose()?.map(with_topic(CLOCK)),
         // Only with base_frame: the camera's mount is all the node reads of the tree.
         tf_static: params
             .base_frame
             .is_some()
-            .then(|| subscribe(node, TF_STATIC, tf_static_qos()))
+            .then(|| t.reader(TF_STATIC, Qos::TF_STATIC))
             .transpose()?
             .map(with_topic(TF_STATIC)),
-        diagnostics: advertise(node, DIAGNOSTICS, reliable_qos())?,
-        rosout: advertise(node, ROSOUT, rosout_qos())?,
+        diagnostics: t.writer(Role::Diagnostics, DIAGNOSTICS, Qos::OUTPUTS)?,
+        rosout: t.writer(Role::Rosout, ROSOUT, Qos::ROSOUT)?,
     })
-}
-
-/// The ROS node on a DDS participant of `ROS_DOMAIN_ID`, on loopback only when asked.
-/// Also returns the participant, for the caller to drop after the node: ros2-client's context
-/// drops its discovery writer after its own handle on the participant, and a writer whose
-/// participant is gone cannot unregister (an error in the log at every shutdown).
-fn create_node(namespace: &str, name: &str) -> Result<(Node, DomainParticipant), NodeError> {
-    let mut builder = DomainParticipantBuilder::new(domain_id());
-    if localhost_only() {
-        builder = builder.with_only_networks([Ipv4Addr::LOCALHOST]);
-    }
-    let participant = builder.build().map_err(NodeError::Participant)?;
-    let context = Context::from_domain_participant(participant.clone()).map_err(dds("the ROS context"))?;
-    let node_name = NodeName::new(namespace, name)
-        .map_err(|source| NodeError::Name { name: format!("{}/{name}", namespace.trim_end_matches('/')), source })?;
-    // Our own /rosout writer and parameter services (see rosout.rs, param_services.rs).
-    let options = NodeOptions::new().enable_rosout(false).start_parameter_services(false);
-    Ok((context.new_node(node_name, options)?, participant))
 }
 
 fn wall_time() -> builtin_interfaces::Time {

@@ -122,7 +122,8 @@ impl ParamServices {
 
     /// Answers every pending request; returns how many were answered. A request that cannot be
     /// read or answered is logged and skipped.
-    pub fn poll(&self, stamp: ros2_client::builtin_interfaces::Time) -> usize {
+    pub fn poll(&self, stamp: &sp_dust3r_core::msg::builtin_interfaces::Time) -> usize {
+        let stamp = ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec);
         let mut n = 0;
         macro_rules! serve {
             ($server:expr, |$req:ident| $answer:expr) => {

@@ -9,7 +9,7 @@ use crate::geometry::NoPose;
 use crate::image::Frame;
 use crate::msg::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
 use crate::msg::{geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
-use crate::params::qos::WriterQos;
+use crate::params::qos::Qos;
 use crate::params::topics;
 use crate::params::NodeParams;
 use crate::superpoint::{Keypoints, PostParams};
@@ -133,10 +133,10 @@ impl OutputKind {
     /// The QoS its publisher has unless overridden: the path and the map are state, kept for
     /// late joiners (transient local, the last one), as a map server's map is; the rest is
     /// reliable, volatile, keep last 10.
-    pub fn default_qos(self) -> WriterQos {
+    pub fn default_qos(self) -> Qos {
         match self {
-            OutputKind::Path | OutputKind::Map => WriterQos { depth: 1, transient_local: true, ..WriterQos::OUTPUTS },
-            _ => WriterQos::OUTPUTS,
+            OutputKind::Path | OutputKind::Map => Qos { depth: 1, transient_local: true, ..Qos::OUTPUTS },
+            _ => Qos::OUTPUTS,
         }
     }
 }

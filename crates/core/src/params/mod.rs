@@ -13,7 +13,7 @@ use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
 use crate::diagnostics::Limits;
 use crate::dust3r::cloud::DEFAULT_MIN_CONFIDENCE;
 use crate::params::args::{load_params_file, ArgsError, ParamValue, RosArgs};
-use crate::params::qos::WriterQos;
+use crate::params::qos::Qos;
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
 use crate::workers::priority::{DEFAULT_BACKGROUND_SHARE, MAX_BACKGROUND_SHARE};
 
@@ -449,7 +449,7 @@ impl NodeParams {
     }
 }
 
-/// rclcpp's spellings of the two-valued policies: `[when the WriterQos flag is set, when not]`.
+/// rclcpp's spellings of the two-valued policies: `[when the Qos flag is set, when not]`.
 const RELIABILITY: [&str; 2] = ["reliable", "best_effort"];
 const HISTORY: [&str; 2] = ["keep_all", "keep_last"];
 const DURABILITY: [&str; 2] = ["transient_local", "volatile"];
@@ -474,7 +474,7 @@ pub fn qos_override_name(topic: &str, policy: &str) -> String {
 }
 
 /// The declarations of `topic`'s QoS overrides, their defaults the node's own profile.
-fn qos_specs(topic: &str, qos: WriterQos) -> Vec<ParamSpec> {
+fn qos_specs(topic: &str, qos: Qos) -> Vec<ParamSpec> {
     QOS_POLICIES
         .iter()
         .map(|(policy, constraint)| {
@@ -517,7 +517,7 @@ impl ParamStore {
     pub fn resolve_with_outputs(
         ros: &RosArgs,
         node_fqn: &str,
-        outputs: &[(String, WriterQos)],
+        outputs: &[(String, Qos)],
     ) -> Result<(Self, Vec<String>), ParamError> {
         let mut specs = declared();
         for (topic, qos) in outputs {
@@ -549,14 +549,14 @@ impl ParamStore {
     }
 
     /// The QoS of the publisher on `topic`: `default` with the overrides declared for it.
-    pub fn output_qos(&self, topic: &str, default: WriterQos) -> WriterQos {
+    pub fn output_qos(&self, topic: &str, default: Qos) -> Qos {
         let get = |policy: &str| self.get(&qos_override_name(topic, policy)).map(|(_, v)| v.clone());
         // A flag is set when its policy is spelled as the set one; otherwise the default holds.
         let flag = |policy: &str, [set, _]: [&str; 2], default: bool| match get(policy) {
             Some(ParamValue::String(s)) => s == set,
             _ => default,
         };
-        WriterQos {
+        Qos {
             reliable: flag("reliability", RELIABILITY, default.reliable),
             keep_all: flag("history", HISTORY, default.keep_all),
             depth: match get("depth") {

@@ -1,0 +1,306 @@
+//! The node's DDS endpoints behind one small interface: a [`Reader`] and a [`Writer`] of a
+//! message type, made by a [`Transport`], which asks [`stack_for`] which DDS stack carries each.
+//! The node's code names topics, message types and [`Qos`], never a stack.
+//!
+//! Two stacks (see cyclone.rs for why): ros2-client on RustDDS, the one here with readers and
+//! request/reply services (the parameter services, param_services.rs, are its own), and Cyclone
+//! DDS for writers of large samples. Cyclone's writers live on a participant of their own, which
+//! the ROS graph sees as the node `<name>_outputs` ([`Transport::announce`]).
+
+use std::marker::PhantomData;
+
+use std::net::Ipv4Addr;
+
+use ros2_client::dds::rustdds::{DomainParticipant, DomainParticipantBuilder};
+use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, QosProfile};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sp_dust3r_core::msg::{to_cdr, CdrError, RosMessage};
+use sp_dust3r_core::outputs::OutputKind;
+use sp_dust3r_core::params::qos::Qos;
+
+use crate::cyclone::{self, CycloneError};
+use crate::dds::Dds;
+
+/// A DDS stack of the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stack {
+    /// ros2-client on RustDDS.
+    RustDds,
+    /// Cyclone DDS (cyclors).
+    Cyclone,
+}
+
+/// What an endpoint is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A camera input, /clock or /tf_static.
+    Input,
+    /// One of the pipeline's outputs.
+    Output(OutputKind),
+    /// /diagnostics.
+    Diagnostics,
+    /// /rosout.
+    Rosout,
+}
+
+/// Which stack carries an endpoint: the pipeline's outputs (clouds and images of megabytes,
+/// which RustDDS delivers seconds late to a stock socket buffer) go on Cyclone DDS; the rest on
+/// RustDDS, whose node ros2-client announces with its parameter services.
+pub fn stack_for(role: Role) -> Stack {
+    match role {
+        Role::Output(_) => Stack::Cyclone,
+        Role::Input | Role::Diagnostics | Role::Rosout => Stack::RustDds,
+    }
+}
+
+/// Why an endpoint could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// RustDDS refused to create something.
+    #[error("DDS: cannot create {what}")]
+    Create {
+        /// What it was.
+        what: String,
+        /// ros2-client's reason.
+        #[source]
+        source: ros2_client::CreateError,
+    },
+    /// The DDS participant could not be created.
+    #[error("DDS: cannot create the domain participant")]
+    Participant(#[source] ros2_client::dds::rustdds::dds::CreateError),
+    /// The ROS node could not be created.
+    #[error("cannot create the ROS node")]
+    Node(#[from] ros2_client::NodeCreateError),
+    /// A node or topic name is not a valid ROS name.
+    #[error("invalid name {name:?}")]
+    Name {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        #[source]
+        source: ros2_client::names::NameError,
+    },
+    /// Cyclone DDS refused something, or did not take a sample.
+    #[error(transparent)]
+    Cyclone(#[from] CycloneError),
+    /// The stack has no such endpoint.
+    #[error("{0:?} has no {1} here")]
+    Unsupported(Stack, &'static str),
+    /// A sample could not be encoded.
+    #[error("encoding a sample for {topic}")]
+    Encode {
+        /// The topic.
+        topic: String,
+        /// The encoder's reason.
+        #[source]
+        source: CdrError,
+    },
+    /// RustDDS did not take a sample, or a sample did not decode as the topic's type.
+    #[error("{0}")]
+    Sample(String),
+}
+
+/// A message type the node's endpoints carry (every type of the core's `msg`).
+pub trait Sample: RosMessage + Serialize + DeserializeOwned + Clone + Send + Sync + 'static {}
+
+impl<T: RosMessage + Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Sample for T {}
+
+/// Takes a topic's samples.
+pub trait Reader<T>: Send + Sync {
+    /// The next waiting sample, `None` when there is none. `Err`: one that does not decode as
+    /// the type (the reader has moved past it).
+    fn take(&self) -> Result<Option<T>, TransportError>;
+}
+
+/// Sends a topic's samples.
+pub trait Writer<T>: Send + Sync {
+    /// Sends one sample.
+    fn write(&self, msg: &T) -> Result<(), TransportError>;
+    /// How many readers are matched now; `None` when the stack does not say.
+    fn matched(&self) -> Option<usize>;
+}
+
+/// A [`Qos`] as ros2-client's profile.
+pub fn profile(q: Qos) -> QosProfile {
+    let base = if q.reliable {
+        QosProfile::publisher_default()
+    } else {
+        QosProfile::subscription_default().reliability_best_effort()
+    };
+    let history =
+        if q.keep_all { qos::History::KeepAll } else { qos::History::KeepLast { depth: q.depth.max(1) as usize } };
+    let durability = if q.transient_local { qos::Durability::TransientLocal } else { qos::Durability::Volatile };
+    base.history(history).durability(durability)
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Reader<T> for ros2_client::Subscription<Dds<T>> {
+    fn take(&self) -> Result<Option<T>, TransportError> {
+        match ros2_client::Subscription::take(self) {
+            Ok(sample) => Ok(sample.map(|(Dds(msg), _)| msg)),
+            Err(e) => Err(TransportError::Sample(e.to_string())),
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Clone + Send + Sync> Writer<T> for ros2_client::Publisher<Dds<T>> {
+    fn write(&self, msg: &T) -> Result<(), TransportError> {
+        self.publish(Dds(msg.clone())).map_err(|e| TransportError::Sample(e.to_string()))
+    }
+    fn matched(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// A Cyclone writer of raw CDR, typed.
+struct CycloneWriter<T> {
+    writer: cyclone::Writer,
+    _type: PhantomData<fn(&T)>,
+}
+
+impl<T: RosMessage + Serialize> Writer<T> for CycloneWriter<T> {
+    fn write(&self, msg: &T) -> Result<(), TransportError> {
+        let cdr = to_cdr(msg).map_err(|source| TransportError::Encode { topic: self.writer.topic().into(), source })?;
+        Ok(self.writer.write(&cdr)?)
+    }
+    fn matched(&self) -> Option<usize> {
+        Some(self.writer.matched())
+    }
+}
+
+/// Makes the node's endpoints on the stack [`stack_for`] says.
+pub struct Transport {
+    node: Node,
+    /// Cyclone's participant, made with its first writer.
+    cyclone: Option<cyclone::Participant>,
+    /// Cyclone's participant settings: `ROS_DOMAIN_ID`, loopback only.
+    cyclone_domain: (u32, bool),
+    /// The Cyclone writers made so far, for the ROS graph.
+    cyclone_gids: Vec<[u8; 16]>,
+}
+
+/// The RustDDS participant under the node, for the driver to drop after the [`Transport`]:
+/// ros2-client's context drops its discovery writer after its own handle on the participant,
+/// and a writer whose participant is gone cannot unregister (an error in the log at every
+/// shutdown).
+pub struct Participant(#[allow(dead_code, reason = "held to be dropped last")] DomainParticipant);
+
+/// `ROS_DOMAIN_ID`, 0 when unset.
+pub fn domain_id() -> u16 {
+    std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// `ROS_LOCALHOST_ONLY=1` or `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`: stay on 127.0.0.1.
+pub fn localhost_only() -> bool {
+    std::env::var("ROS_LOCALHOST_ONLY").is_ok_and(|v| v == "1")
+        || std::env::var("ROS_AUTOMATIC_DISCOVERY_RANGE").is_ok_and(|v| v.eq_ignore_ascii_case("LOCALHOST"))
+}
+
+impl Transport {
+    /// Joins the ROS graph as the node `namespace`/`name` on `ROS_DOMAIN_ID`, on loopback only
+    /// when asked (see [`localhost_only`]).
+    pub fn join(namespace: &str, name: &str) -> Result<(Self, Participant), TransportError> {
+        let mut builder = DomainParticipantBuilder::new(domain_id());
+        if localhost_only() {
+            builder = builder.with_only_networks([Ipv4Addr::LOCALHOST]);
+        }
+        let participant = builder.build().map_err(TransportError::Participant)?;
+        let context = Context::from_domain_participant(participant.clone())
+            .map_err(|source| TransportError::Create { what: "the ROS context".into(), source })?;
+        let fqn = format!("{}/{name}", namespace.trim_end_matches('/'));
+        let node_name = NodeName::new(namespace, name).map_err(|source| TransportError::Name { name: fqn, source })?;
+        // Our own /rosout writer and parameter services (see rosout.rs, param_services.rs).
+        let options = NodeOptions::new().enable_rosout(false).start_parameter_services(false);
+        let node = context.new_node(node_name, options)?;
+        let cyclone_domain = (u32::from(domain_id()), localhost_only());
+        Ok((Self { node, cyclone: None, cyclone_domain, cyclone_gids: Vec::new() }, Participant(participant)))
+    }
+
+    /// Keeps ros2-client's view of the ROS graph current on a thread of its own, until the
+    /// transport is dropped.
+    pub fn spin(&mut self) -> Result<std::thread::JoinHandle<()>, TransportError> {
+        let spinner = self
+            .node
+            .spinner()
+            .map_err(|source| TransportError::Create { what: "the node's spinner".into(), source })?;
+        Ok(std::thread::spawn(move || {
+            if let Err(e) = futures::executor::block_on(spinner.spin()) {
+                tracing::warn!("the DDS graph spinner stopped: {e}");
+            }
+        }))
+    }
+
+    /// The ros2-client node, for the parameter services (ros2-client's own request/reply).
+    pub fn node_mut(&mut self) -> &mut Node {
+        &mut self.node
+    }
+
+    /// A reader of `topic` (a resolved ROS name).
+    pub fn reader<T: Sample>(&mut self, topic: &str, q: Qos) -> Result<Box<dyn Reader<T>>, TransportError> {
+        match stack_for(Role::Input) {
+            Stack::RustDds => {
+                let p = profile(q);
+                let t = self.node.create_topic(&ros_name(topic)?, type_name::<T>(), &p).map_err(create(topic))?;
+                let sub = self.node.create_subscription::<Dds<T>>(&t, Some(p)).map_err(create(topic))?;
+                Ok(Box::new(sub))
+            }
+            Stack::Cyclone => Err(TransportError::Unsupported(Stack::Cyclone, "readers")),
+        }
+    }
+
+    /// A writer of `topic` (a resolved ROS name) for `role`.
+    pub fn writer<T: Sample>(&mut self, role: Role, topic: &str, q: Qos) -> Result<Box<dyn Writer<T>>, TransportError> {
+        match stack_for(role) {
+            Stack::RustDds => {
+                let p = profile(q);
+                let t = self.node.create_topic(&ros_name(topic)?, type_name::<T>(), &p).map_err(create(topic))?;
+                Ok(Box::new(self.node.create_publisher::<Dds<T>>(&t, Some(p)).map_err(create(topic))?))
+            }
+            Stack::Cyclone => {
+                let participant = match &mut self.cyclone {
+                    Some(p) => p,
+                    None => {
+                        let (domain, localhost_only) = self.cyclone_domain;
+                        self.cyclone.insert(cyclone::Participant::new(domain, &cyclone::config(localhost_only))?)
+                    }
+                };
+                let writer = participant.writer(&format!("rt{topic}"), T::DDS_TYPE, q)?;
+                self.cyclone_gids.push(writer.gid());
+                Ok(Box::new(CycloneWriter { writer, _type: PhantomData }))
+            }
+        }
+    }
+
+    /// Tells the ROS graph that the Cyclone writers made so far belong to the node
+    /// `namespace`/`<name>_outputs` (`ros2 node list`, `ros2 topic info -v`).
+    pub fn announce(&mut self, namespace: &str, name: &str) -> Result<(), TransportError> {
+        match &mut self.cyclone {
+            Some(p) => Ok(p.announce(namespace, &outputs_node_name(name), &self.cyclone_gids)?),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The name under which the ROS graph sees the Cyclone writers: a second node of this process.
+pub fn outputs_node_name(node_name: &str) -> String {
+    format!("{node_name}_outputs")
+}
+
+fn create(topic: &str) -> impl FnOnce(ros2_client::CreateError) -> TransportError + '_ {
+    move |source| TransportError::Create { what: format!("an endpoint on {topic}"), source }
+}
+
+fn ros_name(resolved: &str) -> Result<Name, TransportError> {
+    let trimmed = resolved.trim_start_matches('/');
+    let (ns, base) = match trimmed.rsplit_once('/') {
+        Some((ns, base)) => (format!("/{ns}"), base),
+        None => ("/".to_string(), trimmed),
+    };
+    Name::new(&ns, base).map_err(|source| TransportError::Name { name: resolved.to_string(), source })
+}
+
+fn type_name<T: RosMessage>() -> MessageTypeName {
+    let mut parts = T::ROS_TYPE.split('/');
+    let pkg = parts.next().unwrap_or_default();
+    MessageTypeName::new(pkg, parts.nth(1).unwrap_or_default())
+}
