@@ -70,9 +70,7 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
     let port_file = dir.path().join("port");
     let script = format!(
         "ip link set lo up || exit 90\n\
-         {py} {double} --model dust3r --sample-bag {sample} --port-file {pf} > /dev/null 2> {dir}/server.log &\n\
-         spid=$!\n\
-         t=0; while [ ! -s {pf} ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t+1)); done\n\
+         {double}\
          HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} \
            -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {pf}) -p fallback:=none \
            -p use_sim_time:=true -p publish_tf:=true -p keyframe_max_interval:=2.0 -r image:=/cam/image_raw > {log} 2>&1 &\n\
@@ -83,10 +81,9 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
          kill $spid\n\
          exit $rc\n",
         py = peer_python().display(),
-        double = root.join("tools/peers/tt_model_server.py").display(),
+        double = start_sample_double(dir.path()),
         sample = sample.display(),
         pf = port_file.display(),
-        dir = dir.path().display(),
         node = env!("CARGO_BIN_EXE_sp_dust3r"),
         weights = common::real_dir().join("superpoint").display(),
         log = dir.path().join("node.log").display(),
@@ -170,9 +167,7 @@ fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
     let out = dir.path().join("replay.mcap");
     let script = format!(
         "ip link set lo up || exit 90\n\
-         {py} {double} --model dust3r --sample-bag {sample} --port-file {pf} > /dev/null 2> {dir}/server.log &\n\
-         spid=$!\n\
-         t=0; while [ ! -s {pf} ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t+1)); done\n\
+         {double}\
          echo \"    dust3r_url: http://127.0.0.1:$(cat {pf})\" >> {params}\n\
          HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam --params-file {params} \
            -p superpoint_weights:={weights} -r image:=/cam/image_raw > {log} 2>&1 &\n\
@@ -185,8 +180,7 @@ fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
          kill $spid\n\
          exit $rc\n",
         py = peer_python().display(),
-        double = root.join("tools/peers/tt_model_server.py").display(),
-        sample = sample.display(),
+        double = start_sample_double(dir.path()),
         pf = port_file.display(),
         dir = dir.path().display(),
         node = env!("CARGO_BIN_EXE_sp_dust3r"),
@@ -215,6 +209,23 @@ fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
     for (topic, at_least) in [("keypoints", 16), ("pointcloud", 3), ("odom", 8), ("path", 3), ("map", 3), ("tf", 8)] {
         assert!(offline[topic].as_array().unwrap().len() >= at_least, "{topic}: {offline}");
     }
+}
+
+/// Shell that starts the mast3r-blackhole double answering as a perfect DUSt3R of the rendered
+/// sample (the room's exact points and the true pose), its pid in `$spid`, and waits until it
+/// wrote its port to `dir/port`.
+fn start_sample_double(dir: &std::path::Path) -> String {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    format!(
+        "{py} {double} --model dust3r --sample-bag {sample} --port-file {pf} > /dev/null 2> {dir}/server.log &\n\
+         spid=$!\n\
+         t=0; while [ ! -s {pf} ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t+1)); done\n",
+        py = peer_python().display(),
+        double = root.join("tools/peers/tt_model_server.py").display(),
+        sample = root.join("data/sample/sequence.mcap").display(),
+        pf = dir.join("port").display(),
+        dir = dir.display(),
+    )
 }
 
 /// The first `n` images of `sample` (with the camera_info and everything before them) as a bag.
