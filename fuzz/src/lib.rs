@@ -263,8 +263,10 @@ fn mcap(data: &[u8]) {
     for m in bag.messages().take(MAX_MESSAGES).flatten() {
         if m.ros_type.ends_with("/Image") || m.ros_type.ends_with("/CompressedImage") {
             let compressed = m.ros_type.ends_with("/CompressedImage");
-            if let Ok((_, Ok(f))) = sp_dust3r_core::bag::replay::decode_image(&m.data, compressed) {
-                use_frame(&f);
+            if let Ok(msg) = sp_dust3r_core::bag::replay::camera_image(&m.data, compressed) {
+                if let (_, Ok(f)) = msg.decode() {
+                    use_frame(&f);
+                }
             }
         } else if m.ros_type.ends_with("/CameraInfo") {
             if let Ok(info) = from_cdr::<sensor_msgs::CameraInfo>(&m.data) {

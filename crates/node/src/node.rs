@@ -39,7 +39,7 @@ use sp_dust3r_core::params::args::RosArgs;
 use sp_dust3r_core::params::qos::Qos;
 use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
 use sp_dust3r_core::params::{NodeParams, ParamError, ParamStore};
-use sp_dust3r_core::pipeline::{PairDone, PairJob, PairSide, Pipeline};
+use sp_dust3r_core::pipeline::{CameraImage, PairDone, PairJob, PairSide, Pipeline};
 use sp_dust3r_core::workers::loading::{BackgroundLoad, Phase};
 use sp_dust3r_core::workers::priority::{rest_after, BackgroundPool};
 use sp_dust3r_core::workers::slot::LatestSlot;
@@ -348,8 +348,8 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
 /// the pipeline or the clock. Returns whether there was anything.
 fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interfaces::Time>) -> bool {
     let pipeline = &shared.pipeline;
-    let accept = |header: std_msgs::Header, frame| {
-        if let Some(frame) = pipeline.on_image(&header, frame) {
+    let accept = |msg| {
+        if let Some((header, frame)) = pipeline.on_image(msg) {
             if shared.frames.put(Input { header, frame: Arc::new(frame) }) {
                 pipeline.stats().bump(Counter::FrameDrops);
             }
@@ -357,16 +357,10 @@ fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interface
     };
     let mut got = false;
     if let Some((sub, topic)) = &io.raw {
-        got |= take_all(sub.as_ref(), topic, pipeline, |msg| {
-            let bigendian = msg.is_bigendian != 0;
-            accept(
-                msg.header,
-                Frame::from_raw(&msg.encoding, msg.width, msg.height, msg.step as usize, bigendian, msg.data),
-            );
-        });
+        got |= take_all(sub.as_ref(), topic, pipeline, |msg| accept(CameraImage::Raw(msg)));
     }
     if let Some((sub, topic)) = &io.compressed {
-        got |= take_all(sub.as_ref(), topic, pipeline, |msg| accept(msg.header, Frame::decode(&msg.data)));
+        got |= take_all(sub.as_ref(), topic, pipeline, |msg| accept(CameraImage::Compressed(msg)));
     }
     let (sub, topic) = &io.camera_info;
     got |= take_all(sub.as_ref(), topic, pipeline, |info| pipeline.on_camera_info(info));

@@ -9,12 +9,11 @@ use super::{BagError, BagWriter, McapFile};
 use crate::backend::{FeatureExtractor, PairReconstructor};
 use crate::cancel::Cancel;
 use crate::diagnostics::{Counter, Stats};
-use crate::image::{Frame, ImageError};
-use crate::msg::{from_cdr, sensor_msgs, std_msgs, tf2_msgs, CdrError, RosMessage};
+use crate::msg::{from_cdr, sensor_msgs, tf2_msgs, CdrError, RosMessage};
 use crate::outputs::{Output, OutputKind, OutputSink};
 use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
-use crate::pipeline::{FrameSide, PairDone, PairSide, Pipeline};
+use crate::pipeline::{CameraImage, FrameSide, PairDone, PairSide, Pipeline};
 
 /// Which input topics are the camera.
 #[derive(Clone, Debug, PartialEq)]
@@ -250,8 +249,8 @@ pub fn replay(
                     Err(e) => p.on_malformed(&m.topic, &e),
                 }
             } else {
-                match decode_image(&m.data, topics.compressed) {
-                    Ok((header, frame)) => r.image(header, frame, &mut sink)?,
+                match camera_image(&m.data, topics.compressed) {
+                    Ok(msg) => r.image(msg, &mut sink)?,
                     Err(e) => p.on_malformed(&m.topic, &e),
                 }
             }
@@ -264,13 +263,8 @@ pub fn replay(
 
 impl Replay<'_> {
     /// A camera image through the pipeline, and the pair it starts right after it.
-    fn image(
-        &mut self,
-        header: std_msgs::Header,
-        frame: Result<Frame, ImageError>,
-        sink: &mut BagSink<'_>,
-    ) -> Result<(), BagError> {
-        let Some(frame) = self.pipeline.on_image(&header, frame) else { return Ok(()) };
+    fn image(&mut self, msg: CameraImage, sink: &mut BagSink<'_>) -> Result<(), BagError> {
+        let Some((header, frame)) = self.pipeline.on_image(msg) else { return Ok(()) };
         let (p, s) = (&self.pipeline, &mut self.summary);
         let done = p.on_frame(
             &mut self.frames,
@@ -303,15 +297,11 @@ fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// A camera message's header and its frame (`compressed`: a CompressedImage, else an Image);
-/// `Err` when the message is not the CDR of its type.
-pub fn decode_image(data: &[u8], compressed: bool) -> Result<(std_msgs::Header, Result<Frame, ImageError>), CdrError> {
-    if compressed {
-        let c = from_cdr::<sensor_msgs::CompressedImage>(data)?;
-        Ok((c.header, Frame::decode(&c.data)))
+/// A camera message from its CDR (`compressed`: a CompressedImage, else an Image).
+pub fn camera_image(data: &[u8], compressed: bool) -> Result<CameraImage, CdrError> {
+    Ok(if compressed {
+        CameraImage::Compressed(from_cdr::<sensor_msgs::CompressedImage>(data)?)
     } else {
-        let i = from_cdr::<sensor_msgs::Image>(data)?;
-        let frame = Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data);
-        Ok((i.header, frame))
-    }
+        CameraImage::Raw(from_cdr::<sensor_msgs::Image>(data)?)
+    })
 }

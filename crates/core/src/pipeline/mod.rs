@@ -48,6 +48,28 @@ impl Observation {
     }
 }
 
+/// A camera message as it arrives on the image topic.
+pub enum CameraImage {
+    /// sensor_msgs/Image.
+    Raw(sensor_msgs::Image),
+    /// sensor_msgs/CompressedImage.
+    Compressed(sensor_msgs::CompressedImage),
+}
+
+impl CameraImage {
+    /// The header and the decoded frame.
+    pub fn decode(self) -> (std_msgs::Header, Result<Frame, ImageError>) {
+        match self {
+            CameraImage::Raw(i) => {
+                let frame =
+                    Frame::from_raw(&i.encoding, i.width, i.height, i.step as usize, i.is_bigendian != 0, i.data);
+                (i.header, frame)
+            }
+            CameraImage::Compressed(c) => (c.header, Frame::decode(&c.data)),
+        }
+    }
+}
+
 /// Which chain something belongs to: a new chain starts when input time goes backwards (a bag
 /// looped), and a pair made for an older one, and that chain's map, are left behind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -208,17 +230,20 @@ impl Pipeline {
             "a sample on {topic} does not decode as its type (another message definition?): {e}");
     }
 
-    /// A camera image arrived and was decoded (or not): counted; one that could not be decoded
-    /// is reported and left out.
-    pub fn on_image(&self, header: &std_msgs::Header, decoded: Result<Frame, ImageError>) -> Option<Frame> {
+    /// A camera image arrived: decoded and counted; one that cannot be decoded is reported and
+    /// left out.
+    pub fn on_image(&self, msg: CameraImage) -> Option<(std_msgs::Header, Frame)> {
+        let (header, decoded) = msg.decode();
         self.stats.bump(Counter::FramesIn);
+        let stamp = &header.stamp;
         decoded
             .map_err(|e| {
                 self.stats.bump(Counter::BadFrames);
-                let (n, stamp) = (self.stats.get(Counter::FramesIn), &header.stamp);
+                let n = self.stats.get(Counter::FramesIn);
                 crate::warn_throttled!("skipping frame {n} stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
             })
             .ok()
+            .map(|frame| (header, frame))
     }
 
     /// A frame on the frame side: its keypoints out; with `pairs` (DUSt3R can run), its pose on
