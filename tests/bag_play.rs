@@ -8,8 +8,18 @@ mod common;
 
 use common::{fixture_dir, peer_python, run_in_netns, NetnsRun};
 
+/// Held by each test for its whole run: the tests play at the recorded pace, and a node that
+/// shares the two cores with another test's node drops more frames and tracks them against older
+/// keyframes than the bounds assume.
+static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+    CORES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn a_played_bag_gets_answers_with_its_own_stamps_and_clock() {
+    let _turn = take_turn();
     let dir = tempfile::tempdir().unwrap();
     let plane = common::fixture_plane_npy(dir.path());
     let bag = dir.path().join("bag");
@@ -64,6 +74,7 @@ fn a_played_bag_gets_answers_with_its_own_stamps_and_clock() {
 /// one frame's step is 5.5 cm), and the keyframes' path arrives.
 #[test]
 fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
+    let _turn = take_turn();
     let dir = tempfile::tempdir().unwrap();
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let sample = root.join("data/sample/sequence.mcap");
@@ -152,6 +163,7 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
 /// sizes, and poses equal within 1e-6.
 #[test]
 fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
+    let _turn = take_turn();
     let dir = tempfile::tempdir().unwrap();
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let sample = root.join("data/sample/sequence.mcap");
