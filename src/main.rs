@@ -89,6 +89,14 @@ fn init_logging(cli: &Cli) {
         _ => None,
     };
     let wanted = ros.as_ref().map_or_else(|| RosArgs::default().log_filter(), RosArgs::log_filter);
+    #[cfg(feature = "node")]
+    let wanted = match &ros {
+        Some(r) => sp_dust3r_node::transport::QUIET_LOG_TARGETS
+            .iter()
+            .filter(|t| !r.logger_levels.iter().any(|(name, _)| name == *t))
+            .fold(wanted, |f, t| format!("{f},{t}=off")),
+        None => wanted,
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(wanted));
     #[cfg(feature = "node")]

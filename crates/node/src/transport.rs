@@ -22,6 +22,14 @@ use sp_dust3r_core::params::qos::Qos;
 use crate::cyclone::{self, CycloneError};
 use crate::dds::Dds;
 
+/// Log targets of the DDS stacks that stay silent unless named (`--log-level NAME:=LEVEL`, or
+/// `RUST_LOG`, which replaces the whole filter). RustDDS's UDP listener logs an error at every
+/// shutdown for leaving a multicast group it never joined (with `ROS_LOCALHOST_ONLY` only `lo`
+/// is used, which has no multicast): its Drop does not check whether the join succeeded. Its
+/// other records, the failed join among them, are warnings, which the default filter does not
+/// show anyway.
+pub const QUIET_LOG_TARGETS: &[&str] = &["rustdds::network::udp_listener"];
+
 /// A DDS stack of the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stack {
