@@ -132,7 +132,7 @@ pub enum PairDone {
 }
 
 /// Which model failed.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 enum Model {
     SuperPoint,
     Dust3r,
@@ -286,16 +286,16 @@ impl Pipeline {
     /// A model that did not answer: paused while its server cannot answer and nothing stands
     /// in (/diagnostics says why), else an error counted by kind.
     fn model_failed(&self, model: Model, e: &BackendError) {
-        let (name, paused, failed) = match model {
-            Model::SuperPoint => ("superpoint", Counter::SuperPointPaused, Counter::SuperPointErrors),
-            Model::Dust3r => ("dust3r", Counter::Dust3rPaused, Counter::Dust3rErrors),
+        let (key, name, paused, failed) = match model {
+            Model::SuperPoint => ("superpoint", "SuperPoint", Counter::SuperPointPaused, Counter::SuperPointErrors),
+            Model::Dust3r => ("dust3r", "DUSt3R", Counter::Dust3rPaused, Counter::Dust3rErrors),
         };
         if e.is_unavailable() {
             self.stats.bump(paused);
         } else {
             self.stats.bump(failed);
-            self.stats.count_kind(name, e.kind());
-            crate::warn_throttled!(key = name; "{model:?}: {e}");
+            self.stats.count_kind(key, e.kind());
+            crate::warn_throttled!(key = key; "{name}: {e}");
         }
     }
 
