@@ -695,22 +695,16 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
     let mut pairviewer_ms = 0.0;
     for mode in [PoseMode::PairViewer, PoseMode::Server] {
         let opts = PoseOptions { mode, ..PoseOptions::default() };
-        let mut times = Vec::new();
         let mut last = None;
-        for _ in 0..args.repeat.max(1) {
-            let t = Instant::now();
-            let p = relative_pose(&forward, &swapped, &opts);
-            times.push(t.elapsed().as_secs_f64() * 1e3);
-            last = Some(p);
-        }
+        let ms = median_ms(args.repeat, &mut || last = Some(relative_pose(&forward, &swapped, &opts)));
         let p = last.context("no runs")?.map_err(|e| anyhow::anyhow!("no pose: {e}"))?;
         if mode == PoseMode::PairViewer {
-            pairviewer_ms = median(&times);
+            pairviewer_ms = ms;
         }
         println!(
             "sp_dust3r pose ({}, 512x512): median {:.1} ms; rotation error {:.3} deg, translation direction {:.3} deg, focals {:.1} / {:.1} (true 400 / 450), {} inliers",
             mode.name(),
-            median(&times),
+            ms,
             p.t_cam1_cam2.rotation_error_deg(&truth),
             p.t_cam1_cam2.translation_direction_error_deg(&truth),
             p.focal1,
