@@ -58,12 +58,16 @@ fn remaps(settings: &Value) -> Vec<(String, String)> {
 }
 
 /// What the node subscribes with these launch arguments and the transport.
-fn inputs(settings: &Value, compressed: bool) -> InputTopics {
-    input_topics(&remaps(settings), settings["namespace"].as_str().unwrap(), compressed)
+fn inputs(settings: &Value, compressed: bool) -> (String, String) {
+    pair(input_topics(&remaps(settings), settings["namespace"].as_str().unwrap(), compressed))
 }
 
-fn topics(image: &str, camera_info: &str) -> InputTopics {
-    InputTopics { image: image.into(), camera_info: camera_info.into() }
+fn pair(t: InputTopics) -> (String, String) {
+    (t.image, t.camera_info)
+}
+
+fn topics(image: &str, camera_info: &str) -> (String, String) {
+    (image.into(), camera_info.into())
 }
 
 #[test]
@@ -101,21 +105,25 @@ fn launch_arguments_become_remappings_that_find_a_drivers_topics() {
 #[test]
 fn compressed_and_camera_info_follow_the_remapped_image() {
     let r = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
-    assert_eq!(input_topics(&[], "/", false), topics("/image", "/camera_info"));
-    assert_eq!(input_topics(&[], "/camera", true), topics("/camera/image/compressed", "/camera/camera_info"));
+    assert_eq!(pair(input_topics(&[], "/", false)), topics("/image", "/camera_info"));
+    assert_eq!(pair(input_topics(&[], "/camera", true)), topics("/camera/image/compressed", "/camera/camera_info"));
     let m = r(&[("image", "/cam/left/image_raw")]);
-    assert_eq!(input_topics(&m, "/", true), topics("/cam/left/image_raw/compressed", "/cam/left/camera_info"));
+    assert_eq!(pair(input_topics(&m, "/", true)), topics("/cam/left/image_raw/compressed", "/cam/left/camera_info"));
     // Remapping by the resolved name works as well as by the relative one.
     let m = r(&[("/camera/image", "image_color")]);
-    assert_eq!(input_topics(&m, "/camera", false), topics("/camera/image_color", "/camera/camera_info"));
+    assert_eq!(pair(input_topics(&m, "/camera", false)), topics("/camera/image_color", "/camera/camera_info"));
     // An explicit camera_info remapping wins; so does one of the transport topic itself.
     let m = r(&[("image", "/cam/image_raw"), ("camera_info", "/calib/info")]);
-    assert_eq!(input_topics(&m, "/", false), topics("/cam/image_raw", "/calib/info"));
+    assert_eq!(pair(input_topics(&m, "/", false)), topics("/cam/image_raw", "/calib/info"));
     let m = r(&[("image", "/cam/image_raw"), ("/cam/image_raw/compressed", "/cam/jpeg")]);
-    assert_eq!(input_topics(&m, "/", true), topics("/cam/jpeg", "/cam/camera_info"));
+    assert_eq!(pair(input_topics(&m, "/", true)), topics("/cam/jpeg", "/cam/camera_info"));
     // The last matching rule applies.
     let m = r(&[("image", "/a/image"), ("image", "/b/image")]);
-    assert_eq!(input_topics(&m, "/", false), topics("/b/image", "/b/camera_info"));
+    assert_eq!(pair(input_topics(&m, "/", false)), topics("/b/image", "/b/camera_info"));
+    // Registered depth is `depth/image` in the namespace, remapped to the driver's.
+    assert_eq!(input_topics(&[], "/camera", false).depth, "/camera/depth/image");
+    let m = r(&[("depth/image", "aligned_depth_to_color/image_raw")]);
+    assert_eq!(input_topics(&m, "/camera", false).depth, "/camera/aligned_depth_to_color/image_raw");
 }
 
 /// Launch arguments set parameters only when given, after the params file, so a user's file is

@@ -289,7 +289,8 @@ fn camera_topics_are_chosen_like_a_person_would() {
         Ok(CameraTopics {
             image: "/front/image_raw".into(),
             compressed: false,
-            camera_info: Some("/front/camera_info".into())
+            camera_info: Some("/front/camera_info".into()),
+            depth: None,
         })
     );
     let two = t(&[("/a/image", "sensor_msgs/msg/Image"), ("/b/image/compressed", "sensor_msgs/msg/CompressedImage")]);

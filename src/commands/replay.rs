@@ -8,8 +8,10 @@ use serde_json::json;
 
 use sp_dust3r_core::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
 use sp_dust3r_core::bag::export::export_ply;
-use sp_dust3r_core::bag::replay::{choose_topics, output_topic, replay, Models, ReplaySummary};
-use sp_dust3r_core::bag::{open_bag, BagWriter};
+use sp_dust3r_core::bag::replay::{
+    choose_depth_topic, choose_topics, output_topic, replay, CameraTopics, Models, ReplaySummary,
+};
+use sp_dust3r_core::bag::{open_bag, BagWriter, McapFile};
 use sp_dust3r_core::cancel::Cancel;
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
@@ -17,6 +19,7 @@ use sp_dust3r_core::eval::evaluate_bag;
 use sp_dust3r_core::outputs::OutputKind;
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::{name, NodeParams};
+use sp_dust3r_core::vo::scale::ScaleSource;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,6 +35,10 @@ pub struct Args {
     /// backends and weights as in the node.
     #[arg(long)]
     params_file: Option<PathBuf>,
+    /// A node parameter, as `-p` sets it after `--ros-args` (`-p scale_source:=depth`); after the
+    /// parameters file.
+    #[arg(short = 'p', long = "param", value_name = "NAME:=VALUE")]
+    param: Vec<String>,
     #[arg(long)]
     superpoint_weights: Option<PathBuf>,
     #[arg(long)]
@@ -45,6 +52,11 @@ pub struct Args {
     /// The CameraInfo topic (default: the one beside the image topic).
     #[arg(long)]
     camera_info_topic: Option<String>,
+    /// With scale_source depth: the registered depth topic (default: the bag's only Image topic
+    /// ending in depth/image_raw, aligned_depth_to_color/image_raw, depth_registered/image_raw
+    /// or depth/image).
+    #[arg(long)]
+    depth_topic: Option<String>,
     /// After the replay, evaluate its pair poses (as `sp_dust3r eval`) against the input bag's
     /// ground truth (its only geometry_msgs/PoseStamped topic, or `--gt-topic`), writing
     /// `<out>_eval.json` and `<out>_eval.png` beside the output bag.
@@ -80,6 +92,11 @@ fn node_params(args: &Args) -> anyhow::Result<NodeParams> {
         let v = ParamValue::String(b.name().into());
         ros.params.push((name::superpoint_backend.into(), v.clone()));
         ros.params.push((name::dust3r_backend.into(), v));
+    }
+    for p in &args.param {
+        let parsed = p.split_once(":=").and_then(|(n, v)| Some((n.to_string(), ParamValue::parse(v)?)));
+        let Some(param) = parsed else { bail!("-p {p:?}: expected NAME:=VALUE") };
+        ros.params.push(param);
     }
     let (params, warnings) = NodeParams::resolve(&ros, "/sp_dust3r")?;
     for w in warnings {
@@ -140,7 +157,8 @@ fn evaluate(
             "plot": png.display().to_string(), "tracked_fraction": t.tracked_fraction, "num_scored": t.num_scored,
             "ate_rmse": t.ate.rmse, "ate_percent_of_path": t.ate_percent_of_path, "path_length": t.path_length,
             "rpe_translation_rmse": t.rpe_translation.rmse, "rpe_rotation_rmse_deg": t.rpe_rotation_deg.rmse,
-            "scale": t.scale,
+            "scale": t.scale, "ate_se3_rmse": t.ate_se3.rmse, "ate_se3_percent_of_path": t.ate_se3_percent_of_path,
+            "scale_error": t.scale_error,
         });
         tracing::info!("trajectory: {t}; plot {}", png.display());
     }
@@ -157,22 +175,39 @@ fn p95(v: &[f64]) -> f64 {
     quantile(v, 0.95, Method::NearestRank).unwrap_or(0.0)
 }
 
-/// `sp_dust3r replay`: the bag through the pipeline into the output bag, a JSON summary on
-/// stdout, then the PLY export and the evaluation when asked.
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let params = node_params(&args)?;
-    let ground_truth = ground_truth(&args)?;
-    let files = open_bag(&args.bag)?;
+/// The bag's camera topics as the arguments and parameters choose them (the depth topic with
+/// `scale_source: depth`).
+fn camera_topics(args: &Args, params: &NodeParams, files: &[McapFile]) -> anyhow::Result<CameraTopics> {
     let mut topics = Vec::new();
-    for f in &files {
+    for f in files {
         for (t, ty) in f.topics()? {
             if !topics.iter().any(|(x, _): &(String, String)| *x == t) {
                 topics.push((t, ty));
             }
         }
     }
-    let cameras = choose_topics(&topics, args.image_topic.as_deref(), args.camera_info_topic.as_deref())?;
-    tracing::info!("replaying {} (camera_info: {})", cameras.image, cameras.camera_info.as_deref().unwrap_or("none"));
+    let mut cameras = choose_topics(&topics, args.image_topic.as_deref(), args.camera_info_topic.as_deref())?;
+    if params.scale_source == ScaleSource::Depth {
+        cameras.depth = Some(choose_depth_topic(&topics, args.depth_topic.as_deref())?);
+    } else if args.depth_topic.is_some() {
+        bail!("--depth-topic is read with scale_source depth (-p scale_source:=depth or a parameter file)");
+    }
+    tracing::info!(
+        "replaying {} (camera_info: {}, depth: {})",
+        cameras.image,
+        cameras.camera_info.as_deref().unwrap_or("none"),
+        cameras.depth.as_deref().unwrap_or("none")
+    );
+    Ok(cameras)
+}
+
+/// `sp_dust3r replay`: the bag through the pipeline into the output bag, a JSON summary on
+/// stdout, then the PLY export and the evaluation when asked.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let params = node_params(&args)?;
+    let ground_truth = ground_truth(&args)?;
+    let files = open_bag(&args.bag)?;
+    let cameras = camera_topics(&args, &params, &files)?;
     // SIGINT/SIGTERM stop the replay between two frames or two DUSt3R blocks; the output is
     // finished either way.
     let cancel = Cancel::new();

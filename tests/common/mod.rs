@@ -4,6 +4,7 @@
 
 pub mod detweights;
 pub mod true_scene;
+pub mod tum;
 
 use std::path::PathBuf;
 

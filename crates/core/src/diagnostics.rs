@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{BackendHealth, BackendState};
 use crate::msg::{builtin_interfaces, diagnostic_msgs, std_msgs};
+use crate::vo::scale::ScaleTrack;
 
 /// Declares the counters once: variant, /diagnostics key, and whether it counts a failure.
 macro_rules! counters {
@@ -93,6 +94,17 @@ counters! {
     KeyframesChained => "keyframes_on_chain", false;
     /// Pairs that could not join the chain.
     PairsUnchained => "pairs_off_chain", false;
+    /// Depth images received (`scale_source: depth`).
+    DepthIn => "depth_in", false;
+    /// Depth images that could not be decoded.
+    BadDepth => "errors_bad_depth", true;
+    /// Pairs whose metric scale was measured.
+    PairsScaleMeasured => "pairs_scale_measured", false;
+    /// Pairs with a metric scale_source whose scale was not measured (carried over from the chain,
+    /// or, for a chain's first pair, left out).
+    PairsScaleUnmeasured => "pairs_scale_unmeasured", false;
+    /// Tracked frames held back because the metric scale has gone unmeasured too long.
+    FramesNoScale => "frames_waiting_for_scale", false;
 }
 
 /// The node's counters and latest measurements, shared by the DDS loop and the workers.
@@ -265,6 +277,20 @@ pub struct Report<'a> {
     pub superpoint: ModelStatus,
     /// DUSt3R.
     pub dust3r: ModelStatus,
+    /// The metric scale, when `scale_source` makes outputs metric.
+    pub scale: Option<ScaleReport<'a>>,
+}
+
+/// The metric scale as /diagnostics shows it.
+pub struct ScaleReport<'a> {
+    /// `scale_source`.
+    pub source: &'static str,
+    /// Its input topic (the depth topic).
+    pub topic: &'a str,
+    /// How the scale stands.
+    pub track: ScaleTrack,
+    /// `scale_max_unmeasured`.
+    pub max_unmeasured: usize,
 }
 
 use diagnostic_msgs::DiagnosticStatus as Level;
@@ -509,6 +535,58 @@ fn tracking_status(
     t.finish(r.fqn, "tracking", String::new(), ok)
 }
 
+/// The scale task (with a metric `scale_source`): ERROR while metric outputs are held (the
+/// scale unmeasured for more than `scale_max_unmeasured` keyframes, or never measured), WARN
+/// while pairs go unmeasured or depth images are bad, OK with the scale and its spread.
+fn scale_status(s: &Stats, h: &History, r: &Report<'_>, sc: &ScaleReport<'_>) -> diagnostic_msgs::DiagnosticStatus {
+    let window = Duration::from_secs_f64(r.limits.window);
+    let mut t = Task::new();
+    let track = &sc.track;
+    let (unmeasured, _) = h.growth(Counter::PairsScaleUnmeasured, window);
+    let (bad, _) = h.growth(Counter::BadDepth, window);
+    let (depth_in, _) = h.growth(Counter::DepthIn, window);
+    if track.unmeasured > sc.max_unmeasured && s.get(Counter::PairsDone) > 0 {
+        let why = if track.last.is_none() { "never measured" } else { "not measured" };
+        t.raise(
+            Level::ERROR,
+            format!(
+                "metric outputs stopped: the scale was {why} for {} keyframes (depth on {}: {depth_in} in the last {:.0} s)",
+                track.unmeasured, sc.topic, r.limits.window
+            ),
+        );
+    } else if unmeasured > 0 {
+        t.raise(
+            Level::WARN,
+            format!("{unmeasured} pairs without a scale measurement in the last {:.0} s", r.limits.window),
+        );
+    }
+    if bad > 0 {
+        t.raise(Level::WARN, format!("{bad} undecodable depth images in the last {:.0} s", r.limits.window));
+    }
+    t.value("scale_source", sc.source);
+    t.value("units", "m");
+    t.value("depth_topic", sc.topic);
+    t.value("scale", track.last.map_or("unknown".into(), |e| format!("{:.6}", e.scale)));
+    t.value("scale_spread", track.last.map_or("unknown".into(), |e| format!("{:.4}", e.spread)));
+    t.value("scale_pixels", track.last.map_or(0, |e| e.pixels));
+    t.value("keyframes_since_measured", track.unmeasured);
+    t.counters(
+        s,
+        &[
+            Counter::DepthIn,
+            Counter::BadDepth,
+            Counter::PairsScaleMeasured,
+            Counter::PairsScaleUnmeasured,
+            Counter::FramesNoScale,
+        ],
+    );
+    let ok = match track.last {
+        Some(e) => format!("metric from {}: {:.4} m per DUSt3R unit ± {:.1} %", sc.source, e.scale, e.spread * 100.0),
+        None => format!("metric from {}: waiting for the first pair", sc.source),
+    };
+    t.finish(r.fqn, "scale", sc.topic.to_string(), ok)
+}
+
 /// One backend's task: OK while it answers (or was not asked yet), WARN while its server
 /// starts, ERROR while it cannot be reached.
 fn backend_status(fqn: &str, model: &str, b: &BackendHealth) -> diagnostic_msgs::DiagnosticStatus {
@@ -551,6 +629,9 @@ pub fn diagnostics(s: &Stats, h: &History, r: Report<'_>) -> diagnostic_msgs::Di
         model_status(s, h, &r, &dust3r, &r.dust3r, &by_kind),
         tracking_status(s, h, &r, &by_kind),
     ];
+    if let Some(sc) = &r.scale {
+        status.push(scale_status(s, h, &r, sc));
+    }
     for (model, m) in [("superpoint", &r.superpoint), ("dust3r", &r.dust3r)] {
         if let ModelStatus::Ready { health, .. } = m {
             status.extend(health.iter().map(|b| backend_status(r.fqn, model, b)));
@@ -599,6 +680,7 @@ mod tests {
             camera_info: "none".into(),
             superpoint,
             dust3r,
+            scale: None,
         }
     }
 

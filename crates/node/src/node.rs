@@ -28,7 +28,7 @@ use crate::transport::{Reader, Role, Sample, Transport, TransportError, Writer};
 use sp_dust3r_core::backend::build::{build_dust3r, build_superpoint, BackendKind, BuildError, BuildProgress};
 use sp_dust3r_core::backend::{BackendHealth, FeatureExtractor, PairReconstructor};
 use sp_dust3r_core::cancel::Cancel;
-use sp_dust3r_core::diagnostics::{diagnostics, Counter, History, ModelStatus, Report, Stats};
+use sp_dust3r_core::diagnostics::{diagnostics, Counter, History, ModelStatus, Report, ScaleReport, Stats};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::msg::{
     builtin_interfaces, diagnostic_msgs, geometry_msgs, nav_msgs, node_msgs, rcl_interfaces, rosgraph_msgs,
@@ -40,6 +40,7 @@ use sp_dust3r_core::params::qos::Qos;
 use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
 use sp_dust3r_core::params::{NodeParams, ParamError, ParamStore};
 use sp_dust3r_core::pipeline::{CameraImage, PairDone, PairJob, PairSide, Pipeline};
+use sp_dust3r_core::vo::scale::ScaleSource;
 use sp_dust3r_core::workers::loading::{BackgroundLoad, Phase};
 use sp_dust3r_core::workers::priority::{rest_after, BackgroundPool};
 use sp_dust3r_core::workers::slot::LatestSlot;
@@ -298,6 +299,7 @@ struct Io {
     raw: Option<(Box<dyn Reader<sensor_msgs::Image>>, String)>,
     compressed: Option<(Box<dyn Reader<sensor_msgs::CompressedImage>>, String)>,
     camera_info: (Box<dyn Reader<sensor_msgs::CameraInfo>>, String),
+    depth: Option<(Box<dyn Reader<sensor_msgs::Image>>, String)>,
     clock: Option<(Box<dyn Reader<rosgraph_msgs::Clock>>, String)>,
     tf_static: Option<(Box<dyn Reader<tf2_msgs::TFMessage>>, String)>,
     diagnostics: Box<dyn Writer<diagnostic_msgs::DiagnosticArray>>,
@@ -314,6 +316,8 @@ struct Loop<'a> {
     /// The resolved input topics, for /diagnostics.
     image_topic: &'a str,
     camera_info_topic: &'a str,
+    /// The depth topic, with `scale_source: depth`.
+    depth_topic: Option<&'a str>,
 }
 
 /// The DDS loop: newest frame wins; camera info and clock kept; parameter requests answered
@@ -364,6 +368,9 @@ fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interface
     }
     let (sub, topic) = &io.camera_info;
     got |= take_all(sub.as_ref(), topic, pipeline, |info| pipeline.on_camera_info(info));
+    if let Some((sub, topic)) = &io.depth {
+        got |= take_all(sub.as_ref(), topic, pipeline, |depth| pipeline.on_depth(&depth));
+    }
     if let Some((sub, topic)) = &io.clock {
         got |= take_all(sub.as_ref(), topic, pipeline, |clock| *sim_time = Some(clock.clock));
     }
@@ -441,7 +448,8 @@ impl Loop<'_> {
         stamp: builtin_interfaces::Time,
     ) {
         let stats = shared.pipeline.stats();
-        let limits = shared.pipeline.params().diagnostic_limits;
+        let params = shared.pipeline.params();
+        let limits = params.diagnostic_limits;
         // The window, and the rate's 5 s when the window is shorter.
         let keep = Duration::from_secs_f64(limits.window).max(sp_dust3r_core::diagnostics::RATE_WINDOW);
         history.record(now, stats.snapshot(), keep);
@@ -454,6 +462,12 @@ impl Loop<'_> {
             camera_info: describe_camera_info(&shared.pipeline.camera_info()),
             superpoint: status_of(&shared.superpoint, |m| (m.describe(), m.health())),
             dust3r: status_of(&shared.dust3r, |m| (m.describe(), m.health())),
+            scale: self.depth_topic.map(|topic| ScaleReport {
+                source: params.scale_source.name(),
+                topic,
+                track: shared.pipeline.scale(),
+                max_unmeasured: params.scale_max_unmeasured,
+            }),
         };
         if self.io.diagnostics.write(&diagnostics(stats, history, report)).is_err() {
             stats.bump(Counter::PublishErrors);
@@ -502,7 +516,9 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let publishers = Publishers::advertise(&mut transport, &namespace, &name, topic, qos_of)?;
     let services = ParamServices::new(transport.node_mut(), &fqn, Arc::clone(&store))?;
     let spin_thread = transport.spin()?;
-    tracing::info!("node {fqn} up (input {input} with {}); loading the models", inputs.camera_info);
+    let depth = params.scale_source;
+    let with_depth = if depth == ScaleSource::Depth { format!(", depth {}", inputs.depth) } else { String::new() };
+    tracing::info!("node {fqn} up (input {input} with {}{with_depth}); loading the models", inputs.camera_info);
     let superpoint: Arc<BackgroundLoad<dyn FeatureExtractor>> = Arc::new(BackgroundLoad::new("finding the weights"));
     let dust3r: Arc<BackgroundLoad<dyn PairReconstructor>> = Arc::new(BackgroundLoad::new("finding the weights"));
     let config = sp_dust3r_core::backend::build::BackendConfig { cancel: stop.clone(), ..params.backend_config() };
@@ -527,6 +543,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         fqn: &fqn,
         image_topic: input,
         camera_info_topic: &inputs.camera_info,
+        depth_topic: (depth == ScaleSource::Depth).then_some(inputs.depth.as_str()),
     };
     std::thread::scope(|s| {
         s.spawn(|| superpoint_worker(&shared, &publishers, &stop));
@@ -570,6 +587,10 @@ fn open_io(t: &mut Transport, params: &NodeParams, inputs: &InputTopics) -> Resu
         raw: (!compressed).then(|| t.reader(input, Qos::SENSOR_DATA)).transpose()?.map(with_topic(input)),
         compressed: compressed.then(|| t.reader(input, Qos::SENSOR_DATA)).transpose()?.map(with_topic(input)),
         camera_info: (t.reader(&inputs.camera_info, Qos::SENSOR_DATA)?, inputs.camera_info.clone()),
+        depth: (params.scale_source == ScaleSource::Depth)
+            .then(|| t.reader(&inputs.depth, Qos::SENSOR_DATA))
+            .transpose()?
+            .map(with_topic(&inputs.depth)),
         clock: params.use_sim_time.then(|| t.reader(CLOCK, Qos::CLOCK)).transpose()?.map(with_topic(CLOCK)),
         // Only with base_frame: the camera's mount is all the node reads of the tree.
         tf_static: params

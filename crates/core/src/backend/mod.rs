@@ -8,8 +8,8 @@ pub mod npz;
 pub mod tt_server;
 
 use crate::dust3r::{Dust3rError, InputMapping, Pointmap};
-use crate::geometry::pointmaps::transformed;
-use crate::geometry::{Intrinsics, NoPose, PairPose};
+use crate::geometry::pointmaps::{scaled, transformed};
+use crate::geometry::{Intrinsics, NoPose, PairPose, TCam1Cam2};
 use crate::image::Frame;
 use crate::superpoint::{Keypoints, PostParams, SuperPointError};
 
@@ -264,6 +264,24 @@ impl PairOutput {
         let view2 = pose.as_ref().ok().map(|p| transformed(&view2_in_1, &p.t_cam1_cam2.inverse()));
         let [rgb1, rgb2] = rgb;
         Self { view1, view2_in_1, view2, mappings, rgb1, rgb2, pose }
+    }
+
+    /// The pair `s` times larger: its points and its pose's translation (a change of units,
+    /// such as to metres).
+    pub fn scaled(&self, s: f64) -> Self {
+        let pose = self.pose.clone().map(|mut p| {
+            p.t_cam1_cam2 = TCam1Cam2::new(p.t_cam1_cam2.rotation, p.t_cam1_cam2.translation * s);
+            p
+        });
+        Self {
+            view1: scaled(&self.view1, s),
+            view2_in_1: scaled(&self.view2_in_1, s),
+            view2: self.view2.as_ref().map(|v| scaled(v, s)),
+            mappings: self.mappings,
+            rgb1: self.rgb1.clone(),
+            rgb2: self.rgb2.clone(),
+            pose,
+        }
     }
 }
 

@@ -24,6 +24,8 @@ pub struct CameraTopics {
     pub compressed: bool,
     /// The CameraInfo topic, if any.
     pub camera_info: Option<String>,
+    /// The registered depth topic (`scale_source: depth`; see [`choose_depth_topic`]).
+    pub depth: Option<String>,
 }
 
 /// Why the camera topics could not be chosen.
@@ -35,6 +37,9 @@ pub enum TopicError {
     /// Several image topics and none chosen.
     #[error("the bag has several image topics ({0}); choose one with --image-topic")]
     Ambiguous(String),
+    /// No depth topic in the bag, or several and none chosen.
+    #[error("scale_source depth needs a registered depth topic: {0}; choose one with --depth-topic")]
+    NoDepth(String),
     /// The chosen topic is not an image topic.
     #[error("topic {topic} is {found}, not sensor_msgs/msg/Image or CompressedImage")]
     NotAnImage {
@@ -70,8 +75,9 @@ pub fn choose_topics(
             (name.to_string(), ty)
         }
         None => {
+            // A depth camera's topics are Images too, and never the colour image.
             let images: Vec<&(String, String)> =
-                topics.iter().filter(|(_, ty)| ty == IMAGE || ty == COMPRESSED).collect();
+                topics.iter().filter(|(t, ty)| (ty == IMAGE || ty == COMPRESSED) && !t.contains("depth")).collect();
             match images[..] {
                 [] => return Err(TopicError::NoImage(list())),
                 [(t, ty)] => (t.clone(), ty.clone()),
@@ -94,7 +100,40 @@ pub fn choose_topics(
             .or(if infos.len() == 1 { infos.first() } else { None })
             .map(|t| t.to_string()),
     };
-    Ok(CameraTopics { image, compressed: ty == COMPRESSED, camera_info })
+    Ok(CameraTopics { image, compressed: ty == COMPRESSED, camera_info, depth: None })
+}
+
+/// Where registered depth images are published by the usual drivers: RealSense's aligned depth,
+/// openni's registered depth and depth_image_proc's, the TUM bags' `depth/image`.
+pub const DEPTH_TOPIC_ENDINGS: [&str; 4] =
+    ["aligned_depth_to_color/image_raw", "depth_registered/image_raw", "depth/image_raw", "depth/image"];
+
+/// The depth topic: the given one (a sensor_msgs/Image topic), or the bag's only Image topic
+/// whose name ends as a registered depth topic does ([`DEPTH_TOPIC_ENDINGS`]).
+pub fn choose_depth_topic(topics: &[(String, String)], depth: Option<&str>) -> Result<String, TopicError> {
+    if let Some(name) = depth {
+        let ty = topics.iter().find(|(t, _)| t == name).map(|(_, ty)| ty.clone()).unwrap_or_default();
+        if ty != IMAGE {
+            let found = if ty.is_empty() { "not in the bag".into() } else { ty };
+            return Err(TopicError::NotAnImage { topic: name.to_string(), found });
+        }
+        return Ok(name.to_string());
+    }
+    let depth: Vec<&String> = topics
+        .iter()
+        .filter(|(t, ty)| ty == IMAGE && DEPTH_TOPIC_ENDINGS.iter().any(|e| t.ends_with(e)))
+        .map(|(t, _)| t)
+        .collect();
+    match depth[..] {
+        [t] => Ok(t.clone()),
+        [] => {
+            Err(TopicError::NoDepth(format!("the bag has no Image topic ending in {}", DEPTH_TOPIC_ENDINGS.join(", "))))
+        }
+        _ => Err(TopicError::NoDepth(format!(
+            "the bag has several ({})",
+            depth.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
 }
 
 pub use crate::params::topics::output_topic;
@@ -227,8 +266,9 @@ pub fn replay(
             };
             let is_image = m.topic == topics.image;
             let is_info = Some(&m.topic) == topics.camera_info.as_ref();
+            let is_depth = Some(&m.topic) == topics.depth.as_ref();
             let tf_static = m.topic == TF_STATIC && m.ros_type == tf2_msgs::TFMessage::ROS_TYPE;
-            if !(is_image || is_info || tf_static) {
+            if !(is_image || is_info || is_depth || tf_static) {
                 continue;
             }
             // The camera topics go through unchanged, with their own schema and QoS.
@@ -246,6 +286,11 @@ pub fn replay(
             } else if is_info {
                 match from_cdr::<sensor_msgs::CameraInfo>(&m.data) {
                     Ok(info) => p.on_camera_info(info),
+                    Err(e) => p.on_malformed(&m.topic, &e),
+                }
+            } else if is_depth {
+                match from_cdr::<sensor_msgs::Image>(&m.data) {
+                    Ok(depth) => p.on_depth(&depth),
                     Err(e) => p.on_malformed(&m.topic, &e),
                 }
             } else {

@@ -98,6 +98,15 @@ pub fn umeyama(from: &[Vector3<f64>], to: &[Vector3<f64>]) -> Option<Sim3> {
     Some(Sim3 { scale, rotation, translation: my - rotation * mx * scale })
 }
 
+/// The least-squares rigid motion (SE(3): no scale) taking `from` onto `to`: Umeyama's rotation,
+/// which does not depend on the scale, with the translation between the centroids.
+pub fn umeyama_rigid(from: &[Vector3<f64>], to: &[Vector3<f64>]) -> Option<Sim3> {
+    let sim = umeyama(from, to)?;
+    let n = from.len().min(to.len()) as f64;
+    let (mx, my) = (from.iter().sum::<Vector3<f64>>() / n, to.iter().sum::<Vector3<f64>>() / n);
+    Some(Sim3 { scale: 1.0, rotation: sim.rotation, translation: my - sim.rotation * mx })
+}
+
 /// One scored frame.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TrajectoryPoint {
@@ -130,6 +139,14 @@ pub struct TrajectoryReport {
     pub ate: ErrorStats,
     /// ATE RMSE as a percentage of the path length.
     pub ate_percent_of_path: f64,
+    /// Absolute trajectory error after a rigid (SE(3)) alignment, no scale fitted: what a metric
+    /// run is judged by.
+    pub ate_se3: ErrorStats,
+    /// `ate_se3`'s RMSE as a percentage of the path length.
+    pub ate_se3_percent_of_path: f64,
+    /// How far the Sim(3) alignment's scale is from 1, as a fraction (a metric run's scale
+    /// error).
+    pub scale_error: f64,
     /// The RPE's motion.
     pub rpe_delta: RpeDelta,
     /// RPE translation, ground-truth units (the estimate in the aligned scale).
@@ -145,7 +162,7 @@ impl std::fmt::Display for TrajectoryReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} of {} frames tracked, ATE RMSE {:.2} mm = {:.3} % of the {:.3} m path, RPE {:.2} mm / {:.3} deg RMSE, scale {:.4}",
+            "{} of {} frames tracked, ATE RMSE {:.2} mm = {:.3} % of the {:.3} m path, RPE {:.2} mm / {:.3} deg RMSE, scale {:.4}; as metric: SE(3) ATE RMSE {:.2} mm = {:.3} %, scale error {:.2} %",
             self.num_tracked,
             self.num_frames,
             self.ate.rmse * 1e3,
@@ -153,7 +170,10 @@ impl std::fmt::Display for TrajectoryReport {
             self.path_length,
             self.rpe_translation.rmse * 1e3,
             self.rpe_rotation_deg.rmse,
-            self.scale
+            self.scale,
+            self.ate_se3.rmse * 1e3,
+            self.ate_se3_percent_of_path,
+            self.scale_error * 100.0
         )
     }
 }
@@ -195,6 +215,9 @@ pub fn evaluate_trajectory(
         .collect();
     let path_length = to.windows(2).map(|w| (w[1] - w[0]).norm()).sum::<f64>();
     let ate = ErrorStats::of(&points.iter().map(|p| p.error).collect::<Vec<_>>());
+    let rigid = umeyama_rigid(&from, &to).unwrap_or(sim);
+    let ate_se3 = ErrorStats::of(&from.iter().zip(&to).map(|(x, y)| (rigid.apply(x) - y).norm()).collect::<Vec<_>>());
+    let percent = |e: f64| if path_length > 0.0 { e / path_length * 100.0 } else { f64::NAN };
 
     // RPE: E = (Q_i^-1 Q_j)^-1 (P_i^-1 P_j), the estimate's translations in the aligned scale,
     // over consecutive motions i -> j -> ...
@@ -224,8 +247,11 @@ pub fn evaluate_trajectory(
         num_scored: matched.len(),
         scale: sim.scale,
         path_length,
-        ate_percent_of_path: if path_length > 0.0 { ate.rmse / path_length * 100.0 } else { f64::NAN },
+        ate_percent_of_path: percent(ate.rmse),
         ate,
+        ate_se3_percent_of_path: percent(ate_se3.rmse),
+        ate_se3,
+        scale_error: (sim.scale - 1.0).abs(),
         rpe_delta: delta,
         rpe_translation: ErrorStats::of(&rpe_t),
         rpe_rotation_deg: ErrorStats::of(&rpe_r),
@@ -259,6 +285,13 @@ mod tests {
         assert!((r.scale - 1.0 / s).abs() < 1e-9, "{}", r.scale);
         assert!(r.ate.rmse < 1e-9 && r.rpe_translation.max < 1e-9 && r.rpe_rotation_deg.max < 1e-6, "{r:?}");
         assert_eq!((r.num_tracked, r.num_scored, r.tracked_fraction), (20, 20, 0.8));
+        // Not metric: the rigid alignment cannot hide the scale, and the scale error says it.
+        assert!(r.ate_se3.rmse > 0.1 && (r.scale_error - (1.0 / s - 1.0)).abs() < 1e-9, "{r:?}");
+        // The same motion in metres: the rigid alignment finds it exactly.
+        let metric: Vec<StampedPose> =
+            gt.iter().map(|p| pose(p.t, g * p.pose.rotation, g * p.pose.translation + shift)).collect();
+        let r = evaluate_trajectory(&metric, 20, &gt, 0.01, RpeDelta::Frames(1)).unwrap();
+        assert!(r.ate_se3.rmse < 1e-9 && r.scale_error < 1e-9, "{r:?}");
 
         // One frame 0.1 off along z (after alignment the others barely move): ATE rmse of one
         // error among 20 is about 0.1 / sqrt(20); the RPE sees it in the two motions around it.

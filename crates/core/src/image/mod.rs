@@ -1,6 +1,7 @@
 //! Camera frames as they arrive (ROS raw encodings, or PNG/JPEG bytes), typed by pixel format,
 //! and their conversion to a luminance plane.
 
+pub mod depth;
 pub mod draw;
 pub mod text;
 
@@ -69,6 +70,9 @@ pub enum ImageError {
         /// The pixel limit.
         limit: u64,
     },
+    /// A depth image in an encoding that is not depth.
+    #[error("unsupported depth encoding `{0}` (supported: 16UC1 and mono16 in millimetres, 32FC1 in metres)")]
+    NotDepth(String),
 }
 
 /// Pixel layouts of `sensor_msgs/Image` that the pipeline understands.
@@ -405,7 +409,7 @@ fn yuv_to_rgb(y: u8, u: u8, v: u8) -> [u8; 3] {
     [q(c + 1.596 * e), q(c - 0.391 * d - 0.813 * e), q(c + 2.018 * d)]
 }
 
-fn check_size(width: u32, height: u32) -> Result<(), ImageError> {
+pub(crate) fn check_size(width: u32, height: u32) -> Result<(), ImageError> {
     if width == 0 || height == 0 {
         return Err(ImageError::ZeroSize { width, height });
     }

@@ -5,7 +5,6 @@
 pub mod odom;
 
 use crate::backend::{BackendError, CameraK, PairOutput, PairReconstructor, PairRequest};
-use crate::geometry::NoPose;
 use crate::image::Frame;
 use crate::msg::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
 use crate::msg::{geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
@@ -212,40 +211,46 @@ pub fn known_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame
     })
 }
 
-/// What a keyframe pair gave.
-pub struct PairOutputs {
-    /// The cloud, and the pose messages when there is a pose.
-    pub outputs: Vec<Output>,
-    /// The backend's answer, for the keyframe chain.
+/// What DUSt3R gave for a keyframe pair.
+pub struct Reconstructed {
+    /// The backend's answer.
     pub geometry: PairOutput,
     /// CameraInfo was for another image size than the frames (the focal was estimated).
     pub camera_info_mismatch: bool,
-    /// Why there is no pose, when there is none.
-    pub no_pose: Option<NoPose>,
 }
 
-/// A keyframe pair through the DUSt3R backend: the cloud of both views (view 1's stamp and
-/// frame), the pose messages, or why there is no pose. CameraInfo's K is used when it describes
-/// the frames.
-pub fn pair_outputs(
+/// A keyframe pair through the DUSt3R backend. CameraInfo's K is used when it describes the
+/// frames.
+pub fn reconstruct_pair(
     model: &dyn PairReconstructor,
-    first: (&std_msgs::Header, &Frame),
-    second: (&std_msgs::Header, &Frame),
+    first: &Frame,
+    second: &Frame,
     camera_info: Option<&sensor_msgs::CameraInfo>,
     params: &NodeParams,
-) -> Result<PairOutputs, BackendError> {
-    let known = known_camera(camera_info, first.1).filter(|_| known_camera(camera_info, second.1).is_some());
+) -> Result<Reconstructed, BackendError> {
+    let known = known_camera(camera_info, first).filter(|_| known_camera(camera_info, second).is_some());
     let camera_info_mismatch = camera_info.is_some() && known.is_none();
     let request = PairRequest {
-        first: first.1,
-        second: second.1,
+        first,
+        second,
         known,
         min_confidence: params.pose_confidence_threshold as f32,
         conf_pct: params.server_conf_pct,
     };
-    let out = model.reconstruct(&request)?;
+    let geometry = model.reconstruct(&request)?;
+    Ok(Reconstructed { geometry, camera_info_mismatch })
+}
+
+/// What a pair gives: the cloud of both views (view 1's stamp and frame) and, when it has a
+/// pose, the pose messages.
+pub fn pair_messages(
+    out: &PairOutput,
+    first: &std_msgs::Header,
+    second: &std_msgs::Header,
+    params: &NodeParams,
+) -> Vec<Output> {
     let cloud = pointcloud_msg(
-        first.0.clone(),
+        first.clone(),
         &[
             ColouredPoints { points: &out.view1, rgb: &out.rgb1 },
             ColouredPoints { points: &out.view2_in_1, rgb: &out.rgb2 },
@@ -254,21 +259,17 @@ pub fn pair_outputs(
         params.cloud_stride,
     );
     let mut outputs = vec![Output::Cloud(cloud)];
-    let no_pose = match &out.pose {
-        Ok(pose) => {
-            let mean_conf = {
-                let all = out.view1.confidence.iter().chain(&out.view2_in_1.confidence);
-                let n = out.view1.confidence.len() + out.view2_in_1.confidence.len();
-                (all.map(|&c| c as f64).sum::<f64>() / n.max(1) as f64) as f32
-            };
-            let (pair, stamped) = pose_msgs(pose, first.0, second.0.stamp.clone(), mean_conf);
-            outputs.push(Output::PairPose(pair));
-            outputs.push(Output::Pose(stamped));
-            None
-        }
-        Err(reason) => Some(reason.clone()),
-    };
-    Ok(PairOutputs { outputs, geometry: out, camera_info_mismatch, no_pose })
+    if let Ok(pose) = &out.pose {
+        let mean_conf = {
+            let all = out.view1.confidence.iter().chain(&out.view2_in_1.confidence);
+            let n = out.view1.confidence.len() + out.view2_in_1.confidence.len();
+            (all.map(|&c| c as f64).sum::<f64>() / n.max(1) as f64) as f32
+        };
+        let (pair, stamped) = pose_msgs(pose, first, second.stamp.clone(), mean_conf);
+        outputs.push(Output::PairPose(pair));
+        outputs.push(Output::Pose(stamped));
+    }
+    outputs
 }
 
 /// Why a CameraInfo cannot be used.

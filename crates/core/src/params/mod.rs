@@ -15,6 +15,7 @@ use crate::dust3r::cloud::DEFAULT_MIN_CONFIDENCE;
 use crate::params::args::{load_params_file, ArgsError, ParamValue, RosArgs};
 use crate::params::qos::Qos;
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
+use crate::vo::scale::ScaleSource;
 use crate::workers::priority::{DEFAULT_BACKGROUND_SHARE, MAX_BACKGROUND_SHARE};
 
 /// Allowed values of a parameter.
@@ -189,6 +190,16 @@ parameters! {
         "The robot's base frame: when set, odom, path and TF are the base's, through the static transform \
          base_frame -> camera frame from /tf_static (a bag's, in a replay), so the camera keeps its parent; \
          empty: the camera's";
+    scale_source: String = ScaleSource::None.name(), Constraint::OneOf(&ScaleSource::NAMES), FIXED,
+        "Where metric scale comes from: none (DUSt3R's arbitrary scale), depth (a registered depth image on \
+         depth/image beside the colour image: every 3D output in metres)";
+    depth_max_interval: f64 = 0.05, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
+        "scale_source depth: the most seconds a depth image's stamp may be from its colour frame's (the nearest \
+         within it is taken, as message_filters' ApproximateTime pairs them)";
+    scale_max_unmeasured: i64 = 5, Constraint::Integer { min: 0, max: 10_000 }, TUNABLE,
+        "With a metric scale_source: keyframes in a row without a scale measurement that the chain carries its \
+         metric scale over (from the shared keyframe); beyond them metric outputs stop until a measurement \
+         comes";
     tracking_min_inliers: i64 = 20, Constraint::Integer { min: 6, max: 100_000 }, TUNABLE,
         "Fewest PnP inliers for a frame's pose against its keyframe; fewer and the frame is reported not tracked";
     tracking_match_ratio: f64 = 0.9, Constraint::Double { min: 0.05, max: 1.0 }, TUNABLE,
@@ -311,6 +322,12 @@ pub struct NodeParams {
     pub odom_frame: String,
     /// The robot's base frame, if odometry is of the base.
     pub base_frame: Option<String>,
+    /// Where metric scale comes from.
+    pub scale_source: ScaleSource,
+    /// Most seconds between a colour frame's stamp and its depth image's.
+    pub depth_max_interval: f64,
+    /// Keyframes in a row without a scale measurement before metric outputs stop.
+    pub scale_max_unmeasured: usize,
     /// Tracking: fewest PnP inliers.
     pub tracking_min_inliers: usize,
     /// Tracking: Lowe's ratio.
@@ -422,6 +439,12 @@ impl NodeParams {
             publish_tf: v.publish_tf,
             odom_frame: v.odom_frame,
             base_frame: Some(v.base_frame).filter(|b| !b.is_empty()),
+            scale_source: ScaleSource::from_name(&v.scale_source).ok_or_else(|| ParamError::Invalid {
+                name: name::scale_source.into(),
+                detail: format!("unknown scale source {:?}", v.scale_source),
+            })?,
+            depth_max_interval: v.depth_max_interval,
+            scale_max_unmeasured: v.scale_max_unmeasured.max(0) as usize,
             tracking_min_inliers: v.tracking_min_inliers.max(6) as usize,
             tracking_match_ratio: v.tracking_match_ratio,
             map_voxel_size: v.map_voxel_size,

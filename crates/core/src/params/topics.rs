@@ -13,6 +13,8 @@ pub const IMAGE: &str = "image";
 pub const IMAGE_COMPRESSED: &str = "image/compressed";
 /// The camera's intrinsics.
 pub const CAMERA_INFO: &str = "camera_info";
+/// Depth registered to the camera's frames (`scale_source: depth`).
+pub const DEPTH_IMAGE: &str = "depth/image";
 /// The robot's static transforms (the camera's mount, with `base_frame`).
 pub const TF_STATIC: &str = "/tf_static";
 /// Simulated time (`use_sim_time`).
@@ -69,6 +71,7 @@ pub const TOPICS: &[Topic] = &[
     topic::<sensor_msgs::Image>(IMAGE, Direction::Input),
     topic::<sensor_msgs::CompressedImage>(IMAGE_COMPRESSED, Direction::Input),
     topic::<sensor_msgs::CameraInfo>(CAMERA_INFO, Direction::Input),
+    topic::<sensor_msgs::Image>(DEPTH_IMAGE, Direction::Input),
     topic::<rosgraph_msgs::Clock>(CLOCK, Direction::Input),
     topic::<tf2_msgs::TFMessage>(TF_STATIC, Direction::Input),
     topic::<node_msgs::Keypoints>(KEYPOINTS, Direction::Output),
@@ -119,6 +122,9 @@ pub struct InputTopics {
     /// The intrinsics: `camera_info` beside the resolved `image` (`/cam/image_raw` ->
     /// `/cam/camera_info`), unless `camera_info` itself is remapped.
     pub camera_info: String,
+    /// Registered depth: the resolved `depth/image` (remap it to the driver's, e.g.
+    /// `/camera/aligned_depth_to_color/image_raw`).
+    pub depth: String,
 }
 
 /// The inputs of a node in `namespace` with `remaps`, reading `compressed` frames or raw ones.
@@ -134,7 +140,7 @@ pub fn input_topics(remaps: &[(String, String)], namespace: &str, compressed: bo
         let parent = base.rsplit_once('/').map_or("", |(parent, _)| parent);
         remapped(remaps, namespace, &format!("{parent}/{CAMERA_INFO}"))
     });
-    InputTopics { image, camera_info }
+    InputTopics { image, camera_info, depth: resolve(remaps, namespace, DEPTH_IMAGE) }
 }
 
 /// Where an output goes in a replay: beside the image topic, as the node's would under the

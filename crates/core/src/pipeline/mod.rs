@@ -7,24 +7,32 @@
 //! its own while the replay calls them one after the other; what only one side touches lives in
 //! [`FrameSide`] and [`PairSide`], owned by whoever runs that side.
 
+mod depth;
+
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::backend::{BackendError, FeatureExtractor, PairOutput, PairReconstructor};
 use crate::cancel::Cancel;
 use crate::diagnostics::{Counter, Stats};
+use crate::geometry::Transform;
+use crate::image::depth::DepthImage;
 use crate::image::{Frame, ImageError};
 use crate::msg::tf_static::StaticTransforms;
 use crate::msg::{sensor_msgs, std_msgs, tf2_msgs};
-use crate::outputs::odom::{stamp_of, Mount, OdomOutputs};
-use crate::outputs::{check_camera_info, frame_outputs, known_camera, pair_outputs, Output, OutputKind, OutputSink};
+use crate::outputs::odom::{stamp_of, Base, Mount, OdomOutputs};
+use crate::outputs::{
+    check_camera_info, frame_outputs, known_camera, pair_messages, reconstruct_pair, Output, OutputKind, OutputSink,
+};
 use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
 use crate::superpoint::Keypoints;
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::vo::map::{grow, VoxelMap};
-use crate::vo::odometry::{track_frame, Odometry, PairView, Stamp, TOriginFrame};
-use crate::vo::tracking::NotTracked;
+use crate::vo::odometry::{track_frame, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOriginFrame};
+use crate::vo::scale::{depth_scale, DepthView, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
+use crate::vo::tracking::{FrameCam, NotTracked};
+use depth::DepthSync;
 
 /// A frame with what SuperPoint found in it: what keyframe selection, DUSt3R and the chain need
 /// of a keyframe.
@@ -143,6 +151,7 @@ struct Chain {
     odometry: Odometry<Observation>,
     odom: OdomOutputs,
     id: ChainId,
+    scale: ScaleTrack,
 }
 
 /// The pipeline's shared state.
@@ -151,6 +160,7 @@ pub struct Pipeline {
     stats: Stats,
     camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
     tree: Mutex<StaticTransforms>,
+    depth: Mutex<DepthSync>,
     chain: Mutex<Chain>,
 }
 
@@ -167,12 +177,14 @@ impl Pipeline {
             odometry: Odometry::new(params.odometry_params()),
             odom: OdomOutputs::new(&params.odom_frame, None),
             id: ChainId::default(),
+            scale: ScaleTrack::default(),
         };
         Self {
             params: Mutex::new(Arc::new(params)),
             stats: Stats::default(),
             camera_info: Mutex::new(None),
             tree: Mutex::new(StaticTransforms::default()),
+            depth: Mutex::new(DepthSync::default()),
             chain: Mutex::new(chain),
         }
     }
@@ -228,6 +240,35 @@ impl Pipeline {
         self.stats.count_kind("malformed", &topic.trim_start_matches('/').replace('/', "_"));
         crate::warn_throttled!(key = topic;
             "a sample on {topic} does not decode as its type (another message definition?): {e}");
+    }
+
+    /// A depth image arrived (`scale_source: depth`): decoded and kept for the keyframes near
+    /// its stamp; one that cannot be decoded is counted, reported and left out.
+    pub fn on_depth(&self, msg: &sensor_msgs::Image) {
+        self.stats.bump(Counter::DepthIn);
+        let big_endian = msg.is_bigendian != 0;
+        let (w, h, step) = (msg.width, msg.height, msg.step as usize);
+        let stamp = &msg.header.stamp;
+        match DepthImage::from_raw(&msg.encoding, w, h, step, big_endian, &msg.data) {
+            Ok(depth) => {
+                let max = self.depth_max_interval();
+                lock(&self.depth).insert(stamp_of(stamp), Arc::new(depth), max);
+            }
+            Err(e) => {
+                self.stats.bump(Counter::BadDepth);
+                crate::warn_throttled!(key = "depth"; "skipping depth image stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
+            }
+        }
+    }
+
+    /// `depth_max_interval` in nanoseconds.
+    fn depth_max_interval(&self) -> Stamp {
+        (self.params().depth_max_interval * 1e9).round() as Stamp
+    }
+
+    /// How the metric scale stands (for /diagnostics).
+    pub fn scale(&self) -> ScaleTrack {
+        lock(&self.chain).scale
     }
 
     /// A camera image arrived: decoded and counted; one that cannot be decoded is reported and
@@ -331,6 +372,10 @@ impl Pipeline {
                 self.stats.bump(Counter::FramesNoMount);
                 return Ok(Some(tracked));
             }
+            if p.scale_source.is_metric() && chain.scale.unmeasured > p.scale_max_unmeasured {
+                self.stats.bump(Counter::FramesNoScale);
+                return Ok(Some(tracked));
+            }
             chain.odom.frame(header, &tracked, p.publish_tf)
         };
         self.stats.bump(Counter::FramesTracked);
@@ -343,9 +388,8 @@ impl Pipeline {
     fn mounted(&self, odom: &mut OdomOutputs, camera_frame: &str, p: &NodeParams) -> bool {
         let Some(base) = &p.base_frame else { return true };
         if odom.mount.is_none() {
-            odom.mount = lock(&self.tree)
-                .lookup(base, camera_frame)
-                .map(|t_base_cam| Mount { base_frame: base.clone(), t_base_cam });
+            let found = lock(&self.tree).lookup(base, camera_frame);
+            odom.mount = found.map(|t_base_cam| Mount { base_frame: base.clone(), t_base_cam: units(t_base_cam, p) });
         }
         if odom.mount.is_none() {
             crate::warn_throttled!("no {TF_STATIC} transform from {base} to {camera_frame} yet: odometry waits for it");
@@ -363,13 +407,19 @@ impl Pipeline {
         tracked: Option<TOriginFrame>,
         camera_info: Option<sensor_msgs::CameraInfo>,
     ) -> Option<PairJob> {
-        match side.keyframes.decide(seen.header.stamp.seconds(), &seen.keypoints, &seen) {
+        let decision = side.keyframes.decide(seen.header.stamp.seconds(), &seen.keypoints, &seen);
+        if !matches!(decision, KeyframeDecision::Skip { .. }) && self.params().scale_source == ScaleSource::Depth {
+            let max = self.depth_max_interval();
+            lock(&self.depth).keyframe(seen.stamp(), max);
+        }
+        match decision {
             KeyframeDecision::Skip { .. } => None,
             KeyframeDecision::First => {
                 self.stats.bump(Counter::Keyframes);
                 let mut chain = lock(&self.chain);
                 chain.odometry.reset();
                 chain.odom.reset();
+                chain.scale = ScaleTrack::default();
                 chain.id = ChainId(chain.id.0 + 1);
                 None
             }
@@ -404,7 +454,7 @@ impl Pipeline {
         let (a, b) = (&job.first, &job.second);
         let (s1, s2) = job.stamps();
         tracing::debug!("DUSt3R: pair {s1:.3} -> {s2:.3} started");
-        let result = pair_outputs(model, (&a.header, &a.frame), (&b.header, &b.frame), job.camera_info.as_ref(), &p);
+        let result = reconstruct_pair(model, &a.frame, &b.frame, job.camera_info.as_ref(), &p);
         if result.as_ref().is_err_and(BackendError::is_cancelled) || cancel.is_cancelled() {
             let what = if result.is_ok() { "finished" } else { "abandoned" };
             let took = t.elapsed().as_secs_f64();
@@ -428,43 +478,120 @@ impl Pipeline {
                 "camera_info is for another image size than the frames; estimating the focal instead"
             );
         }
-        if let Some(reason) = &out.no_pose {
+        if let Err(reason) = &out.geometry.pose {
             self.stats.bump(Counter::NoPose);
             tracing::warn!("no pose for the pair {s1:.3} -> {s2:.3}: {reason}");
         }
-        emit(sink, out.outputs)?;
-        let keyframe_gap = self.join_chain(side, job, &out.geometry, &p, sink)?;
+        let keyframe_gap = self.place_pair(side, job, out.geometry, &p, sink)?;
         Ok(PairDone::Done { took, keyframe_gap })
     }
 
-    /// A reconstructed pair joins the chain (prepared outside the chain's lock, added under
-    /// it); then, outside it, the map grows and the path and the map go out. Returns how far
-    /// tracking's pose of the new keyframe was from the pair's.
+    /// The pair in the units it joins the chain in, and how it joins: with a metric
+    /// `scale_source`, in metres when its keyframes' depth measures its scale, else in DUSt3R's
+    /// scale, carried over the keyframe it shares with the chain; without one, in DUSt3R's
+    /// scale, related to the chain the same way.
+    fn measure(&self, job: &PairJob, out: PairOutput, p: &NodeParams) -> (PairOutput, Link, Option<ScaleEstimate>) {
+        let confidence = p.odometry_params().scale_confidence;
+        if !p.scale_source.is_metric() {
+            return (out, Link::Relative(confidence), None);
+        }
+        let measured = {
+            let sync = lock(&self.depth);
+            let views = [
+                (sync.of_keyframe(job.first.stamp()), Some(&out.view1), 0),
+                (sync.of_keyframe(job.second.stamp()), out.view2.as_ref(), 1),
+            ];
+            drop(sync);
+            let views: Vec<DepthView<'_>> = views
+                .iter()
+                .filter_map(|(d, map, i)| {
+                    Some(DepthView { pointmap: (*map)?, mapping: &out.mappings[*i], depth: d.as_deref()? })
+                })
+                .collect();
+            if views.is_empty() {
+                Err(ScaleError::NoDepth)
+            } else {
+                depth_scale(&views, confidence)
+            }
+        };
+        match measured {
+            Ok(est) => {
+                self.stats.bump(Counter::PairsScaleMeasured);
+                (out.scaled(est.scale), Link::Measured, Some(est))
+            }
+            Err(e) => {
+                self.stats.bump(Counter::PairsScaleUnmeasured);
+                let (s1, s2) = job.stamps();
+                crate::warn_throttled!(key = "scale"; "no metric scale for the pair {s1:.3} -> {s2:.3}: {e}");
+                (out, Link::Carried(confidence), None)
+            }
+        }
+    }
+
+    /// A reconstructed pair in the chain's units: its own cloud and pose out, then it joins the
+    /// chain (prepared outside the chain's lock, added under it); then, outside it, the map
+    /// grows and the path and the map go out. Returns how far tracking's pose of the new
+    /// keyframe was from the pair's.
+    fn place_pair<S: OutputSink>(
+        &self,
+        side: &mut PairSide,
+        job: &PairJob,
+        out: PairOutput,
+        p: &NodeParams,
+        sink: &mut S,
+    ) -> Result<Option<(f64, f64)>, S::Error> {
+        let (out, link, measured) = self.measure(job, out, p);
+        let anchor = {
+            let mut chain = lock(&self.chain);
+            let current = chain.id == job.chain;
+            if current && p.scale_source.is_metric() {
+                chain.scale.update(measured);
+            }
+            current.then(|| chain.odometry.anchor_of(job.first.stamp()))
+        };
+        if anchor.is_none() {
+            tracing::debug!("a pair made before input time went back does not join the new chain");
+        }
+        let joining = anchor.map(|a| Odometry::join(a, job.first.pair_view(), job.second.pair_view(), &out, link));
+        // The pair's own outputs: in its own scale, or in the chain's units when they are metres.
+        let units = match (link, &joining) {
+            (Link::Relative(_) | Link::Measured, _) => Some(1.0),
+            (Link::Carried(_), Some(Ok(j))) => Some(j.scale()),
+            (Link::Carried(_), _) => None,
+        };
+        if let Some(s) = units.filter(|_| !self.scale_held(p)) {
+            let messages = if s == 1.0 {
+                pair_messages(&out, &job.first.header, &job.second.header, p)
+            } else {
+                pair_messages(&out.scaled(s), &job.first.header, &job.second.header, p)
+            };
+            emit(sink, messages)?;
+        }
+        match joining {
+            Some(joining) => self.join_chain(side, job, joining, p, sink),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether metric outputs are held back: the scale has gone unmeasured for more keyframes
+    /// than `scale_max_unmeasured`.
+    fn scale_held(&self, p: &NodeParams) -> bool {
+        p.scale_source.is_metric() && lock(&self.chain).scale.unmeasured > p.scale_max_unmeasured
+    }
+
+    /// A pair prepared to join the chain is added to it unless the chain changed meanwhile;
+    /// then the map grows and the path and the map go out.
     fn join_chain<S: OutputSink>(
         &self,
         side: &mut PairSide,
         job: &PairJob,
-        out: &PairOutput,
+        joining: Result<Joining<Observation>, NotAttached>,
         p: &NodeParams,
         sink: &mut S,
     ) -> Result<Option<(f64, f64)>, S::Error> {
-        let current = |chain: &Chain| {
-            let same = chain.id == job.chain;
-            if !same {
-                tracing::debug!("a pair made before input time went back does not join the new chain");
-            }
-            same
-        };
-        let (anchor, scale_confidence) = {
-            let chain = lock(&self.chain);
-            if !current(&chain) {
-                return Ok(None);
-            }
-            (chain.odometry.anchor_of(job.first.stamp()), chain.odometry.params().scale_confidence)
-        };
-        let joining = Odometry::join(anchor, job.first.pair_view(), job.second.pair_view(), out, scale_confidence);
         let mut chain = lock(&self.chain);
-        if !current(&chain) {
+        if chain.id != job.chain {
+            tracing::debug!("a pair made before input time went back does not join the new chain");
             return Ok(None);
         }
         let joined = match joining.and_then(|j| chain.odometry.commit(j)) {
@@ -487,12 +614,27 @@ impl Pipeline {
         if let Err(e) = grow(&mut side.map, added.iter().map(|k| k.as_ref()), &p.map_settings()) {
             crate::warn_throttled!("map: {e}");
         }
-        // With base_frame, nothing goes out until the camera's mount is known.
-        if mounted {
+        // With base_frame, nothing goes out until the camera's mount is known; with a metric
+        // scale, nothing while the scale is held.
+        if mounted && !self.scale_held(p) {
             emit(sink, odom.chain(&job.second.header.frame_id, &path, side.map.as_ref()))?;
         }
         Ok(joined.disagreement)
     }
+}
+
+/// The camera's mount as it can be composed with the chain: whole when the chain is in metres;
+/// without a metric scale, its rotation only (its offset is in metres and the chain is not: the
+/// base's orientation is kept, and its position is taken at the camera).
+fn units(t_base_cam: Transform<Base, FrameCam>, p: &NodeParams) -> Transform<Base, FrameCam> {
+    if p.scale_source.is_metric() {
+        return t_base_cam;
+    }
+    crate::warn_throttled!(key = "mount";
+        "base_frame without a metric scale_source: the camera's {:.3} m offset from the base is left out (the \
+         chain is in DUSt3R's scale), so odometry positions are the camera's, with the base's axes",
+        t_base_cam.translation.norm());
+    Transform::new(t_base_cam.rotation, nalgebra::Vector3::zeros())
 }
 
 fn emit<S: OutputSink>(sink: &mut S, outputs: Vec<Output>) -> Result<(), S::Error> {

@@ -6,4 +6,5 @@ pub mod keyframes;
 pub mod map;
 pub mod matching;
 pub mod odometry;
+pub mod scale;
 pub mod tracking;

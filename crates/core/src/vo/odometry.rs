@@ -94,6 +94,22 @@ pub enum NotAttached {
     /// The pair's second view is already on the chain.
     #[error("the pair's second keyframe is already on the chain")]
     Known,
+    /// A metric chain cannot start from a pair whose scale was not measured.
+    #[error("the pair's metric scale is unknown, and a metric chain cannot start from it")]
+    Unmeasured,
+}
+
+/// How a pair's scale is related to the chain's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Link {
+    /// Through the keyframe the pair shares with the chain: the depth ratio of its two pointmaps
+    /// over pixels above this confidence in both (the first pair sets the chain's scale).
+    Relative(f32),
+    /// The pair is already in the chain's units (its metric scale was measured).
+    Measured,
+    /// A metric chain carries its scale over an unmeasured pair as [`Link::Relative`] does;
+    /// such a pair cannot start a chain.
+    Carried(f32),
 }
 
 /// Where a pair's first keyframe stands (see [`Odometry::anchor_of`]).
@@ -116,6 +132,13 @@ pub struct Joining<F> {
     second: Arc<ChainKeyframe<F>>,
     /// Its scale relative to the chain.
     scale: f64,
+}
+
+impl<F> Joining<F> {
+    /// The pair's scale relative to the chain.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
 }
 
 /// What a pair added.
@@ -212,7 +235,7 @@ impl<F: Clone> Odometry<F> {
         out: &PairOutput,
     ) -> Result<Attached, NotAttached> {
         let anchor = self.anchor_of(first.stamp);
-        let joining = Self::join(anchor, first, second, out, self.params.scale_confidence)?;
+        let joining = Self::join(anchor, first, second, out, Link::Relative(self.params.scale_confidence))?;
         self.commit(joining)
     }
 
@@ -226,7 +249,7 @@ impl<F: Clone> Odometry<F> {
     }
 
     /// The pair's keyframes as they would join the chain from `anchor`: its scale relative to
-    /// the chain and its second keyframe's pose and points in it. The costly part of joining (a
+    /// the chain (as `link` says) and its second keyframe's pose and points in it. The costly part of joining (a
     /// depth ratio and a copy of the pointmap), done without the chain, so a driver that shares
     /// the chain holds its lock only for [`Odometry::anchor_of`] and [`Odometry::commit`].
     pub fn join(
@@ -234,16 +257,18 @@ impl<F: Clone> Odometry<F> {
         first: PairView<F>,
         second: PairView<F>,
         out: &PairOutput,
-        scale_confidence: f32,
+        link: Link,
     ) -> Result<Joining<F>, NotAttached> {
         let pose = out.pose.as_ref().map_err(|e| NotAttached::NoPose(e.clone()))?;
         let view2 = out.view2.as_ref().ok_or(NotAttached::NoPose(NoPose::NotReturned))?;
-        let (anchor, scale, origin) = match anchor {
-            Anchor::OnChain(a) => {
-                let s = depth_ratio(&a.pointmap, &out.view1, scale_confidence).ok_or(NotAttached::ScaleUnknown)?;
+        let (anchor, scale, origin) = match (anchor, link) {
+            (Anchor::OnChain(a), Link::Measured) => (a, 1.0, false),
+            (Anchor::OnChain(a), Link::Relative(c) | Link::Carried(c)) => {
+                let s = depth_ratio(&a.pointmap, &out.view1, c).ok_or(NotAttached::ScaleUnknown)?;
                 (a, s, false)
             }
-            Anchor::NewChain => {
+            (Anchor::NewChain, Link::Carried(_)) => return Err(NotAttached::Unmeasured),
+            (Anchor::NewChain, _) => {
                 let origin = Arc::new(ChainKeyframe {
                     stamp: first.stamp,
                     payload: first.payload,
@@ -256,7 +281,7 @@ impl<F: Clone> Odometry<F> {
                 });
                 (origin, 1.0, true)
             }
-            Anchor::Off => return Err(NotAttached::Unanchored),
+            (Anchor::Off, _) => return Err(NotAttached::Unanchored),
         };
         let t_a_b = &pose.t_cam1_cam2;
         let t_a_b = Transform::<KeyframeCam, KeyframeCam>::new(t_a_b.rotation, t_a_b.translation * scale);
