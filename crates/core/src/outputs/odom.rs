@@ -7,7 +7,8 @@
 //! frame. With `base_frame`, odom is where the robot's base was at the first keyframe, found
 //! through the robot's static `base_frame -> camera frame` transform, and the child is the base,
 //! so every frame of the robot's tree keeps the one parent it has (as Isaac ROS Visual SLAM and
-//! RTAB-Map do). Positions are in DUSt3R's scale, not metres.
+//! RTAB-Map do). Positions are in metres with a metric `scale_source`, else in DUSt3R's scale,
+//! and then the mount contributes its rotation only (see the pipeline).
 
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 

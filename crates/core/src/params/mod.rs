@@ -181,15 +181,16 @@ parameters! {
          points, 10.5 MB per pair, which stock subscribers get in ~0.2 s; 3: a ninth, at most 1.2 MB, for \
          slow or lossy links)";
     publish_tf: bool = false, Constraint::None, TUNABLE,
-        "Broadcast TF odom_frame -> the camera's frame (or base_frame) for every tracked frame, at its stamp, in \
-         DUSt3R's (non-metric) scale";
+        "Broadcast TF odom_frame -> the camera's frame (or base_frame) for every tracked frame, at its stamp (in \
+         metres with a metric scale_source, else in DUSt3R's scale)";
     odom_frame: String = "odom", Constraint::None, FIXED,
         "Frame of odom, path and map: the first keyframe's camera turned to REP 103's axes (x forward, z up), or \
          where base_frame was then";
     base_frame: String = "", Constraint::None, FIXED,
         "The robot's base frame: when set, odom, path and TF are the base's, through the static transform \
-         base_frame -> camera frame from /tf_static (a bag's, in a replay), so the camera keeps its parent; \
-         empty: the camera's";
+         base_frame -> camera frame from /tf_static (a bag's, in a replay), so the camera keeps its parent \
+         (without a metric scale_source only the mount's rotation is used: its offset is in metres and the \
+         odometry is not); empty: the camera's";
     scale_source: String = ScaleSource::None.name(), Constraint::OneOf(&ScaleSource::NAMES), FIXED,
         "Where metric scale comes from: none (DUSt3R's arbitrary scale), depth (a registered depth image on \
          depth/image beside the colour image: every 3D output in metres)";
