@@ -155,8 +155,9 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
     assert!(path["stamps"].as_array().unwrap().len() >= 3, "keyframes on the chain: {ctx}");
 }
 
-/// One pipeline, two drivers: the first 16 frames of the sample played into the node in
-/// lockstep (the next frame once the node is done with the last, so it drops nothing, as a
+/// One pipeline, two drivers: the first 16 frames of the sample, each with its rendered depth on
+/// `/cam/depth/image` (`scale_source: depth`, the node's default `depth/image`), played into the
+/// node in lockstep (the next frame once the node is done with the last, so it drops nothing, as a
 /// replay does not) and replayed offline with the same parameters and models (the trained
 /// SuperPoint on the CPU, DUSt3R on the double serving the sample's true pointmaps) give the same
 /// messages on every output topic: as many, in the same order, with the same stamps, frames and
@@ -172,7 +173,7 @@ fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
     let params = dir.path().join("params.yaml");
     std::fs::write(
         &params,
-        "/**:\n  ros__parameters:\n    dust3r_backend: tt-server\n    fallback: none\n    use_sim_time: true\n    publish_tf: true\n    keyframe_max_interval: 0.6\n",
+        "/**:\n  ros__parameters:\n    dust3r_backend: tt-server\n    fallback: none\n    use_sim_time: true\n    publish_tf: true\n    keyframe_max_interval: 0.6\n    scale_source: depth\n",
     )
     .unwrap();
     let port_file = dir.path().join("port");
@@ -184,7 +185,7 @@ fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
          HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam --params-file {params} \
            -p superpoint_weights:={weights} -r image:=/cam/image_raw > {log} 2>&1 &\n\
          pid=$!\n\
-         {py} {peer} --bag {bag} --trajectory --lockstep --timeout 240\n\
+         {py} {peer} --bag {bag} --trajectory --lockstep --depth-topic /cam/depth/image --timeout 240\n\
          rc=$?\n\
          kill -INT $pid; wait $pid; echo node_exit=$?\n\
          HF_HUB_OFFLINE=1 {node} replay --bag {bag} --out {out} --params-file {params} --superpoint-weights {weights} \
@@ -221,6 +222,13 @@ fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
     for (topic, at_least) in [("keypoints", 16), ("pointcloud", 3), ("odom", 8), ("path", 3), ("map", 3), ("tf", 8)] {
         assert!(offline[topic].as_array().unwrap().len() >= at_least, "{topic}: {offline}");
     }
+    // Every pair was put in metres by its keyframes' depth (a pair without it would not start the
+    // chain, and the node's would differ from the replay's).
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("replay.json")).unwrap()).unwrap();
+    let c = &summary["counters"];
+    assert_eq!(c["depth_in"], 16, "{summary}");
+    assert_eq!(c["pairs_scale_measured"], c["pairs_processed"], "{summary}");
 }
 
 /// Shell that starts the mast3r-blackhole double answering as a perfect DUSt3R of the rendered
@@ -240,10 +248,14 @@ fn start_sample_double(dir: &std::path::Path) -> String {
     )
 }
 
-/// The first `n` images of `sample` (with the camera_info and everything before them) as a bag.
+/// The first `n` images of `sample` (with the camera_info and everything before them) as a bag,
+/// each image's rendered depth (16UC1) on `/cam/depth/image` 8 ms before it.
 fn first_frames(sample: &std::path::Path, bag: &std::path::Path, n: usize) {
     use sp_dust3r_core::bag::{BagWriter, McapFile};
+    use sp_dust3r_core::msg::{from_cdr, sensor_msgs, std_msgs, to_cdr};
     let mut w = BagWriter::create(bag).unwrap();
+    let scene = common::true_scene::TruePointmaps::new(sp_dust3r_core::sample::FRAMES);
+    w.add_typed_topic::<sensor_msgs::Image>("/cam/depth/image").unwrap();
     let mut images = 0;
     for m in McapFile::open(sample).unwrap().messages() {
         let m = m.unwrap();
@@ -251,6 +263,11 @@ fn first_frames(sample: &std::path::Path, bag: &std::path::Path, n: usize) {
             if images == n {
                 break;
             }
+            let image: sensor_msgs::Image = from_cdr(&m.data).unwrap();
+            let at = sp_dust3r_core::outputs::odom::stamp_of(&image.header.stamp) - 8_000_000;
+            let header = std_msgs::Header { stamp: sp_dust3r_core::outputs::odom::time_of(at), ..image.header };
+            let msg = common::tum::depth_msg(header, &scene.depth(images), common::tum::DepthEncoding::Millimetres);
+            w.write("/cam/depth/image", at as u64, at as u64, &to_cdr(&msg).unwrap()).unwrap();
             images += 1;
         }
         let (encoding, schema) = m.schema.as_ref().unwrap();

@@ -29,7 +29,7 @@ use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::NodeParams;
 use sp_dust3r_core::pipeline::{PairDone, PairSide, Pipeline};
 use sp_dust3r_core::rng::SplitMix64;
-use sp_dust3r_core::sample::{surface_point, Room, FOCAL, HEIGHT, RATE, WIDTH};
+use sp_dust3r_core::sample::{Room, FOCAL, HEIGHT, RATE, WIDTH};
 use sp_dust3r_core::superpoint::SuperPoint;
 
 /// Every pair's scale: log-uniform over 0.2 .. 5, so no two pairs agree and none is near 1.
@@ -160,18 +160,6 @@ impl OutputSink for Poses {
     }
 }
 
-/// The sample's frame `i` as the depth camera sees it: metres along the optical axis.
-fn rendered_depth(scene: &TruePointmaps, i: usize) -> Vec<f32> {
-    let pose = scene.pose(i);
-    let to_camera = pose.inverse();
-    (0..HEIGHT * WIDTH)
-        .map(|k| {
-            let (x, y) = ((k % WIDTH) as f64, (k / WIDTH) as f64);
-            surface_point(&pose, x, y).map_or(0.0, |p| to_camera.apply(&p).z as f32)
-        })
-        .collect()
-}
-
 /// The rendered sample's 40 frames through the pipeline with `scale_source`, each frame's depth
 /// delivered 8 ms after it (another topic, another stamp), the camera mounted on a robot's base
 /// (`base_frame`); the base's odometry scored against the scene's camera poses carried through
@@ -232,7 +220,7 @@ fn sample_run(scale_source: &str, depths: &[Vec<f32>]) -> (Pipeline, TrajectoryR
 #[test]
 fn on_the_rendered_sample_with_depth_the_odometry_is_metric_whatever_scale_each_pair_has() {
     let scene = TruePointmaps::new(sp_dust3r_core::sample::FRAMES);
-    let depths: Vec<Vec<f32>> = (0..sp_dust3r_core::sample::FRAMES).map(|i| rendered_depth(&scene, i)).collect();
+    let depths: Vec<Vec<f32>> = (0..sp_dust3r_core::sample::FRAMES).map(|i| scene.depth(i)).collect();
     let (pipeline, t) = sample_run("depth", &depths);
     let s = pipeline.stats();
     eprintln!(

@@ -11,7 +11,7 @@ use sp_dust3r_core::backend::{BackendError, PairOutput, PairReconstructor, PairR
 use sp_dust3r_core::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
 use sp_dust3r_core::geometry::Transform;
 use sp_dust3r_core::image::Frame;
-use sp_dust3r_core::sample::{camera_pose, render, true_pointmap, CameraOptical, Room, HEIGHT, WIDTH};
+use sp_dust3r_core::sample::{camera_pose, render, surface_point, true_pointmap, CameraOptical, Room, HEIGHT, WIDTH};
 
 pub struct TruePointmaps {
     frames: Vec<Vec<u8>>,
@@ -38,6 +38,19 @@ impl TruePointmaps {
     /// The rendered frame `i` as a mono8 frame.
     pub fn frame(&self, i: usize) -> Frame {
         Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, self.frames.len())).unwrap()
+    }
+
+    /// Frame `i` as a depth camera registered to it sees it: metres along the optical axis, row
+    /// major.
+    pub fn depth(&self, i: usize) -> Vec<f32> {
+        let pose = self.pose(i);
+        let to_camera = pose.inverse();
+        (0..HEIGHT * WIDTH)
+            .map(|k| {
+                let (x, y) = ((k % WIDTH) as f64, (k / WIDTH) as f64);
+                surface_point(&pose, x, y).map_or(0.0, |p| to_camera.apply(&p).z as f32)
+            })
+            .collect()
     }
 
     /// The camera of rendered frame `i`.

@@ -120,6 +120,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--trajectory", action="store_true", help="also collect odom, /tf and path")
     ap.add_argument("--lockstep", action="store_true", help="one frame at a time; record every output")
+    ap.add_argument("--depth-topic", help="an Image topic played as depth (not a frame the node answers)")
     args = ap.parse_args()
     ts = get_typestore(Stores.ROS2_JAZZY)
     dp = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
@@ -184,7 +185,9 @@ def main():
             now_bag[0] = t
             m = reader.deserialize(raw, c.msgtype)
             h = Header(Time(sec=m.header.stamp.sec, nanosec=m.header.stamp.nanosec), m.header.frame_id)
-            if c.msgtype == "sensor_msgs/msg/Image":
+            if c.msgtype == "sensor_msgs/msg/Image" and c.topic == args.depth_topic:
+                writers[c.topic].write(Image(h, m.height, m.width, m.encoding, m.is_bigendian, m.step, list(bytes(m.data))))
+            elif c.msgtype == "sensor_msgs/msg/Image":
                 writers[c.topic].write(Image(h, m.height, m.width, m.encoding, m.is_bigendian, m.step, list(bytes(m.data))))
                 sent.append([m.header.stamp.sec, m.header.stamp.nanosec])
                 if recorder and not recorder.wait_done(tuple(sent[-1]), args.timeout / 4):
