@@ -165,6 +165,11 @@ impl OutputSink for Poses {
 /// (`base_frame`); the base's odometry scored against the scene's camera poses carried through
 /// the mount.
 fn sample_run(scale_source: &str, depths: &[Vec<f32>]) -> (Pipeline, TrajectoryReport) {
+    sample_run_with(scale_source, depths, 5)
+}
+
+/// [`sample_run`] with `scale_max_unmeasured`; a frame whose depth is empty gets none.
+fn sample_run_with(scale_source: &str, depths: &[Vec<f32>], max_unmeasured: i64) -> (Pipeline, TrajectoryReport) {
     let n = sp_dust3r_core::sample::FRAMES;
     let ros = RosArgs {
         params: vec![
@@ -172,6 +177,7 @@ fn sample_run(scale_source: &str, depths: &[Vec<f32>]) -> (Pipeline, TrajectoryR
             ("keyframe_max_interval".into(), ParamValue::Double(0.5)),
             ("scale_source".into(), ParamValue::String(scale_source.into())),
             ("base_frame".into(), ParamValue::String("base_link".into())),
+            ("scale_max_unmeasured".into(), ParamValue::Integer(max_unmeasured)),
         ],
         ..RosArgs::default()
     };
@@ -202,8 +208,10 @@ fn sample_run(scale_source: &str, depths: &[Vec<f32>]) -> (Pipeline, TrajectoryR
         let header = std_msgs::Header { stamp: stamp(t), frame_id: "cam_optical".into() };
         let Ok(done) =
             pipeline.on_frame(&mut frames, header.clone(), Arc::new(scene.frame(i)), &features, true, &mut sink);
-        let depth = std_msgs::Header { stamp: stamp(t + 0.008), ..header };
-        pipeline.on_depth(&depth_msg(depth, depth_i, DepthEncoding::Millimetres));
+        if !depth_i.is_empty() {
+            let depth = std_msgs::Header { stamp: stamp(t + 0.008), ..header };
+            pipeline.on_depth(&depth_msg(depth, depth_i, DepthEncoding::Millimetres));
+        }
         if let Some(job) = done.pair {
             let Ok(end) = pipeline.on_pair(&mut pairs, &job, &scene, &Cancel::new(), &mut sink);
             assert!(matches!(end, PairDone::Done { .. }), "{end:?}");
@@ -238,4 +246,33 @@ fn on_the_rendered_sample_with_depth_the_odometry_is_metric_whatever_scale_each_
     let (_, t) = sample_run("none", &depths);
     eprintln!("sample, none: {t}");
     assert!(t.scale_error > 0.2 && t.ate_se3_percent_of_path > 3.0, "{t}");
+}
+
+/// The depth camera stops for 2.4 s (frames 14 to 25) and comes back: the chain carries its
+/// scale over `scale_max_unmeasured` (1) keyframe, then the metric outputs stop (counted, the
+/// scale track says how many keyframes went unmeasured), and resume with the next measurement,
+/// still in metres.
+#[test]
+fn when_depth_stops_metric_outputs_stop_and_resume_when_it_returns() {
+    let scene = TruePointmaps::new(sp_dust3r_core::sample::FRAMES);
+    let gap = 14..26;
+    let depths: Vec<Vec<f32>> = (0..sp_dust3r_core::sample::FRAMES)
+        .map(|i| if gap.contains(&i) { Vec::new() } else { scene.depth(i) })
+        .collect();
+    let (pipeline, t) = sample_run_with("depth", &depths, 1);
+    let s = pipeline.stats();
+    let frame_of = |p: &sp_dust3r_core::eval::trajectory::TrajectoryPoint| ((p.t - 100.0) * RATE).round() as usize;
+    let tracked: Vec<usize> = t.points.iter().map(frame_of).collect();
+    eprintln!(
+        "depth gap {gap:?}: odometry at frames {tracked:?}; {} pairs unmeasured, {} frames held; {t}",
+        s.get(Counter::PairsScaleUnmeasured),
+        s.get(Counter::FramesNoScale)
+    );
+    assert!(s.get(Counter::PairsScaleUnmeasured) >= 3, "{:?}", pipeline.scale());
+    assert!(s.get(Counter::FramesNoScale) >= 3);
+    let held: Vec<usize> = gap.clone().filter(|i| !tracked.contains(i)).collect();
+    assert!(held.len() >= 3 && held.iter().all(|&i| i >= gap.start + 2), "held {held:?}");
+    assert!(tracked.iter().filter(|&&i| i >= gap.end + 3).count() >= 8, "resumes: {tracked:?}");
+    assert_eq!(pipeline.scale().unmeasured, 0, "measured again at the end");
+    assert!(t.scale_error < 0.03 && t.ate_se3_percent_of_path < 3.0, "{t}");
 }

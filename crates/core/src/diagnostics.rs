@@ -731,6 +731,51 @@ mod tests {
     }
 
     #[test]
+    fn the_scale_task_says_metres_warns_when_unmeasured_and_errs_when_outputs_stop() {
+        let value = |t: &diagnostic_msgs::DiagnosticStatus, k: &str| {
+            t.values.iter().find(|kv| kv.key == k).map(|kv| kv.value.clone()).unwrap_or_default()
+        };
+        let scale_task = |s: &Stats, h: &History, unmeasured: usize| {
+            let estimate = crate::vo::scale::ScaleEstimate { scale: 0.5, spread: 0.012, pixels: 5000 };
+            let track = ScaleTrack { last: Some(estimate), unmeasured };
+            let mut r = report(cpu(), cpu());
+            r.scale = Some(ScaleReport { source: "depth", topic: "/cam/depth/image", track, max_unmeasured: 2 });
+            task(&diagnostics(s, h, r), "scale")
+        };
+        // A pair a second, each measured.
+        let measured = |_: u64, s: &Stats| {
+            s.add(Counter::DepthIn, 30);
+            s.bump(Counter::PairsDone);
+            s.bump(Counter::PairsScaleMeasured);
+        };
+        let (s, h) = run(10, measured);
+        let t = scale_task(&s, &h, 0);
+        assert_eq!((t.level, t.message.as_str()), (Level::OK, "metric from depth: 0.5000 m per DUSt3R unit ± 1.2 %"));
+        assert_eq!((value(&t, "units"), value(&t, "scale")), ("m".to_string(), "0.500000".to_string()));
+        assert_eq!(t.hardware_id, "/cam/depth/image");
+        // Depth stops: the pairs go unmeasured; WARN while the chain carries the scale, ERROR
+        // once the outputs stop.
+        let (s, h) = run(12, |i, s| {
+            if i <= 10 {
+                measured(i, s);
+            } else {
+                s.bump(Counter::PairsDone);
+                s.bump(Counter::PairsScaleUnmeasured);
+            }
+        });
+        let t = scale_task(&s, &h, 2);
+        assert_eq!(
+            (t.level, t.message.as_str()),
+            (Level::WARN, "2 pairs without a scale measurement in the last 30 s")
+        );
+        let t = scale_task(&s, &h, 3);
+        assert_eq!(t.level, Level::ERROR, "{t:?}");
+        assert!(t.message.starts_with("metric outputs stopped: the scale was not measured for 3 keyframes"), "{t:?}");
+        // Without a metric scale source there is no scale task.
+        assert!(diagnostics(&s, &h, report(cpu(), cpu())).status.iter().all(|t| !t.name.ends_with(": scale")));
+    }
+
+    #[test]
     fn rate_against_expected_and_stale_input() {
         let (s, h) = run(10, |_, s| frames(5, s));
         let input = task(&diagnostics(&s, &h, report(cpu(), cpu())), "input");
