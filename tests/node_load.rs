@@ -88,6 +88,7 @@ fn thirty_fps_for_sixty_seconds_keeps_latency_and_memory_flat() {
 fn keypoint_rate_holds_with_dust3r_pairs_in_flight() {
     use sp_dust3r_core::backend::{cpu::CpuPairs, PairReconstructor, PairRequest};
     use sp_dust3r_core::dust3r::{synthetic, Dust3r};
+    use sp_dust3r_core::geometry::lens::Lens;
     use sp_dust3r_core::workers::priority::DEFAULT_BACKGROUND_SHARE;
     let _cores = CORES.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
@@ -109,7 +110,14 @@ fn keypoint_rate_holds_with_dust3r_pairs_in_flight() {
             plane.into_raw_vec_and_offset().0,
         )
         .unwrap();
-        let request = PairRequest { first: &frame, second: &frame, known: None, min_confidence: 3.0, conf_pct: 50.0 };
+        let request = PairRequest {
+            first: &frame,
+            second: &frame,
+            known: None,
+            min_confidence: 3.0,
+            conf_pct: 50.0,
+            lens: Lens::Pinhole,
+        };
         model.reconstruct(&request).unwrap();
         let t = std::time::Instant::now();
         model.reconstruct(&request).unwrap();

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::true_scene::TruePointmaps;
 use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::backend::{CameraK, FeatureExtractor, PairReconstructor, PairRequest};
+use sp_dust3r_core::geometry::lens::{Camera, Lens};
 use sp_dust3r_core::geometry::{Intrinsics, Transform};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::sample::{FOCAL, HEIGHT, WIDTH};
@@ -23,9 +24,9 @@ fn sample_k() -> CameraK {
     CameraK { fx: FOCAL, fy: FOCAL, cx: WIDTH as f64 / 2.0 - 0.5, cy: HEIGHT as f64 / 2.0 - 0.5 }
 }
 
-fn intrinsics() -> Intrinsics {
+fn intrinsics() -> Camera {
     let k = sample_k();
-    Intrinsics { fx: k.fx, fy: k.fy, cx: k.cx, cy: k.cy }
+    Camera { k: Intrinsics { fx: k.fx, fy: k.fy, cx: k.cx, cy: k.cy }, lens: Lens::Pinhole }
 }
 
 struct Setup {
@@ -55,8 +56,14 @@ impl Setup {
     /// Attaches the pair (a, b) to `odometry`.
     fn attach(&self, odometry: &mut Odometry<usize>, a: usize, b: usize) -> Result<f64, NotAttached> {
         let ((va, fa), (vb, fb)) = (self.view(a), self.view(b));
-        let request =
-            PairRequest { first: &fa, second: &fb, known: Some(sample_k()), min_confidence: 3.0, conf_pct: 50.0 };
+        let request = PairRequest {
+            first: &fa,
+            second: &fb,
+            known: Some(sample_k()),
+            min_confidence: 3.0,
+            conf_pct: 50.0,
+            lens: Lens::Pinhole,
+        };
         let out = self.scene.reconstruct(&request).unwrap();
         odometry.attach(va, vb, &out).map(|a| a.scale)
     }

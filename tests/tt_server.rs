@@ -14,6 +14,7 @@ use common::{fixture_dir, peer_python};
 use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::backend::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
 use sp_dust3r_core::backend::{BackendError, CameraK, FeatureExtractor, PairReconstructor, PairRequest, WithFallback};
+use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::superpoint::{PostParams, SuperPoint};
 
@@ -198,7 +199,14 @@ fn dust3r_answers_map_to_pointmaps_and_the_known_pose() {
     d.link().wait_ready(Duration::from_secs(10)).unwrap();
     let frame = sample_frame();
     let k = CameraK { fx: 500.0, fy: 500.0, cx: 320.0, cy: 240.0 };
-    let request = PairRequest { first: &frame, second: &frame, known: Some(k), min_confidence: 3.0, conf_pct: 50.0 };
+    let request = PairRequest {
+        first: &frame,
+        second: &frame,
+        known: Some(k),
+        min_confidence: 3.0,
+        conf_pct: 50.0,
+        lens: Lens::Pinhole,
+    };
     let e = d.reconstruct(&request).err().expect("wrong shapes are refused");
     assert!(matches!(&e, BackendError::Malformed { reason, .. } if reason.contains("pts3d2")), "{e}");
     let out = d.reconstruct(&request).unwrap();

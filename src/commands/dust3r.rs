@@ -10,6 +10,7 @@ use sp_dust3r_core::backend::tt_server::{TtDust3r, DEFAULT_DUST3R_URL};
 use sp_dust3r_core::backend::{CameraK, PairRequest};
 use sp_dust3r_core::dust3r::cloud::{cloud_points, ColouredPoints, DEFAULT_MIN_CONFIDENCE};
 use sp_dust3r_core::dust3r::{prepare, Dust3r, PairPrediction, Pointmap, PrepMode, HUB_MODEL};
+use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::preview::preview;
@@ -166,7 +167,14 @@ fn run_server(args: &Args) -> anyhow::Result<()> {
     let f1 = Frame::open(&args.image1).with_context(|| format!("{}", args.image1.display()))?;
     let f2 = Frame::open(&args.image2).with_context(|| format!("{}", args.image2.display()))?;
     let known = args.intrinsics.map(|[fx, fy, cx, cy]| CameraK { fx, fy, cx, cy });
-    let request = PairRequest { first: &f1, second: &f2, known, min_confidence: 3.0, conf_pct: args.conf_pct };
+    let request = PairRequest {
+        first: &f1,
+        second: &f2,
+        known,
+        min_confidence: 3.0,
+        conf_pct: args.conf_pct,
+        lens: Lens::Pinhole,
+    };
     let (out, timing) = backend.reconstruct_timed(&request)?;
     let pair = PairPrediction { view1: out.view1, view2_in_1: out.view2_in_1 };
     let pose = args.pose.then_some(out.pose);

@@ -9,12 +9,20 @@ use std::sync::Mutex;
 use sp_dust3r_core::backend::cpu::pair_output;
 use sp_dust3r_core::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
 use sp_dust3r_core::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
+use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::geometry::Transform;
 use sp_dust3r_core::image::Frame;
-use sp_dust3r_core::sample::{camera_pose, render, surface_point, true_pointmap, CameraOptical, Room, HEIGHT, WIDTH};
+use sp_dust3r_core::sample::{
+    camera_pose, render_through, surface_point, true_pointmap_through, CameraOptical, Room, HEIGHT, WIDTH,
+};
 
 pub struct TruePointmaps {
+    /// Each rendered frame, 8-bit grey.
+    grey: Vec<Vec<u8>>,
+    /// The same as RGB, to recognise frames by.
     frames: Vec<Vec<u8>>,
+    /// The lens the frames were rendered through (and the pointmaps follow).
+    lens: Lens,
     /// The scale of each pair in the order they are asked for (1 after the list ends).
     pub scales: Vec<f64>,
     asked: Mutex<usize>,
@@ -23,10 +31,17 @@ pub struct TruePointmaps {
 impl TruePointmaps {
     /// The sample of `n` frames.
     pub fn new(n: usize) -> Self {
-        let frames = (0..n)
-            .map(|i| Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, n)).unwrap().to_rgb8())
+        Self::through(Lens::Pinhole, n)
+    }
+
+    /// The sample of `n` frames rendered through `lens`.
+    pub fn through(lens: Lens, n: usize) -> Self {
+        let grey: Vec<Vec<u8>> = (0..n).map(|i| render_through(lens, i, n)).collect();
+        let frames = grey
+            .iter()
+            .map(|g| Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, g.clone()).unwrap().to_rgb8())
             .collect();
-        Self { frames, scales: Vec::new(), asked: Mutex::new(0) }
+        Self { grey, frames, lens, scales: Vec::new(), asked: Mutex::new(0) }
     }
 
     /// Which rendered frame this is.
@@ -37,7 +52,7 @@ impl TruePointmaps {
 
     /// The rendered frame `i` as a mono8 frame.
     pub fn frame(&self, i: usize) -> Frame {
-        Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, render(i, self.frames.len())).unwrap()
+        Frame::from_raw("mono8", WIDTH, HEIGHT, WIDTH as usize, false, self.grey[i].clone()).unwrap()
     }
 
     /// Frame `i` as a depth camera registered to it sees it: metres along the optical axis, row
@@ -61,12 +76,14 @@ impl TruePointmaps {
     /// The points of `view` (seen from `pose`) in the frame of the camera at `reference`, times
     /// `scale`.
     pub fn pointmap(
+        &self,
         view: &PreparedView,
         pose: &Transform<Room, CameraOptical>,
         reference: &Transform<Room, CameraOptical>,
         scale: f64,
     ) -> Pointmap {
-        true_pointmap(&view.mapping, (view.width as usize, view.height as usize), pose, reference, scale)
+        let size = (view.width as usize, view.height as usize);
+        true_pointmap_through(self.lens, &view.mapping, size, pose, reference, scale)
     }
 }
 
@@ -82,9 +99,9 @@ impl PairReconstructor for TruePointmaps {
         let v1 = prepare(r.first, PrepMode::Pad).unwrap();
         let v2 = prepare(r.second, PrepMode::Pad).unwrap();
         let forward =
-            PairPrediction { view1: Self::pointmap(&v1, &p1, &p1, s), view2_in_1: Self::pointmap(&v2, &p2, &p1, s) };
+            PairPrediction { view1: self.pointmap(&v1, &p1, &p1, s), view2_in_1: self.pointmap(&v2, &p2, &p1, s) };
         let swapped =
-            PairPrediction { view1: Self::pointmap(&v2, &p2, &p2, s), view2_in_1: Self::pointmap(&v1, &p1, &p2, s) };
+            PairPrediction { view1: self.pointmap(&v2, &p2, &p2, s), view2_in_1: self.pointmap(&v1, &p1, &p2, s) };
         Ok(pair_output(r, v1, v2, forward, swapped))
     }
     fn describe(&self) -> String {

@@ -771,7 +771,8 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     let target = TrackTarget { keypoints: &kf_kp, pointmap: &pointmap, mapping: &mapping };
     let time = |f: &mut dyn FnMut()| median_ms(args.repeat, f);
     let mut last = None;
-    let total = time(&mut || last = Some(track(&kp, &target, &k, &p)));
+    let camera = sp_dust3r_core::geometry::lens::Camera { k, lens: sp_dust3r_core::geometry::lens::Lens::Pinhole };
+    let total = time(&mut || last = Some(track(&kp, &target, &camera, &p)));
     let tracked = last.context("no runs")?.map_err(|e| anyhow::anyhow!("not tracked: {e}"))?;
     let matches = match_descriptors(&kp, &kf_kp, &p.matching);
     let matching = time(&mut || {

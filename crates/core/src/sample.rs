@@ -6,6 +6,7 @@
 
 use nalgebra::{Rotation3, Vector3};
 
+use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::Transform;
 
 /// The room's fixed frame (z up is not assumed: walls are axis-aligned planes).
@@ -117,17 +118,40 @@ pub fn surface_point(pose: &Transform<Room, CameraOptical>, x: f64, y: f64) -> O
 /// confidence 1, below every mask; the others 10.
 pub fn true_pointmap(
     mapping: &crate::dust3r::InputMapping,
+    size: (usize, usize),
+    pose: &Transform<Room, CameraOptical>,
+    reference: &Transform<Room, CameraOptical>,
+    scale: f64,
+) -> crate::dust3r::Pointmap {
+    true_pointmap_through(Lens::Pinhole, mapping, size, pose, reference, scale)
+}
+
+/// The sample's camera (K of `FOCAL` and the image centre) with `lens`.
+pub fn camera(lens: Lens) -> Camera {
+    let (cx, cy) = (WIDTH as f64 / 2.0 - 0.5, HEIGHT as f64 / 2.0 - 0.5);
+    Camera { k: crate::geometry::Intrinsics { fx: FOCAL, fy: FOCAL, cx, cy }, lens }
+}
+
+/// [`true_pointmap`] of a view seen through `lens`: each grid pixel's point is the wall point on
+/// the ray the lens bends onto it (none where the lens has no ray).
+pub fn true_pointmap_through(
+    lens: Lens,
+    mapping: &crate::dust3r::InputMapping,
     (width, height): (usize, usize),
     pose: &Transform<Room, CameraOptical>,
     reference: &Transform<Room, CameraOptical>,
     scale: f64,
 ) -> crate::dust3r::Pointmap {
+    let camera = camera(lens);
     let to_reference = reference.inverse();
     let (mut points, mut confidence) = (Vec::with_capacity(width * height * 3), Vec::with_capacity(width * height));
     for v in 0..height {
         for u in 0..width {
             let (x, y) = mapping.to_original(u as f64, v as f64);
-            let q = surface_point(pose, x, y).map_or(Vector3::repeat(f64::NAN), |p| to_reference.apply(&p) * scale);
+            let q = camera
+                .undistort_pixel(x, y)
+                .and_then(|(x, y)| surface_point(pose, x, y))
+                .map_or(Vector3::repeat(f64::NAN), |p| to_reference.apply(&p) * scale);
             points.extend([q.x as f32, q.y as f32, q.z as f32]);
             let inside = (-0.5..WIDTH as f64 - 0.5).contains(&x) && (-0.5..HEIGHT as f64 - 0.5).contains(&y);
             confidence.push(if inside { 10.0 } else { 1.0 });
@@ -138,6 +162,12 @@ pub fn true_pointmap(
 
 /// Frame `i` of `n` as 8-bit grey, `WIDTH x HEIGHT`, row-major.
 pub fn render(i: usize, n: usize) -> Vec<u8> {
+    render_through(Lens::Pinhole, i, n)
+}
+
+/// [`render`] through `lens`: each pixel sees the ray the lens bends onto it (black where none).
+pub fn render_through(lens: Lens, i: usize, n: usize) -> Vec<u8> {
+    let camera = camera(lens);
     let pose = camera_pose(i, n);
     let o = pose.translation;
     let mut out = Vec::with_capacity((WIDTH * HEIGHT) as usize);
@@ -145,7 +175,9 @@ pub fn render(i: usize, n: usize) -> Vec<u8> {
         for x in 0..WIDTH {
             let mut sum = 0.0;
             for (sx, sy) in [(-0.25, -0.25), (0.25, -0.25), (-0.25, 0.25), (0.25, 0.25)] {
-                sum += trace(&o, &(pose.rotation * pixel_ray(x as f64 + sx, y as f64 + sy)));
+                if let Some((u, v)) = camera.undistort_pixel(x as f64 + sx, y as f64 + sy) {
+                    sum += trace(&o, &(pose.rotation * pixel_ray(u, v)));
+                }
             }
             out.push((sum / 4.0 * 255.0).round().clamp(0.0, 255.0) as u8);
         }

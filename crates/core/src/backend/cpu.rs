@@ -7,6 +7,8 @@ use super::{
     PairRequest,
 };
 use crate::dust3r::{prepare, Dust3r, Dust3rError, PairPrediction, Pointmap, PrepMode, PreparedView};
+use crate::geometry::lens::{Camera, Lens};
+use crate::geometry::pairviewer::Undistort;
 use crate::geometry::pointmaps::{depth_ratio, scaled, transformed, MIN_SCALE_PIXELS};
 use crate::geometry::{relative_pose, NoPose, PairPose, PnpWorld, PoseOptions};
 use crate::image::Frame;
@@ -104,8 +106,13 @@ pub fn pair_output(
     swapped: PairPrediction,
 ) -> PairOutput {
     let known_intrinsics = r.known.map(|k| k.in_network(&v2.mapping));
+    let undistort = r
+        .known
+        .filter(|_| r.lens != Lens::Pinhole)
+        .map(|k| Undistort { camera: Camera { k: k.intrinsics(), lens: r.lens }, mappings: [v1.mapping, v2.mapping] });
     let opts = PoseOptions {
         known_intrinsics,
+        undistort,
         min_confidence: r.min_confidence,
         grid_per_original_px: [v1.mapping.scale(), v2.mapping.scale()],
         ..PoseOptions::default()
@@ -203,6 +210,7 @@ mod tests {
             known: Some(CameraK { fx: FOCAL, fy: FOCAL, cx: 319.5, cy: 239.5 }),
             min_confidence: 3.0,
             conf_pct: 50.0,
+            lens: Lens::Pinhole,
         };
         // The forward pass is metric; the swapped one 2.5 times larger. PairViewer picks the
         // pass with the higher confidence for PnP.

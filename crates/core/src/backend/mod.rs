@@ -8,6 +8,7 @@ pub mod npz;
 pub mod tt_server;
 
 use crate::dust3r::{Dust3rError, InputMapping, Pointmap};
+use crate::geometry::lens::Lens;
 use crate::geometry::pointmaps::{scaled, transformed};
 use crate::geometry::{Intrinsics, NoPose, PairPose, TCam1Cam2};
 use crate::image::Frame;
@@ -224,6 +225,8 @@ pub struct PairRequest<'a> {
     pub second: &'a Frame,
     /// Both views' intrinsics when known (same camera, same size).
     pub known: Option<CameraK>,
+    /// The known camera's lens, undone on the pixels PnP sees (pinhole when none).
+    pub lens: Lens,
     /// PairViewer's confidence mask (the CPU path).
     pub min_confidence: f32,
     /// The server's share of view-2 pixels that enter PnP, in percent.

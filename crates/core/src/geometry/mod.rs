@@ -2,6 +2,7 @@
 //! relative pose, and pointmaps moved and compared in scale.
 
 pub mod focal;
+pub mod lens;
 pub mod pairviewer;
 pub mod pnp;
 pub mod pointmaps;

@@ -6,9 +6,10 @@ use crate::quantile::{quantile_in_place, Method};
 use nalgebra::{Vector2, Vector3};
 
 use super::focal::{centre, focal_median_vote, focal_weiszfeld};
+use super::lens::Camera;
 use super::pnp::{solve_pnp_ransac, Intrinsics, PnpError, RansacParams};
 use super::{Cam1, Cam2, TCam1Cam2, Transform};
-use crate::dust3r::{PairPrediction, Pointmap};
+use crate::dust3r::{InputMapping, PairPrediction, Pointmap};
 
 /// Which recipe to follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -49,6 +50,54 @@ pub struct PoseOptions {
     pub grid_per_original_px: [f64; 2],
     /// Seed of RANSAC's generator (runs repeat).
     pub seed: u64,
+    /// The lens of a known camera, to undo on the pixels PnP sees (with `known_intrinsics`).
+    pub undistort: Option<Undistort>,
+}
+
+/// A known camera's lens on the pointmaps' grids: a grid pixel is taken back to the view's
+/// pixels, undistorted there, and brought to the grid again, so PnP sees the ideal pinhole that
+/// `known_intrinsics` describes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Undistort {
+    /// The camera in the views' own pixels.
+    pub camera: Camera,
+    /// Each view's grid in its pixels (view 1, view 2).
+    pub mappings: [InputMapping; 2],
+}
+
+impl Undistort {
+    /// `pixels` of view `view` (0 or 1) undistorted; a pair whose pixel lies outside the lens's
+    /// valid field is dropped with its point.
+    fn apply(
+        &self,
+        view: usize,
+        world: Vec<Vector3<f64>>,
+        pixels: Vec<Vector2<f64>>,
+    ) -> (Vec<Vector3<f64>>, Vec<Vector2<f64>>) {
+        let m = &self.mappings[view];
+        world
+            .into_iter()
+            .zip(pixels)
+            .filter_map(|(w, p)| {
+                let (x, y) = m.to_original(p.x, p.y);
+                let (ux, uy) = self.camera.undistort_pixel(x, y)?;
+                let (u, v) = m.to_network(ux, uy);
+                Some((w, Vector2::new(u, v)))
+            })
+            .unzip()
+    }
+}
+
+/// `undistort`'s correction of view `view`'s correspondences, when there is one.
+fn undistorted(
+    undistort: &Option<Undistort>,
+    view: usize,
+    (world, pixels): (Vec<Vector3<f64>>, Vec<Vector2<f64>>),
+) -> (Vec<Vector3<f64>>, Vec<Vector2<f64>>) {
+    match undistort {
+        Some(u) => u.apply(view, world, pixels),
+        None => (world, pixels),
+    }
 }
 
 impl Default for PoseOptions {
@@ -60,6 +109,7 @@ impl Default for PoseOptions {
             min_confidence: 3.0,
             grid_per_original_px: [1.0, 1.0],
             seed: 0x5eed,
+            undistort: None,
         }
     }
 }
@@ -213,13 +263,15 @@ fn pairviewer_pnp(
     if score_fwd > score_swp {
         // Camera 1 is the world: locate camera 2 from view 2's points in camera 1's frame.
         let mask = im_conf(&forward.view2_in_1.confidence, &swapped.view1.confidence);
-        let (world, pixels) = correspondences(&forward.view2_in_1.points, w, |i| mask[i]);
+        let (world, pixels) =
+            undistorted(&opts.undistort, 1, correspondences(&forward.view2_in_1.points, w, |i| mask[i]));
         let sol = solve_pnp_ransac::<Cam2, Cam1>(&world, &pixels, k2, &params).map_err(|e| usable(e, world.len()))?;
         Ok((sol.pose, sol.inliers, PnpWorld::Camera1))
     } else {
         // Camera 2 is the world: locate camera 1 from view 1's points in camera 2's frame.
         let mask = im_conf(&forward.view1.confidence, &swapped.view2_in_1.confidence);
-        let (world, pixels) = correspondences(&swapped.view2_in_1.points, w, |i| mask[i]);
+        let (world, pixels) =
+            undistorted(&opts.undistort, 0, correspondences(&swapped.view2_in_1.points, w, |i| mask[i]));
         let sol = solve_pnp_ransac::<Cam1, Cam2>(&world, &pixels, k1, &params).map_err(|e| usable(e, world.len()))?;
         Ok((sol.pose.inverse(), sol.inliers, PnpWorld::Camera2))
     }
@@ -248,7 +300,8 @@ fn server_pnp(
 ) -> Result<(Transform<Cam2, Cam1>, usize), NoPose> {
     let map = &forward.view2_in_1;
     let threshold = percentile(&map.confidence, 100.0 - opts.conf_pct);
-    let (world, pixels) = correspondences(&map.points, map.width, |i| map.confidence[i] as f64 >= threshold);
+    let keep = |i: usize| map.confidence[i] as f64 >= threshold;
+    let (world, pixels) = undistorted(&opts.undistort, 1, correspondences(&map.points, map.width, keep));
     if world.len() < SERVER_MIN_POINTS {
         return Err(NoPose::TooFewPoints { got: world.len(), need: SERVER_MIN_POINTS });
     }

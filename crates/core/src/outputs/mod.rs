@@ -5,6 +5,7 @@
 pub mod odom;
 
 use crate::backend::{BackendError, CameraK, PairOutput, PairReconstructor, PairRequest};
+use crate::geometry::lens::{Camera, Lens, LensError};
 use crate::image::Frame;
 use crate::msg::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
 use crate::msg::{geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
@@ -211,6 +212,17 @@ pub fn known_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame
     })
 }
 
+/// The lens of a CameraInfo that [`check_camera_info`] accepted (pinhole for any other).
+pub fn known_lens(camera_info: &sensor_msgs::CameraInfo) -> Lens {
+    Lens::from_camera_info(&camera_info.distortion_model, &camera_info.d).unwrap_or(Lens::Pinhole)
+}
+
+/// The camera of `frame` from CameraInfo's K and D, when the CameraInfo is for frames of its size.
+pub fn known_lens_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame) -> Option<Camera> {
+    let k = known_camera(camera_info, frame)?;
+    Some(Camera { k: k.intrinsics(), lens: camera_info.map_or(Lens::Pinhole, known_lens) })
+}
+
 /// What DUSt3R gave for a keyframe pair.
 pub struct Reconstructed {
     /// The backend's answer.
@@ -236,6 +248,7 @@ pub fn reconstruct_pair(
         known,
         min_confidence: params.pose_confidence_threshold as f32,
         conf_pct: params.server_conf_pct,
+        lens: camera_info.filter(|_| known.is_some()).map_or(Lens::Pinhole, known_lens),
     };
     let geometry = model.reconstruct(&request)?;
     Ok(Reconstructed { geometry, camera_info_mismatch })
@@ -291,6 +304,9 @@ pub enum CameraInfoError {
         /// K[4].
         fy: f64,
     },
+    /// The distortion model is unknown or its coefficients unusable.
+    #[error(transparent)]
+    Lens(#[from] LensError),
     /// The principal point is not finite.
     #[error("K has a non-finite principal point ({cx}, {cy})")]
     PrincipalPoint {
@@ -301,9 +317,9 @@ pub enum CameraInfoError {
     },
 }
 
-/// A CameraInfo the pose can use: a size, and a pinhole K with positive finite focals and a
-/// finite principal point. (Rectification and distortion are not applied: DUSt3R sees the image
-/// as it arrives.)
+/// A CameraInfo the pose can use: a size, a pinhole K with positive finite focals and a finite
+/// principal point, and a distortion model this node applies (all-zero D: none). DUSt3R sees the
+/// image as it arrives; the lens is undone on the pixels PnP sees.
 pub fn check_camera_info(i: &sensor_msgs::CameraInfo) -> Result<(), CameraInfoError> {
     if i.width == 0 || i.height == 0 {
         return Err(CameraInfoError::ZeroSize { width: i.width, height: i.height });
@@ -315,5 +331,6 @@ pub fn check_camera_info(i: &sensor_msgs::CameraInfo) -> Result<(), CameraInfoEr
     if !(cx.is_finite() && cy.is_finite()) {
         return Err(CameraInfoError::PrincipalPoint { cx, cy });
     }
+    Lens::from_camera_info(&i.distortion_model, &i.d)?;
     Ok(())
 }

@@ -22,7 +22,8 @@ use crate::msg::tf_static::StaticTransforms;
 use crate::msg::{sensor_msgs, std_msgs, tf2_msgs};
 use crate::outputs::odom::{stamp_of, Base, Mount, OdomOutputs};
 use crate::outputs::{
-    check_camera_info, frame_outputs, known_camera, pair_messages, reconstruct_pair, Output, OutputKind, OutputSink,
+    check_camera_info, frame_outputs, known_lens_camera, pair_messages, reconstruct_pair, Output, OutputKind,
+    OutputSink,
 };
 use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
@@ -351,9 +352,9 @@ impl Pipeline {
     ) -> Result<Option<TOriginFrame>, S::Error> {
         // The chain's lock is held to take its newest keyframe, not while tracking.
         let anchor = lock(&self.chain).odometry.anchor();
-        let k = known_camera(camera_info, &seen.frame).map(|k| k.intrinsics());
+        let camera = known_lens_camera(camera_info, &seen.frame);
         let header = &seen.header;
-        let tracked = match track_frame(anchor.as_deref(), &seen.keypoints, k, &p.odometry_params().tracking) {
+        let tracked = match track_frame(anchor.as_deref(), &seen.keypoints, camera, &p.odometry_params().tracking) {
             Ok(fp) => fp.t_origin_frame,
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);

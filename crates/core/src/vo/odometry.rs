@@ -19,6 +19,7 @@ use std::sync::Arc;
 use super::tracking::{track, FrameCam, KeyframeCam, NotTracked, TrackTarget, Tracked, TrackingParams};
 use crate::backend::PairOutput;
 use crate::dust3r::{InputMapping, Pointmap};
+use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pointmaps::{depth_ratio, scaled};
 use crate::geometry::{Intrinsics, NoPose, Transform};
 use crate::superpoint::Keypoints;
@@ -349,17 +350,17 @@ pub struct FramePose {
 }
 
 /// Tracks a frame against `anchor` (see [`Odometry::anchor`]; taken out of any lock, so that
-/// tracking does not hold up a pair being attached). `k`: the camera's intrinsics when known
-/// (CameraInfo), else the keyframe's estimate.
+/// tracking does not hold up a pair being attached). `camera`: the camera when known
+/// (CameraInfo), else a pinhole of the keyframe's estimate.
 pub fn track_frame<F>(
     anchor: Option<&ChainKeyframe<F>>,
     frame: &Keypoints,
-    k: Option<Intrinsics>,
+    camera: Option<Camera>,
     params: &TrackingParams,
 ) -> Result<FramePose, NotTracked> {
     let kf = anchor.ok_or(NotTracked::NoMap)?;
-    let k = k.unwrap_or_else(|| kf.estimated_intrinsics());
+    let camera = camera.unwrap_or_else(|| Camera { k: kf.estimated_intrinsics(), lens: Lens::Pinhole });
     let target = TrackTarget { keypoints: &kf.keypoints, pointmap: &kf.pointmap, mapping: &kf.mapping };
-    let tracked = track(frame, &target, &k, params)?;
+    let tracked = track(frame, &target, &camera, params)?;
     Ok(FramePose { t_origin_frame: kf.t_origin_kf.compose(&tracked.t_kf_frame), keyframe: kf.stamp, tracked })
 }

@@ -9,7 +9,8 @@ use nalgebra::{Vector2, Vector3};
 
 use super::matching::{match_descriptors, MatchParams};
 use crate::dust3r::{InputMapping, Pointmap};
-use crate::geometry::{pnp::solve_pnp_ransac, Intrinsics, PnpError, RansacParams, Transform};
+use crate::geometry::lens::Camera;
+use crate::geometry::{pnp::solve_pnp_ransac, PnpError, RansacParams, Transform};
 use crate::superpoint::Keypoints;
 
 /// A keyframe's camera.
@@ -151,11 +152,13 @@ pub fn point_at(map: &Pointmap, mapping: &InputMapping, x: f64, y: f64, min_conf
     usable(u.round(), v.round())
 }
 
-/// The pose of the frame whose keypoints are `frame` (camera `k`, its pixels) against `target`.
+/// The pose of the frame whose keypoints are `frame` (seen by `camera`, in its pixels) against
+/// `target`. The frame's keypoints are undistorted for PnP; the keyframe's are looked up in its
+/// pointmap where they are, since DUSt3R saw the image as it arrived.
 pub fn track(
     frame: &Keypoints,
     target: &TrackTarget<'_>,
-    k: &Intrinsics,
+    camera: &Camera,
     params: &TrackingParams,
 ) -> Result<Tracked, NotTracked> {
     let need = params.min_inliers.max(6);
@@ -166,16 +169,19 @@ pub fn track(
     let (mut world, mut pixels) = (Vec::with_capacity(matches.len()), Vec::with_capacity(matches.len()));
     for m in &matches {
         let [kx, ky] = target.keypoints.xy[m.train];
-        if let Some(p) = point_at(target.pointmap, target.mapping, kx as f64, ky as f64, params.min_confidence) {
-            let [fx, fy] = frame.xy[m.query];
+        let Some(p) = point_at(target.pointmap, target.mapping, kx as f64, ky as f64, params.min_confidence) else {
+            continue;
+        };
+        let [fx, fy] = frame.xy[m.query];
+        if let Some((u, v)) = camera.undistort_pixel(fx as f64, fy as f64) {
             world.push(p);
-            pixels.push(Vector2::new(fx as f64, fy as f64));
+            pixels.push(Vector2::new(u, v));
         }
     }
     if world.len() < need {
         return Err(NotTracked::TooFewPoints { got: world.len(), need });
     }
-    let solution = solve_pnp_ransac::<FrameCam, KeyframeCam>(&world, &pixels, k, &params.ransac)?;
+    let solution = solve_pnp_ransac::<FrameCam, KeyframeCam>(&world, &pixels, &camera.k, &params.ransac)?;
     if solution.inliers < need {
         return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
     }
