@@ -12,6 +12,9 @@
 
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 
+use std::ops::AddAssign;
+
+use crate::geometry::pnp::{covariance_in, Covariance6};
 use crate::geometry::Transform;
 use crate::msg::convert::{map_cloud_msg, pose_msg};
 use crate::msg::{builtin_interfaces, geometry_msgs, nav_msgs, std_msgs, tf2_msgs};
@@ -97,11 +100,20 @@ impl OdomOutputs {
         (frame, Transform::new(t.rotation, t.translation))
     }
 
-    /// A tracked frame (its image's header, its pose on the chain): `nav_msgs/Odometry` at the
-    /// frame's stamp, and TF `odom_frame -> child` when `publish_tf`. The twist is the motion
-    /// since the previous tracked frame, in the child frame; covariances are not estimated
-    /// (zeros).
-    pub fn frame(&mut self, header: &std_msgs::Header, t_origin_cam: &TOriginFrame, publish_tf: bool) -> Vec<Output> {
+    /// A tracked frame (its image's header, its pose on the chain with its uncertainty):
+    /// `nav_msgs/Odometry` at the frame's stamp, and TF `odom_frame -> child` when `publish_tf`.
+    /// The pose's covariance is tracking's, in odom's axes, its position part widened by the
+    /// relative scale uncertainty `scale_sigma` along the position (metric runs; 0 otherwise);
+    /// none known: [`UNKNOWN_VARIANCE`] on the diagonal. The twist is the motion since the
+    /// previous tracked frame, in the child frame, with an unknown covariance ([`UNKNOWN_VARIANCE`]
+    /// on the diagonal, so a filter such as robot_localization gives it no weight).
+    pub fn frame(
+        &mut self,
+        header: &std_msgs::Header,
+        t_origin_cam: &TOriginFrame,
+        uncertainty: (Option<&Covariance6>, f64),
+        publish_tf: bool,
+    ) -> Vec<Output> {
         let stamp = stamp_of(&header.stamp);
         let (child, pose) = self.child_pose(&header.frame_id, t_origin_cam);
         let mut twist = geometry_msgs::Twist::default();
@@ -117,11 +129,18 @@ impl OdomOutputs {
         self.last = Some((stamp, *t_origin_cam));
         let odom_header = std_msgs::Header { stamp: header.stamp.clone(), frame_id: self.odom_frame.clone() };
         let p = pose_msg(&pose.rotation, &pose.translation);
+        let (covariance, scale_sigma) = uncertainty;
+        let pose_covariance = covariance.map_or_else(unknown, |c| {
+            let mut c = covariance_in(&self.t_odom_origin(), c);
+            let along = pose.translation * scale_sigma;
+            c.fixed_view_mut::<3, 3>(0, 0).add_assign(&(along * along.transpose()));
+            row_major(&c)
+        });
         let mut out = vec![Output::Odometry(Box::new(nav_msgs::Odometry {
             header: odom_header.clone(),
             child_frame_id: child.clone(),
-            pose: geometry_msgs::PoseWithCovariance { pose: p.clone(), ..Default::default() },
-            twist: geometry_msgs::TwistWithCovariance { twist, ..Default::default() },
+            pose: geometry_msgs::PoseWithCovariance { pose: p.clone(), covariance: pose_covariance },
+            twist: geometry_msgs::TwistWithCovariance { twist, covariance: unknown() },
         }))];
         if publish_tf {
             out.push(Output::Tf(tf2_msgs::TFMessage {
@@ -159,6 +178,20 @@ impl OdomOutputs {
         }
         out
     }
+}
+
+/// The variance stated for what is not estimated (m², rad², and per s² for the twist): large
+/// enough that a filter gives it no weight.
+pub const UNKNOWN_VARIANCE: f64 = 1e6;
+
+/// A covariance saying nothing is known.
+fn unknown() -> [f64; 36] {
+    row_major(&(Covariance6::identity() * UNKNOWN_VARIANCE))
+}
+
+/// A 6x6 covariance as ROS's row-major array.
+fn row_major(c: &Covariance6) -> [f64; 36] {
+    std::array::from_fn(|i| c[(i / 6, i % 6)])
 }
 
 fn vector(v: &Vector3<f64>) -> geometry_msgs::Vector3 {

@@ -354,8 +354,13 @@ impl Pipeline {
         let anchor = lock(&self.chain).odometry.anchor();
         let camera = known_lens_camera(camera_info, &seen.frame);
         let header = &seen.header;
-        let tracked = match track_frame(anchor.as_deref(), &seen.keypoints, camera, &p.odometry_params().tracking) {
-            Ok(fp) => fp.t_origin_frame,
+        let (tracked, covariance) = match track_frame(
+            anchor.as_deref(),
+            &seen.keypoints,
+            camera,
+            &p.odometry_params().tracking,
+        ) {
+            Ok(fp) => (fp.t_origin_frame, fp.covariance),
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);
                 return Ok(None);
@@ -377,7 +382,13 @@ impl Pipeline {
                 self.stats.bump(Counter::FramesNoScale);
                 return Ok(Some(tracked));
             }
-            chain.odom.frame(header, &tracked, p.publish_tf)
+            // The scale's own uncertainty: the standard error of its median (1.2533 sigma / sqrt(n)).
+            let scale_sigma = chain
+                .scale
+                .last
+                .filter(|_| p.scale_source.is_metric())
+                .map_or(0.0, |e| 1.2533 * e.spread / (e.pixels.max(1) as f64).sqrt());
+            chain.odom.frame(header, &tracked, (covariance.as_ref(), scale_sigma), p.publish_tf)
         };
         self.stats.bump(Counter::FramesTracked);
         emit(sink, outputs)?;

@@ -20,6 +20,7 @@ use super::tracking::{track, FrameCam, KeyframeCam, NotTracked, TrackTarget, Tra
 use crate::backend::PairOutput;
 use crate::dust3r::{InputMapping, Pointmap};
 use crate::geometry::lens::{Camera, Lens};
+use crate::geometry::pnp::{covariance_in, Covariance6};
 use crate::geometry::pointmaps::{depth_ratio, scaled};
 use crate::geometry::{Intrinsics, NoPose, Transform};
 use crate::superpoint::Keypoints;
@@ -347,6 +348,9 @@ pub struct FramePose {
     pub keyframe: Stamp,
     /// Tracking's evidence.
     pub tracked: Tracked,
+    /// The uncertainty of `t_origin_frame` (a left perturbation in the origin's frame), from
+    /// tracking alone (the keyframe's pose taken as known).
+    pub covariance: Option<Covariance6>,
 }
 
 /// Tracks a frame against `anchor` (see [`Odometry::anchor`]; taken out of any lock, so that
@@ -362,5 +366,11 @@ pub fn track_frame<F>(
     let camera = camera.unwrap_or_else(|| Camera { k: kf.estimated_intrinsics(), lens: Lens::Pinhole });
     let target = TrackTarget { keypoints: &kf.keypoints, pointmap: &kf.pointmap, mapping: &kf.mapping };
     let tracked = track(frame, &target, &camera, params)?;
-    Ok(FramePose { t_origin_frame: kf.t_origin_kf.compose(&tracked.t_kf_frame), keyframe: kf.stamp, tracked })
+    let covariance = tracked.covariance.map(|c| covariance_in(&kf.t_origin_kf, &c));
+    Ok(FramePose {
+        t_origin_frame: kf.t_origin_kf.compose(&tracked.t_kf_frame),
+        keyframe: kf.stamp,
+        tracked,
+        covariance,
+    })
 }

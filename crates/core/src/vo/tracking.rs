@@ -10,7 +10,8 @@ use nalgebra::{Vector2, Vector3};
 use super::matching::{match_descriptors, MatchParams};
 use crate::dust3r::{InputMapping, Pointmap};
 use crate::geometry::lens::Camera;
-use crate::geometry::{pnp::solve_pnp_ransac, PnpError, RansacParams, Transform};
+use crate::geometry::pnp::{pose_covariance, solve_pnp_ransac, Covariance6};
+use crate::geometry::{PnpError, RansacParams, Transform};
 use crate::superpoint::Keypoints;
 
 /// A keyframe's camera.
@@ -68,6 +69,9 @@ pub struct Tracked {
     pub points: usize,
     /// PnP inliers among those.
     pub inliers: usize,
+    /// The uncertainty of `t_kf_frame` (a left perturbation in the keyframe's frame, ROS's
+    /// order), from PnP's inliers; `None` when it cannot be stated.
+    pub covariance: Option<Covariance6>,
 }
 
 /// Why a frame has no pose (it gets none rather than a guess).
@@ -185,7 +189,9 @@ pub fn track(
     if solution.inliers < need {
         return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
     }
+    let covariance = pose_covariance(&solution.pose, &world, &pixels, &camera.k, params.ransac.threshold_px);
     Ok(Tracked {
+        covariance,
         t_kf_frame: solution.pose.inverse(),
         matches: matches.len(),
         points: world.len(),
