@@ -5,34 +5,15 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::true_scene::TruePointmaps;
+use common::true_scene::{play, sample_time, OdometrySink, TruePointmaps};
 use nalgebra::{Matrix6, Vector3, Vector6};
-use sp_dust3r_core::backend::cpu::CpuFeatures;
-use sp_dust3r_core::cancel::Cancel;
 use sp_dust3r_core::geometry::Transform;
-use sp_dust3r_core::msg::{builtin_interfaces, nav_msgs, sensor_msgs, std_msgs};
+use sp_dust3r_core::msg::sensor_msgs;
 use sp_dust3r_core::outputs::odom::{body_from_optical, UNKNOWN_VARIANCE};
-use sp_dust3r_core::outputs::{Output, OutputSink};
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::NodeParams;
-use sp_dust3r_core::pipeline::{PairDone, PairSide, Pipeline};
+use sp_dust3r_core::pipeline::Pipeline;
 use sp_dust3r_core::sample::{camera, FRAMES, RATE};
-use sp_dust3r_core::superpoint::SuperPoint;
-
-#[derive(Default)]
-struct Odometry(Vec<nav_msgs::Odometry>);
-
-impl OutputSink for Odometry {
-    type Error = std::convert::Infallible;
-    fn emit(&mut self, output: Output) -> Result<(), Self::Error> {
-        if let Output::Odometry(m) = output {
-            self.0.push(*m);
-        }
-        Ok(())
-    }
-}
 
 struct Odom;
 struct Cam;
@@ -52,24 +33,14 @@ fn the_stated_covariance_covers_the_true_error_of_nine_in_ten_tracked_frames() {
     let kk = [k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0];
     pipeline.on_camera_info(sensor_msgs::CameraInfo { width: w, height: h, k: kk, ..Default::default() });
     let scene = TruePointmaps::new(FRAMES);
-    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
-    let (mut frames, mut pairs, mut sink) = (pipeline.frame_side(), PairSide::default(), Odometry::default());
-    for i in 0..FRAMES {
-        let t = 100.0 + i as f64 / RATE;
-        let stamp = builtin_interfaces::Time { sec: t.floor() as i32, nanosec: (t.fract() * 1e9).round() as u32 };
-        let header = std_msgs::Header { stamp, frame_id: "cam_optical".into() };
-        let Ok(done) = pipeline.on_frame(&mut frames, header, Arc::new(scene.frame(i)), &features, true, &mut sink);
-        if let Some(job) = done.pair {
-            let Ok(end) = pipeline.on_pair(&mut pairs, &job, &scene, &Cancel::new(), &mut sink);
-            assert!(matches!(end, PairDone::Done { .. }), "{end:?}");
-        }
-    }
+    let mut sink = OdometrySink::default();
+    play(&pipeline, &scene, &mut sink, |_, _| {});
     // odom: frame 0's camera (the first keyframe) with REP 103's axes.
     let t_odom_cam0 = Transform::<Odom, Cam>::new(body_from_optical(), Vector3::zeros());
     let cam0 = scene.pose(0);
     let mut m2 = Vec::new();
     for o in &sink.0 {
-        let i = ((o.header.stamp.seconds() - 100.0) * RATE).round() as usize;
+        let i = ((o.header.stamp.seconds() - sample_time(0)) * RATE).round() as usize;
         let motion = cam0.inverse().compose(&scene.pose(i));
         let truth = t_odom_cam0.compose(&Transform::<Cam, Cam>::new(motion.rotation, motion.translation));
         let (p, q) = (&o.pose.pose.position, &o.pose.pose.orientation);
@@ -86,7 +57,9 @@ fn the_stated_covariance_covers_the_true_error_of_nine_in_ten_tracked_frames() {
     let n = m2.len();
     let within = m2.iter().filter(|&&m| m <= 20.06).count();
     let sigmas: Vec<f64> = sink.0.iter().map(|o| o.pose.covariance[0].sqrt() * 1e3).collect();
-    eprintln!("{within} of {n} tracked frames within the stated 3 sigma (x sigma {sigmas:.2?} mm); Mahalanobis^2 {m2:.1?}");
+    eprintln!(
+        "{within} of {n} tracked frames within the stated 3 sigma (x sigma {sigmas:.2?} mm); Mahalanobis^2 {m2:.1?}"
+    );
     assert!(n >= 30);
     assert!(within * 10 >= n * 9, "{within} of {n}");
 }

@@ -5,40 +5,16 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::true_scene::TruePointmaps;
-use sp_dust3r_core::backend::cpu::CpuFeatures;
-use sp_dust3r_core::cancel::Cancel;
+use common::true_scene::{play, sample_time, OdometrySink, TruePointmaps};
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::StampedPose;
 use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::geometry::Transform;
-use sp_dust3r_core::msg::{builtin_interfaces, sensor_msgs, std_msgs};
-use sp_dust3r_core::outputs::{Output, OutputSink};
+use sp_dust3r_core::msg::sensor_msgs;
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::NodeParams;
-use sp_dust3r_core::pipeline::{PairDone, PairSide, Pipeline};
-use sp_dust3r_core::sample::{camera, FRAMES, HEIGHT, RATE, WIDTH};
-use sp_dust3r_core::superpoint::SuperPoint;
-
-/// Odometry messages as they come.
-#[derive(Default)]
-struct Poses(Vec<StampedPose>);
-
-impl OutputSink for Poses {
-    type Error = std::convert::Infallible;
-    fn emit(&mut self, output: Output) -> Result<(), Self::Error> {
-        if let Output::Odometry(m) = output {
-            let (p, q) = (&m.pose.pose.position, &m.pose.pose.orientation);
-            let r = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(q.w, q.x, q.y, q.z));
-            let t = m.header.stamp.sec as f64 + m.header.stamp.nanosec as f64 * 1e-9;
-            let pose = Transform::new(r.to_rotation_matrix(), nalgebra::Vector3::new(p.x, p.y, p.z));
-            self.0.push(StampedPose { t, pose });
-        }
-        Ok(())
-    }
-}
+use sp_dust3r_core::pipeline::Pipeline;
+use sp_dust3r_core::sample::{camera, FRAMES, HEIGHT, WIDTH};
 
 /// `scene`'s frames, with a CameraInfo saying `model` and `d`, through the pipeline; the
 /// odometry scored against the scene's camera poses.
@@ -61,22 +37,15 @@ fn run(scene: &TruePointmaps, model: &str, d: Vec<f64>) -> TrajectoryReport {
         ..Default::default()
     });
     assert!(pipeline.camera_info().is_some(), "the CameraInfo is accepted");
-    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
-    let (mut frames, mut pairs, mut sink) = (pipeline.frame_side(), PairSide::default(), Poses::default());
-    let mut truth = Vec::new();
-    for i in 0..FRAMES {
-        let t = 100.0 + i as f64 / RATE;
-        let stamp = builtin_interfaces::Time { sec: t.floor() as i32, nanosec: (t.fract() * 1e9).round() as u32 };
-        let header = std_msgs::Header { stamp, frame_id: "cam_optical".into() };
-        let Ok(done) = pipeline.on_frame(&mut frames, header, Arc::new(scene.frame(i)), &features, true, &mut sink);
-        if let Some(job) = done.pair {
-            let Ok(end) = pipeline.on_pair(&mut pairs, &job, scene, &Cancel::new(), &mut sink);
-            assert!(matches!(end, PairDone::Done { .. }), "{end:?}");
-        }
-        let p = scene.pose(i);
-        truth.push(StampedPose { t, pose: Transform::new(p.rotation, p.translation) });
-    }
-    evaluate_trajectory(&sink.0, FRAMES, &truth, 0.001, RpeDelta::Frames(1)).unwrap()
+    let mut sink = OdometrySink::default();
+    play(&pipeline, scene, &mut sink, |_, _| {});
+    let truth: Vec<StampedPose> = (0..FRAMES)
+        .map(|i| {
+            let p = scene.pose(i);
+            StampedPose { t: sample_time(i), pose: Transform::new(p.rotation, p.translation) }
+        })
+        .collect();
+    evaluate_trajectory(&sink.poses(), FRAMES, &truth, 0.001, RpeDelta::Frames(1)).unwrap()
 }
 
 #[test]

@@ -7,9 +7,7 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::true_scene::TruePointmaps;
+use common::true_scene::{play, sample_time, OdometrySink, TruePointmaps};
 use common::tum::{depth_msg, write_bag, DepthEncoding, DepthPointmaps, DEPTH};
 use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::bag::replay::{choose_depth_topic, choose_topics, replay, Models, ReplaySummary};
@@ -23,11 +21,11 @@ use sp_dust3r_core::eval::trajectory::{RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::StampedPose;
 use sp_dust3r_core::geometry::Transform;
 use sp_dust3r_core::msg::convert::cloud_points_of;
-use sp_dust3r_core::msg::{builtin_interfaces, from_cdr, geometry_msgs, sensor_msgs, std_msgs, tf2_msgs};
-use sp_dust3r_core::outputs::{Output, OutputSink};
+use sp_dust3r_core::msg::{from_cdr, geometry_msgs, sensor_msgs, std_msgs, tf2_msgs};
+use sp_dust3r_core::outputs::odom::{stamp_of, time_of};
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::NodeParams;
-use sp_dust3r_core::pipeline::{PairDone, PairSide, Pipeline};
+use sp_dust3r_core::pipeline::Pipeline;
 use sp_dust3r_core::rng::SplitMix64;
 use sp_dust3r_core::sample::{Room, FOCAL, HEIGHT, RATE, WIDTH};
 use sp_dust3r_core::superpoint::SuperPoint;
@@ -142,24 +140,6 @@ fn with_depth_real_frames_give_clouds_and_odometry_in_metres_whatever_scale_each
     }
 }
 
-/// Odometry messages as they come.
-#[derive(Default)]
-struct Poses(Vec<StampedPose>);
-
-impl OutputSink for Poses {
-    type Error = std::convert::Infallible;
-    fn emit(&mut self, output: Output) -> Result<(), Self::Error> {
-        if let Output::Odometry(m) = output {
-            let (p, q) = (&m.pose.pose.position, &m.pose.pose.orientation);
-            let r = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(q.w, q.x, q.y, q.z));
-            let t = m.header.stamp.sec as f64 + m.header.stamp.nanosec as f64 * 1e-9;
-            let pose = Transform::new(r.to_rotation_matrix(), nalgebra::Vector3::new(p.x, p.y, p.z));
-            self.0.push(StampedPose { t, pose });
-        }
-        Ok(())
-    }
-}
-
 /// The rendered sample's 40 frames through the pipeline with `scale_source`, each frame's depth
 /// delivered 8 ms after it (another topic, another stamp), the camera mounted on a robot's base
 /// (`base_frame`); the base's odometry scored against the scene's camera poses carried through
@@ -199,29 +179,23 @@ fn sample_run_with(scale_source: &str, depths: &[Vec<f32>], max_unmeasured: i64)
     pipeline.on_camera_info(sensor_msgs::CameraInfo { width: WIDTH, height: HEIGHT, k, ..Default::default() });
     let mut scene = TruePointmaps::new(n);
     scene.scales = unknown_scales(n);
-    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
-    let (mut frames, mut pairs, mut sink) = (pipeline.frame_side(), PairSide::default(), Poses::default());
-    let stamp = |t: f64| builtin_interfaces::Time { sec: t.floor() as i32, nanosec: (t.fract() * 1e9).round() as u32 };
-    let mut truth = Vec::new();
-    for (i, depth_i) in depths.iter().enumerate().take(n) {
-        let t = 100.0 + i as f64 / RATE;
-        let header = std_msgs::Header { stamp: stamp(t), frame_id: "cam_optical".into() };
-        let Ok(done) =
-            pipeline.on_frame(&mut frames, header.clone(), Arc::new(scene.frame(i)), &features, true, &mut sink);
-        if !depth_i.is_empty() {
-            let depth = std_msgs::Header { stamp: stamp(t + 0.008), ..header };
-            pipeline.on_depth(&depth_msg(depth, depth_i, DepthEncoding::Millimetres));
+    let mut sink = OdometrySink::default();
+    play(&pipeline, &scene, &mut sink, |i, header| {
+        if !depths[i].is_empty() {
+            let stamp = time_of(stamp_of(&header.stamp) + 8_000_000);
+            let depth = std_msgs::Header { stamp, ..header.clone() };
+            pipeline.on_depth(&depth_msg(depth, &depths[i], DepthEncoding::Millimetres));
         }
-        if let Some(job) = done.pair {
-            let Ok(end) = pipeline.on_pair(&mut pairs, &job, &scene, &Cancel::new(), &mut sink);
-            assert!(matches!(end, PairDone::Done { .. }), "{end:?}");
-        }
-        // The base's pose: the camera's, carried back through the mount.
-        let p = scene.pose(i);
-        let base = Transform::<Room, Room>::new(p.rotation, p.translation).compose(&t_base_cam.inverse());
-        truth.push(StampedPose { t, pose: Transform::new(base.rotation, base.translation) });
-    }
-    let report = evaluate_trajectory(&sink.0, n, &truth, 0.001, RpeDelta::Frames(1)).unwrap();
+    });
+    // The base's poses: the camera's, carried back through the mount.
+    let truth: Vec<StampedPose> = (0..n)
+        .map(|i| {
+            let p = scene.pose(i);
+            let base = Transform::<Room, Room>::new(p.rotation, p.translation).compose(&t_base_cam.inverse());
+            StampedPose { t: sample_time(i), pose: Transform::new(base.rotation, base.translation) }
+        })
+        .collect();
+    let report = evaluate_trajectory(&sink.poses(), n, &truth, 0.001, RpeDelta::Frames(1)).unwrap();
     (pipeline, report)
 }
 
@@ -261,7 +235,8 @@ fn when_depth_stops_metric_outputs_stop_and_resume_when_it_returns() {
         .collect();
     let (pipeline, t) = sample_run_with("depth", &depths, 1);
     let s = pipeline.stats();
-    let frame_of = |p: &sp_dust3r_core::eval::trajectory::TrajectoryPoint| ((p.t - 100.0) * RATE).round() as usize;
+    let frame_of =
+        |p: &sp_dust3r_core::eval::trajectory::TrajectoryPoint| ((p.t - sample_time(0)) * RATE).round() as usize;
     let tracked: Vec<usize> = t.points.iter().map(frame_of).collect();
     eprintln!(
         "depth gap {gap:?}: odometry at frames {tracked:?}; {} pairs unmeasured, {} frames held; {t}",

@@ -111,3 +111,70 @@ impl PairReconstructor for TruePointmaps {
         Vec::new()
     }
 }
+
+/// Odometry messages as a pipeline emits them.
+#[derive(Default)]
+pub struct OdometrySink(pub Vec<sp_dust3r_core::msg::nav_msgs::Odometry>);
+
+impl sp_dust3r_core::outputs::OutputSink for OdometrySink {
+    type Error = std::convert::Infallible;
+    fn emit(&mut self, output: sp_dust3r_core::outputs::Output) -> Result<(), Self::Error> {
+        if let sp_dust3r_core::outputs::Output::Odometry(m) = output {
+            self.0.push(*m);
+        }
+        Ok(())
+    }
+}
+
+impl OdometrySink {
+    /// Each message's pose in its frame, at its stamp.
+    pub fn poses(&self) -> Vec<sp_dust3r_core::eval::StampedPose> {
+        self.0
+            .iter()
+            .map(|m| {
+                let (p, q) = (&m.pose.pose.position, &m.pose.pose.orientation);
+                let r = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(q.w, q.x, q.y, q.z));
+                let pose = Transform::new(r.to_rotation_matrix(), nalgebra::Vector3::new(p.x, p.y, p.z));
+                sp_dust3r_core::eval::StampedPose { t: m.header.stamp.seconds(), pose }
+            })
+            .collect()
+    }
+}
+
+/// When frame `i` of the sample is stamped: from 100 s at its rate.
+pub fn sample_time(i: usize) -> f64 {
+    100.0 + i as f64 / sp_dust3r_core::sample::RATE
+}
+
+/// `scene`'s frames through `pipeline` (the trained SuperPoint; `scene` in DUSt3R's place), each
+/// stamped [`sample_time`] in `cam_optical` and each pair run right after the keyframe that
+/// starts it, as the replay runs them; `after(i, header)` runs after frame `i` (to deliver its
+/// depth, say).
+pub fn play(
+    pipeline: &sp_dust3r_core::pipeline::Pipeline,
+    scene: &TruePointmaps,
+    sink: &mut OdometrySink,
+    mut after: impl FnMut(usize, &sp_dust3r_core::msg::std_msgs::Header),
+) {
+    use sp_dust3r_core::pipeline::{PairDone, PairSide};
+    let features = sp_dust3r_core::backend::cpu::CpuFeatures(
+        sp_dust3r_core::superpoint::SuperPoint::load(&super::real_dir().join("superpoint")).unwrap(),
+    );
+    let (mut frames, mut pairs) = (pipeline.frame_side(), PairSide::default());
+    for i in 0..scene.frames.len() {
+        let t = sample_time(i);
+        let stamp = sp_dust3r_core::msg::builtin_interfaces::Time {
+            sec: t.floor() as i32,
+            nanosec: (t.fract() * 1e9).round() as u32,
+        };
+        let header = sp_dust3r_core::msg::std_msgs::Header { stamp, frame_id: "cam_optical".into() };
+        let frame = std::sync::Arc::new(scene.frame(i));
+        let Ok(done) = pipeline.on_frame(&mut frames, header.clone(), frame, &features, true, sink);
+        after(i, &header);
+        if let Some(job) = done.pair {
+            let cancel = sp_dust3r_core::cancel::Cancel::new();
+            let Ok(end) = pipeline.on_pair(&mut pairs, &job, scene, &cancel, sink);
+            assert!(matches!(end, PairDone::Done { .. }), "{end:?}");
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! `aligned_depth_to_color` or Orbbec's registered depth): decoded once to metres, with
 //! "no measurement" as `None`.
 
-use super::{check_size, ImageError};
+use super::{check_rows, check_size, ImageError};
 
 /// A depth image in metres, row-major; 0 where the sensor measured nothing.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,14 +35,7 @@ impl DepthImage {
             other => return Err(ImageError::NotDepth(other.to_string())),
         };
         check_size(width, height)?;
-        let min = width as usize * bytes;
-        if step < min {
-            return Err(ImageError::StepTooSmall { step, min });
-        }
-        let expected = step * height as usize;
-        if data.len() < expected {
-            return Err(ImageError::Truncated { expected, got: data.len(), height, step });
-        }
+        let min = check_rows(width, height, step, bytes, data.len())?;
         let mut metres = Vec::with_capacity(width as usize * height as usize);
         for row in data.chunks_exact(step).take(height as usize) {
             for px in row[..min].chunks_exact(bytes) {

@@ -218,14 +218,7 @@ impl Frame {
         if matches!(format, PixelFormat::Uyvy | PixelFormat::Yuyv) && width % 2 == 1 {
             return Err(ImageError::OddWidth { encoding: format.ros_encoding(), width });
         }
-        let min = width as usize * format.bytes_per_pixel();
-        if step < min {
-            return Err(ImageError::StepTooSmall { step, min });
-        }
-        let expected = step * height as usize;
-        if data.len() < expected {
-            return Err(ImageError::Truncated { expected, got: data.len(), height, step });
-        }
+        check_rows(width, height, step, format.bytes_per_pixel(), data.len())?;
         Ok(Self { width, height, format, step, big_endian, data })
     }
 
@@ -407,6 +400,20 @@ fn yuv_to_rgb(y: u8, u: u8, v: u8) -> [u8; 3] {
     let (c, d, e) = (1.164 * (y as f32 - 16.0), u as f32 - 128.0, v as f32 - 128.0);
     let q = |x: f32| x.round().clamp(0.0, 255.0) as u8;
     [q(c + 1.596 * e), q(c - 0.391 * d - 0.813 * e), q(c + 2.018 * d)]
+}
+
+/// That rows of `step` bytes hold `width` pixels of `bytes` each and `len` bytes hold `height`
+/// rows; returns the bytes of pixels in a row.
+pub(crate) fn check_rows(width: u32, height: u32, step: usize, bytes: usize, len: usize) -> Result<usize, ImageError> {
+    let min = width as usize * bytes;
+    if step < min {
+        return Err(ImageError::StepTooSmall { step, min });
+    }
+    let expected = step * height as usize;
+    if len < expected {
+        return Err(ImageError::Truncated { expected, got: len, height, step });
+    }
+    Ok(min)
 }
 
 pub(crate) fn check_size(width: u32, height: u32) -> Result<(), ImageError> {
