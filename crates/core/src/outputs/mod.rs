@@ -6,6 +6,7 @@ pub mod odom;
 
 use crate::backend::{BackendError, CameraK, PairOutput, PairReconstructor, PairRequest};
 use crate::geometry::lens::{Camera, Lens, LensError};
+use crate::geometry::Intrinsics;
 use crate::image::Frame;
 use crate::msg::convert::{debug_image_msg, keypoints_msg, pointcloud_msg, pose_msgs, ColouredPoints};
 use crate::msg::{geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, to_cdr, CdrError, RosMessage};
@@ -202,25 +203,22 @@ pub fn frame_outputs(
     out
 }
 
-/// The camera of `frame` from CameraInfo's K, when the CameraInfo is for frames of its size.
-pub fn known_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame) -> Option<CameraK> {
-    camera_info.filter(|i| i.width == frame.width() && i.height == frame.height()).map(|i| CameraK {
-        fx: i.k[0],
-        fy: i.k[4],
-        cx: i.k[2],
-        cy: i.k[5],
-    })
-}
-
-/// The lens of a CameraInfo that [`check_camera_info`] accepted (pinhole for any other).
-pub fn known_lens(camera_info: &sensor_msgs::CameraInfo) -> Lens {
-    Lens::from_camera_info(&camera_info.distortion_model, &camera_info.d).unwrap_or(Lens::Pinhole)
-}
-
-/// The camera of `frame` from CameraInfo's K and D, when the CameraInfo is for frames of its size.
-pub fn known_lens_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame) -> Option<Camera> {
-    let k = known_camera(camera_info, frame)?;
-    Some(Camera { k: k.intrinsics(), lens: camera_info.map_or(Lens::Pinhole, known_lens) })
+/// The camera of `frame` from a CameraInfo [`check_camera_info`] accepted, when it is for frames
+/// of its size: K and the lens D describes; for `rectified` images (`rectified_images`, as
+/// image_proc's `image_rect`, whose CameraInfo still describes the raw camera) P's pinhole and no
+/// lens (K when P is unset).
+pub fn known_camera(camera_info: Option<&sensor_msgs::CameraInfo>, frame: &Frame, rectified: bool) -> Option<Camera> {
+    let i = camera_info.filter(|i| i.width == frame.width() && i.height == frame.height())?;
+    let p_set = i.p[0] > 0.0 && i.p[5] > 0.0 && [i.p[0], i.p[2], i.p[5], i.p[6]].iter().all(|v| v.is_finite());
+    if rectified && p_set {
+        return Some(Camera { k: Intrinsics { fx: i.p[0], fy: i.p[5], cx: i.p[2], cy: i.p[6] }, lens: Lens::Pinhole });
+    }
+    let lens = if rectified {
+        Lens::Pinhole
+    } else {
+        Lens::from_camera_info(&i.distortion_model, &i.d).unwrap_or(Lens::Pinhole)
+    };
+    Some(Camera { k: Intrinsics { fx: i.k[0], fy: i.k[4], cx: i.k[2], cy: i.k[5] }, lens })
 }
 
 /// What DUSt3R gave for a keyframe pair.
@@ -240,15 +238,17 @@ pub fn reconstruct_pair(
     camera_info: Option<&sensor_msgs::CameraInfo>,
     params: &NodeParams,
 ) -> Result<Reconstructed, BackendError> {
-    let known = known_camera(camera_info, first).filter(|_| known_camera(camera_info, second).is_some());
+    let rectified = params.rectified_images;
+    let known =
+        known_camera(camera_info, first, rectified).filter(|_| known_camera(camera_info, second, rectified).is_some());
     let camera_info_mismatch = camera_info.is_some() && known.is_none();
     let request = PairRequest {
         first,
         second,
-        known,
+        known: known.map(|c| CameraK { fx: c.k.fx, fy: c.k.fy, cx: c.k.cx, cy: c.k.cy }),
         min_confidence: params.pose_confidence_threshold as f32,
         conf_pct: params.server_conf_pct,
-        lens: camera_info.filter(|_| known.is_some()).map_or(Lens::Pinhole, known_lens),
+        lens: known.map_or(Lens::Pinhole, |c| c.lens),
     };
     let geometry = model.reconstruct(&request)?;
     Ok(Reconstructed { geometry, camera_info_mismatch })
@@ -333,4 +333,35 @@ pub fn check_camera_info(i: &sensor_msgs::CameraInfo) -> Result<(), CameraInfoEr
     }
     Lens::from_camera_info(&i.distortion_model, &i.d)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_images_take_k_and_the_lens_and_rectified_ones_p_and_none() {
+        let frame = Frame::from_raw("mono8", 4, 2, 4, false, vec![0; 8]).unwrap();
+        let mut info = sensor_msgs::CameraInfo {
+            width: 4,
+            height: 2,
+            distortion_model: "plumb_bob".into(),
+            d: vec![0.1, 0.0, 0.0, 0.0, 0.0],
+            k: [500.0, 0.0, 2.0, 0.0, 510.0, 1.0, 0.0, 0.0, 1.0],
+            p: [480.0, 0.0, 2.5, 0.0, 0.0, 490.0, 1.5, 0.0, 0.0, 0.0, 1.0, 0.0],
+            ..Default::default()
+        };
+        let raw = known_camera(Some(&info), &frame, false).unwrap();
+        assert_eq!(raw.k, Intrinsics { fx: 500.0, fy: 510.0, cx: 2.0, cy: 1.0 });
+        assert_eq!(raw.lens, Lens::PlumbBob([0.1, 0.0, 0.0, 0.0, 0.0]));
+        let rectified = known_camera(Some(&info), &frame, true).unwrap();
+        assert_eq!(rectified, Camera { k: Intrinsics { fx: 480.0, fy: 490.0, cx: 2.5, cy: 1.5 }, lens: Lens::Pinhole });
+        // No P (an uncalibrated driver's zeros): K, still without the lens.
+        info.p = [0.0; 12];
+        let rectified = known_camera(Some(&info), &frame, true).unwrap();
+        assert_eq!((rectified.k.fx, rectified.lens), (500.0, Lens::Pinhole));
+        // Another image size: not this camera.
+        info.width = 8;
+        assert_eq!(known_camera(Some(&info), &frame, false), None);
+    }
 }

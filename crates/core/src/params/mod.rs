@@ -191,6 +191,9 @@ parameters! {
          base_frame -> camera frame from /tf_static (a bag's, in a replay), so the camera keeps its parent \
          (without a metric scale_source only the mount's rotation is used: its offset is in metres and the \
          odometry is not); empty: the camera's";
+    rectified_images: bool = false, Constraint::None, TUNABLE,
+        "The images are already rectified (image_proc's image_rect, whose camera_info describes the raw camera): \
+         use camera_info's P and no lens; false: K, with the lens in D undone on the pixels PnP sees";
     scale_source: String = ScaleSource::None.name(), Constraint::OneOf(&ScaleSource::NAMES), FIXED,
         "Where metric scale comes from: none (DUSt3R's arbitrary scale), depth (a registered depth image on \
          depth/image beside the colour image: every 3D output in metres)";
@@ -323,6 +326,8 @@ pub struct NodeParams {
     pub odom_frame: String,
     /// The robot's base frame, if odometry is of the base.
     pub base_frame: Option<String>,
+    /// The images are rectified: CameraInfo's P, no lens.
+    pub rectified_images: bool,
     /// Where metric scale comes from.
     pub scale_source: ScaleSource,
     /// Most seconds between a colour frame's stamp and its depth image's.
@@ -440,6 +445,7 @@ impl NodeParams {
             publish_tf: v.publish_tf,
             odom_frame: v.odom_frame,
             base_frame: Some(v.base_frame).filter(|b| !b.is_empty()),
+            rectified_images: v.rectified_images,
             scale_source: ScaleSource::from_name(&v.scale_source).ok_or_else(|| ParamError::Invalid {
                 name: name::scale_source.into(),
                 detail: format!("unknown scale source {:?}", v.scale_source),

@@ -22,8 +22,7 @@ use crate::msg::tf_static::StaticTransforms;
 use crate::msg::{sensor_msgs, std_msgs, tf2_msgs};
 use crate::outputs::odom::{stamp_of, Base, Mount, OdomOutputs};
 use crate::outputs::{
-    check_camera_info, frame_outputs, known_lens_camera, pair_messages, reconstruct_pair, Output, OutputKind,
-    OutputSink,
+    check_camera_info, frame_outputs, known_camera, pair_messages, reconstruct_pair, Output, OutputKind, OutputSink,
 };
 use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
@@ -352,7 +351,7 @@ impl Pipeline {
     ) -> Result<Option<TOriginFrame>, S::Error> {
         // The chain's lock is held to take its newest keyframe, not while tracking.
         let anchor = lock(&self.chain).odometry.anchor();
-        let camera = known_lens_camera(camera_info, &seen.frame);
+        let camera = known_camera(camera_info, &seen.frame, p.rectified_images);
         let header = &seen.header;
         let (tracked, covariance) = match track_frame(
             anchor.as_deref(),
