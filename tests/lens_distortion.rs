@@ -5,38 +5,17 @@
 
 mod common;
 
-use common::true_scene::{play, sample_time, OdometrySink, TruePointmaps};
+use common::true_scene::{play, sample_pipeline, sample_time, OdometrySink, TruePointmaps};
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::StampedPose;
 use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::geometry::Transform;
-use sp_dust3r_core::msg::sensor_msgs;
-use sp_dust3r_core::params::args::{ParamValue, RosArgs};
-use sp_dust3r_core::params::NodeParams;
-use sp_dust3r_core::pipeline::Pipeline;
-use sp_dust3r_core::sample::{camera, FRAMES, HEIGHT, WIDTH};
+use sp_dust3r_core::sample::FRAMES;
 
 /// `scene`'s frames, with a CameraInfo saying `model` and `d`, through the pipeline; the
 /// odometry scored against the scene's camera poses.
 fn run(scene: &TruePointmaps, model: &str, d: Vec<f64>) -> TrajectoryReport {
-    let ros = RosArgs {
-        params: vec![
-            ("keyframe_min_interval".into(), ParamValue::Double(0.0)),
-            ("keyframe_max_interval".into(), ParamValue::Double(0.5)),
-        ],
-        ..RosArgs::default()
-    };
-    let pipeline = Pipeline::new(NodeParams::resolve(&ros, "/sp_dust3r").unwrap().0);
-    let k = camera(Lens::Pinhole).k;
-    pipeline.on_camera_info(sensor_msgs::CameraInfo {
-        width: WIDTH,
-        height: HEIGHT,
-        distortion_model: model.into(),
-        d,
-        k: [k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0],
-        ..Default::default()
-    });
-    assert!(pipeline.camera_info().is_some(), "the CameraInfo is accepted");
+    let pipeline = sample_pipeline(Vec::new(), model, d);
     let mut sink = OdometrySink::default();
     play(&pipeline, scene, &mut sink, |_, _| {});
     let truth: Vec<StampedPose> = (0..FRAMES)

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::true_scene::{play, sample_time, OdometrySink, TruePointmaps};
+use common::true_scene::{play, sample_pipeline, sample_time, OdometrySink, TruePointmaps};
 use common::tum::{depth_msg, write_bag, DepthEncoding, DepthPointmaps, DEPTH};
 use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::bag::replay::{choose_depth_topic, choose_topics, replay, Models, ReplaySummary};
@@ -27,7 +27,7 @@ use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::NodeParams;
 use sp_dust3r_core::pipeline::Pipeline;
 use sp_dust3r_core::rng::SplitMix64;
-use sp_dust3r_core::sample::{Room, FOCAL, HEIGHT, RATE, WIDTH};
+use sp_dust3r_core::sample::{Room, RATE};
 use sp_dust3r_core::superpoint::SuperPoint;
 
 /// Every pair's scale: log-uniform over 0.2 .. 5, so no two pairs agree and none is near 1.
@@ -151,17 +151,12 @@ fn sample_run(scale_source: &str, depths: &[Vec<f32>]) -> (Pipeline, TrajectoryR
 /// [`sample_run`] with `scale_max_unmeasured`; a frame whose depth is empty gets none.
 fn sample_run_with(scale_source: &str, depths: &[Vec<f32>], max_unmeasured: i64) -> (Pipeline, TrajectoryReport) {
     let n = sp_dust3r_core::sample::FRAMES;
-    let ros = RosArgs {
-        params: vec![
-            ("keyframe_min_interval".into(), ParamValue::Double(0.0)),
-            ("keyframe_max_interval".into(), ParamValue::Double(0.5)),
-            ("scale_source".into(), ParamValue::String(scale_source.into())),
-            ("base_frame".into(), ParamValue::String("base_link".into())),
-            ("scale_max_unmeasured".into(), ParamValue::Integer(max_unmeasured)),
-        ],
-        ..RosArgs::default()
-    };
-    let pipeline = Pipeline::new(NodeParams::resolve(&ros, "/sp_dust3r").unwrap().0);
+    let extra = vec![
+        ("scale_source", ParamValue::String(scale_source.into())),
+        ("base_frame", ParamValue::String("base_link".into())),
+        ("scale_max_unmeasured", ParamValue::Integer(max_unmeasured)),
+    ];
+    let pipeline = sample_pipeline(extra, "plumb_bob", vec![0.0; 5]);
     // The camera 0.3 m ahead of the base and 0.2 m above it, looking forward.
     let tf = geometry_msgs::TransformStamped::fixed;
     pipeline.on_static_transforms(&tf2_msgs::TFMessage {
@@ -174,9 +169,6 @@ fn sample_run_with(scale_source: &str, depths: &[Vec<f32>], max_unmeasured: i64)
         nalgebra::Rotation3::from_matrix(&nalgebra::Matrix3::new(0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.0, -1.0, 0.0)),
         nalgebra::Vector3::new(0.3, 0.0, 0.2),
     );
-    let (f, cx, cy) = (FOCAL, WIDTH as f64 / 2.0 - 0.5, HEIGHT as f64 / 2.0 - 0.5);
-    let k = [f, 0.0, cx, 0.0, f, cy, 0.0, 0.0, 1.0];
-    pipeline.on_camera_info(sensor_msgs::CameraInfo { width: WIDTH, height: HEIGHT, k, ..Default::default() });
     let mut scene = TruePointmaps::new(n);
     scene.scales = unknown_scales(n);
     let mut sink = OdometrySink::default();

@@ -9,19 +9,15 @@ mod common;
 
 use std::sync::Arc;
 
-use common::true_scene::{play, sample_time, OdometrySink, TruePointmaps};
+use common::true_scene::{play, sample_pipeline, sample_time, OdometrySink, TruePointmaps};
 use nalgebra::{Matrix6, Vector3, Vector6};
 use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::backend::{CameraK, FeatureExtractor, PairReconstructor, PairRequest};
 use sp_dust3r_core::geometry::lens::{Camera, Lens};
 use sp_dust3r_core::geometry::{Intrinsics, Transform};
 use sp_dust3r_core::image::Frame;
-use sp_dust3r_core::msg::sensor_msgs;
 use sp_dust3r_core::outputs::odom::{body_from_optical, UNKNOWN_VARIANCE};
-use sp_dust3r_core::params::args::{ParamValue, RosArgs};
-use sp_dust3r_core::params::NodeParams;
-use sp_dust3r_core::pipeline::Pipeline;
-use sp_dust3r_core::sample::{camera, FOCAL, FRAMES, HEIGHT, RATE, WIDTH};
+use sp_dust3r_core::sample::{FOCAL, FRAMES, HEIGHT, RATE, WIDTH};
 use sp_dust3r_core::superpoint::{Keypoints, PostParams, SuperPoint};
 use sp_dust3r_core::vo::odometry::{track_frame, NotAttached, Odometry, OdometryParams, PairView, TOriginFrame};
 use sp_dust3r_core::vo::tracking::NotTracked;
@@ -176,18 +172,7 @@ struct Cam;
 
 #[test]
 fn the_stated_covariance_covers_the_true_error_of_nine_in_ten_tracked_frames() {
-    let ros = RosArgs {
-        params: vec![
-            ("keyframe_min_interval".into(), ParamValue::Double(0.0)),
-            ("keyframe_max_interval".into(), ParamValue::Double(0.5)),
-        ],
-        ..RosArgs::default()
-    };
-    let pipeline = Pipeline::new(NodeParams::resolve(&ros, "/sp_dust3r").unwrap().0);
-    let k = camera(Lens::Pinhole).k;
-    let (w, h) = (sp_dust3r_core::sample::WIDTH, sp_dust3r_core::sample::HEIGHT);
-    let kk = [k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0];
-    pipeline.on_camera_info(sensor_msgs::CameraInfo { width: w, height: h, k: kk, ..Default::default() });
+    let pipeline = sample_pipeline(Vec::new(), "plumb_bob", vec![0.0; 5]);
     let scene = TruePointmaps::new(FRAMES);
     let mut sink = OdometrySink::default();
     play(&pipeline, &scene, &mut sink, |_, _| {});

@@ -178,3 +178,30 @@ pub fn play(
         }
     }
 }
+
+/// A pipeline for the sample (a keyframe every 0.5 s of its time at most) with `extra`
+/// parameters, given the sample camera's CameraInfo with the lens `model` and `d` (accepted).
+pub fn sample_pipeline(
+    extra: Vec<(&str, sp_dust3r_core::params::args::ParamValue)>,
+    model: &str,
+    d: Vec<f64>,
+) -> sp_dust3r_core::pipeline::Pipeline {
+    use sp_dust3r_core::params::args::{ParamValue, RosArgs};
+    let mut params =
+        vec![("keyframe_min_interval", ParamValue::Double(0.0)), ("keyframe_max_interval", ParamValue::Double(0.5))];
+    params.extend(extra);
+    let ros = RosArgs { params: params.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), ..RosArgs::default() };
+    let params = sp_dust3r_core::params::NodeParams::resolve(&ros, "/sp_dust3r").unwrap().0;
+    let pipeline = sp_dust3r_core::pipeline::Pipeline::new(params);
+    let k = sp_dust3r_core::sample::camera(Lens::Pinhole).k;
+    pipeline.on_camera_info(sp_dust3r_core::msg::sensor_msgs::CameraInfo {
+        width: WIDTH,
+        height: HEIGHT,
+        distortion_model: model.into(),
+        d,
+        k: [k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0],
+        ..Default::default()
+    });
+    assert!(pipeline.camera_info().is_some(), "the CameraInfo is accepted");
+    pipeline
+}
