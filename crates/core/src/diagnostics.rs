@@ -545,7 +545,7 @@ fn scale_status(s: &Stats, h: &History, r: &Report<'_>, sc: &ScaleReport<'_>) ->
     let (unmeasured, _) = h.growth(Counter::PairsScaleUnmeasured, window);
     let (bad, _) = h.growth(Counter::BadDepth, window);
     let (depth_in, _) = h.growth(Counter::DepthIn, window);
-    if track.unmeasured > sc.max_unmeasured && s.get(Counter::PairsDone) > 0 {
+    if track.held(sc.max_unmeasured) && s.get(Counter::PairsDone) > 0 {
         let why = if track.last.is_none() { "never measured" } else { "not measured" };
         t.raise(
             Level::ERROR,

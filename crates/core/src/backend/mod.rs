@@ -203,6 +203,12 @@ pub struct CameraK {
     pub cy: f64,
 }
 
+impl From<Intrinsics> for CameraK {
+    fn from(k: Intrinsics) -> Self {
+        Self { fx: k.fx, fy: k.fy, cx: k.cx, cy: k.cy }
+    }
+}
+
 impl CameraK {
     /// The same camera as PnP's intrinsics (the frame's pixels).
     pub fn intrinsics(&self) -> Intrinsics {

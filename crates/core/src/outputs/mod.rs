@@ -245,7 +245,7 @@ pub fn reconstruct_pair(
     let request = PairRequest {
         first,
         second,
-        known: known.map(|c| CameraK { fx: c.k.fx, fy: c.k.fy, cx: c.k.cx, cy: c.k.cy }),
+        known: known.map(|c| CameraK::from(c.k)),
         min_confidence: params.pose_confidence_threshold as f32,
         conf_pct: params.server_conf_pct,
         lens: known.map_or(Lens::Pinhole, |c| c.lens),

@@ -154,6 +154,14 @@ struct Chain {
     scale: ScaleTrack,
 }
 
+impl Chain {
+    /// Whether metric outputs are held back: the scale has gone unmeasured for more keyframes
+    /// than `scale_max_unmeasured`.
+    fn scale_held(&self, p: &NodeParams) -> bool {
+        p.scale_source.is_metric() && self.scale.held(p.scale_max_unmeasured)
+    }
+}
+
 /// The pipeline's shared state.
 pub struct Pipeline {
     params: Mutex<Arc<NodeParams>>,
@@ -377,16 +385,11 @@ impl Pipeline {
                 self.stats.bump(Counter::FramesNoMount);
                 return Ok(Some(tracked));
             }
-            if p.scale_source.is_metric() && chain.scale.unmeasured > p.scale_max_unmeasured {
+            if chain.scale_held(p) {
                 self.stats.bump(Counter::FramesNoScale);
                 return Ok(Some(tracked));
             }
-            // The scale's own uncertainty: the standard error of its median (1.2533 sigma / sqrt(n)).
-            let scale_sigma = chain
-                .scale
-                .last
-                .filter(|_| p.scale_source.is_metric())
-                .map_or(0.0, |e| 1.2533 * e.spread / (e.pixels.max(1) as f64).sqrt());
+            let scale_sigma = if p.scale_source.is_metric() { chain.scale.relative_error() } else { 0.0 };
             chain.odom.frame(header, &tracked, (covariance.as_ref(), scale_sigma), p.publish_tf)
         };
         self.stats.bump(Counter::FramesTracked);
@@ -570,7 +573,7 @@ impl Pipeline {
             (Link::Carried(_), Some(Ok(j))) => Some(j.scale()),
             (Link::Carried(_), _) => None,
         };
-        if let Some(s) = units.filter(|_| !self.scale_held(p)) {
+        if let Some(s) = units.filter(|_| !lock(&self.chain).scale_held(p)) {
             let messages = if s == 1.0 {
                 pair_messages(&out, &job.first.header, &job.second.header, p)
             } else {
@@ -582,12 +585,6 @@ impl Pipeline {
             Some(joining) => self.join_chain(side, job, joining, p, sink),
             None => Ok(None),
         }
-    }
-
-    /// Whether metric outputs are held back: the scale has gone unmeasured for more keyframes
-    /// than `scale_max_unmeasured`.
-    fn scale_held(&self, p: &NodeParams) -> bool {
-        p.scale_source.is_metric() && lock(&self.chain).scale.unmeasured > p.scale_max_unmeasured
     }
 
     /// A pair prepared to join the chain is added to it unless the chain changed meanwhile;
@@ -620,6 +617,7 @@ impl Pipeline {
         }
         let path = chain.odometry.path().to_vec();
         let mounted = self.mounted(&mut chain.odom, &job.second.header.frame_id, p);
+        let held = chain.scale_held(p);
         let odom = chain.odom.clone();
         drop(chain);
         if let Err(e) = grow(&mut side.map, added.iter().map(|k| k.as_ref()), &p.map_settings()) {
@@ -627,7 +625,7 @@ impl Pipeline {
         }
         // With base_frame, nothing goes out until the camera's mount is known; with a metric
         // scale, nothing while the scale is held.
-        if mounted && !self.scale_held(p) {
+        if mounted && !held {
             emit(sink, odom.chain(&job.second.header.frame_id, &path, side.map.as_ref()))?;
         }
         Ok(joined.disagreement)

@@ -72,6 +72,18 @@ pub struct ScaleTrack {
 }
 
 impl ScaleTrack {
+    /// Whether metric outputs are held back: more pairs in a row than `max_unmeasured` went
+    /// without a measurement.
+    pub fn held(&self, max_unmeasured: usize) -> bool {
+        self.unmeasured > max_unmeasured
+    }
+
+    /// The last measurement's standard error relative to its scale (the standard error of a
+    /// median, 1.2533 sigma / sqrt(n)); 0 before the first.
+    pub fn relative_error(&self) -> f64 {
+        self.last.map_or(0.0, |e| 1.2533 * e.spread / (e.pixels.max(1) as f64).sqrt())
+    }
+
     /// A pair was measured (`Some`) or not.
     pub fn update(&mut self, measured: Option<ScaleEstimate>) {
         match measured {
