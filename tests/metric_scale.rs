@@ -8,11 +8,9 @@
 mod common;
 
 use common::true_scene::{play, sample_pipeline, sample_time, OdometrySink, TruePointmaps};
-use common::tum::{depth_msg, write_bag, DepthEncoding, DepthPointmaps, DEPTH};
-use sp_dust3r_core::backend::cpu::CpuFeatures;
-use sp_dust3r_core::bag::replay::{choose_depth_topic, choose_topics, replay, Models, ReplaySummary};
-use sp_dust3r_core::bag::{BagWriter, McapFile};
-use sp_dust3r_core::cancel::Cancel;
+use common::tum::{depth_msg, replay_tum, write_bag, DepthEncoding, DepthPointmaps, DEPTH};
+use sp_dust3r_core::bag::replay::{choose_depth_topic, choose_topics, ReplaySummary};
+use sp_dust3r_core::bag::McapFile;
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r_core::eval::evaluate_bag;
@@ -23,12 +21,10 @@ use sp_dust3r_core::geometry::Transform;
 use sp_dust3r_core::msg::convert::cloud_points_of;
 use sp_dust3r_core::msg::{from_cdr, geometry_msgs, sensor_msgs, std_msgs, tf2_msgs};
 use sp_dust3r_core::outputs::odom::{stamp_of, time_of};
-use sp_dust3r_core::params::args::{ParamValue, RosArgs};
-use sp_dust3r_core::params::NodeParams;
+use sp_dust3r_core::params::args::ParamValue;
 use sp_dust3r_core::pipeline::Pipeline;
 use sp_dust3r_core::rng::SplitMix64;
 use sp_dust3r_core::sample::{Room, RATE};
-use sp_dust3r_core::superpoint::SuperPoint;
 
 /// Every pair's scale: log-uniform over 0.2 .. 5, so no two pairs agree and none is near 1.
 fn unknown_scales(n: usize) -> Vec<f64> {
@@ -49,31 +45,17 @@ fn tum_run(encoding: DepthEncoding, scale_source: &str) -> TumRun {
     let dir = tempfile::tempdir().unwrap();
     let bag = dir.path().join("tum.mcap");
     write_bag(&bag, Some(encoding));
-    let input = vec![McapFile::open(&bag).unwrap()];
-    let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
+    let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
     let mut cameras = choose_topics(&topics, None, None).unwrap();
     assert_eq!(cameras.image, common::tum::IMAGE, "the depth topic is not taken for the colour image");
     cameras.depth = Some(choose_depth_topic(&topics, None).unwrap());
     assert_eq!(cameras.depth.as_deref(), Some(DEPTH));
-    let ros = RosArgs {
-        params: vec![
-            ("keyframe_min_interval".into(), ParamValue::Double(0.05)),
-            ("keyframe_max_interval".into(), ParamValue::Double(0.1)),
-            ("scale_source".into(), ParamValue::String(scale_source.into())),
-        ],
-        ..RosArgs::default()
-    };
-    let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
-    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
     let mut depth = DepthPointmaps::new();
     depth.scales = unknown_scales(32);
     depth.noise = 0.02;
     let out_path = dir.path().join("out.mcap");
-    let mut out = BagWriter::create(&out_path).unwrap();
-    let models = Models { features: &features, pairs: Some(&depth) };
-    let (summary, stopped) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
-    out.finish().unwrap();
-    assert!(stopped.is_none());
+    let extra = vec![("scale_source", ParamValue::String(scale_source.into()))];
+    let summary = replay_tum(&bag, &cameras, extra, &depth, &out_path);
     let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
     let report = evaluate_bag(&out_path, &gt, 0.02, RpeDelta::Frames(1)).unwrap();
     let trajectory = report.trajectory.expect("the odometry is scored");

@@ -9,44 +9,23 @@
 
 mod common;
 
-use common::tum::{associations, write_bag, DepthPointmaps, FIRST};
-use sp_dust3r_core::backend::cpu::CpuFeatures;
-use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
-use sp_dust3r_core::bag::{BagWriter, McapFile};
-use sp_dust3r_core::cancel::Cancel;
+use common::tum::{associations, replay_tum, write_bag, DepthPointmaps, FIRST};
+use sp_dust3r_core::bag::replay::choose_topics;
+use sp_dust3r_core::bag::McapFile;
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r_core::eval::evaluate_bag;
-use sp_dust3r_core::params::args::{ParamValue, RosArgs};
-use sp_dust3r_core::params::NodeParams;
-use sp_dust3r_core::superpoint::SuperPoint;
 
 #[test]
 fn real_frames_are_tracked_against_the_motion_capture() {
     let dir = tempfile::tempdir().unwrap();
     let bag = dir.path().join("tum.mcap");
     write_bag(&bag, None);
-    let input = vec![McapFile::open(&bag).unwrap()];
-    let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
+    let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
     let cameras = choose_topics(&topics, None, None).unwrap();
     assert_eq!(cameras.camera_info.as_deref(), Some("/camera/rgb/camera_info"));
-    // 13 frames over 0.4 s: a keyframe every 0.1 s of input.
-    let ros = RosArgs {
-        params: vec![
-            ("keyframe_min_interval".into(), ParamValue::Double(0.05)),
-            ("keyframe_max_interval".into(), ParamValue::Double(0.1)),
-        ],
-        ..RosArgs::default()
-    };
-    let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
-    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
-    let depth = DepthPointmaps::new();
     let out_path = dir.path().join("out.mcap");
-    let mut out = BagWriter::create(&out_path).unwrap();
-    let models = Models { features: &features, pairs: Some(&depth) };
-    let (summary, stopped) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
-    out.finish().unwrap();
-    assert!(stopped.is_none());
+    let summary = replay_tum(&bag, &cameras, Vec::new(), &DepthPointmaps::new(), &out_path);
     let n = associations().len() - FIRST;
     let pairs = summary.get(Counter::PairsDone);
     assert_eq!(summary.get(Counter::FramesIn) as usize, n);

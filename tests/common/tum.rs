@@ -246,3 +246,33 @@ impl PairReconstructor for DepthPointmaps {
         Vec::new()
     }
 }
+
+/// The TUM bag at `bag` through the replay into `out`, with the trained SuperPoint, `double` in
+/// DUSt3R's place, a keyframe every 0.05 to 0.1 s of input (13 frames over 0.4 s) and `extra`
+/// parameters; the whole bag is replayed.
+pub fn replay_tum(
+    bag: &Path,
+    cameras: &sp_dust3r_core::bag::replay::CameraTopics,
+    extra: Vec<(&str, sp_dust3r_core::params::args::ParamValue)>,
+    double: &DepthPointmaps,
+    out: &Path,
+) -> sp_dust3r_core::bag::replay::ReplaySummary {
+    use sp_dust3r_core::bag::replay::{replay, Models};
+    use sp_dust3r_core::params::args::{ParamValue, RosArgs};
+    let mut params =
+        vec![("keyframe_min_interval", ParamValue::Double(0.05)), ("keyframe_max_interval", ParamValue::Double(0.1))];
+    params.extend(extra);
+    let ros = RosArgs { params: params.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), ..RosArgs::default() };
+    let (params, _) = sp_dust3r_core::params::NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
+    let features = sp_dust3r_core::backend::cpu::CpuFeatures(
+        sp_dust3r_core::superpoint::SuperPoint::load(&super::real_dir().join("superpoint")).unwrap(),
+    );
+    let input = vec![sp_dust3r_core::bag::McapFile::open(bag).unwrap()];
+    let mut writer = BagWriter::create(out).unwrap();
+    let models = Models { features: &features, pairs: Some(double) };
+    let cancel = sp_dust3r_core::cancel::Cancel::new();
+    let (summary, stopped) = replay(&input, cameras, &mut writer, models, &params, &cancel, |_| {}).unwrap();
+    writer.finish().unwrap();
+    assert!(stopped.is_none());
+    summary
+}
