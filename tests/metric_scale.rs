@@ -8,7 +8,7 @@
 mod common;
 
 use common::true_scene::{play, sample_pipeline, sample_time, OdometrySink, TruePointmaps};
-use common::tum::{depth_msg, replay_tum, write_bag, DepthEncoding, DepthPointmaps, DEPTH};
+use common::tum::{depth_msg, replay_tum, write_bag, DepthEncoding, DepthPointmaps, DEPTH, FR3};
 use sp_dust3r_core::bag::replay::{choose_depth_topic, choose_topics, ReplaySummary};
 use sp_dust3r_core::bag::McapFile;
 use sp_dust3r_core::diagnostics::Counter;
@@ -44,13 +44,13 @@ struct TumRun {
 fn tum_run(encoding: DepthEncoding, scale_source: &str) -> TumRun {
     let dir = tempfile::tempdir().unwrap();
     let bag = dir.path().join("tum.mcap");
-    write_bag(&bag, Some(encoding));
+    write_bag(&FR3, &bag, Some(encoding));
     let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
     let mut cameras = choose_topics(&topics, None, None).unwrap();
     assert_eq!(cameras.image, common::tum::IMAGE, "the depth topic is not taken for the colour image");
     cameras.depth = Some(choose_depth_topic(&topics, None).unwrap());
     assert_eq!(cameras.depth.as_deref(), Some(DEPTH));
-    let mut depth = DepthPointmaps::new();
+    let mut depth = DepthPointmaps::new(&FR3);
     depth.scales = unknown_scales(32);
     depth.noise = 0.02;
     let out_path = dir.path().join("out.mcap");
@@ -69,7 +69,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Each pair cloud's median depth over the median measured depth of its view 1 (the frame at
 /// the cloud's stamp).
 fn cloud_scales(out: &std::path::Path) -> Vec<f64> {
-    let sensor: std::collections::HashMap<(i32, u32), f64> = common::tum::associations()
+    let sensor: std::collections::HashMap<(i32, u32), f64> = FR3
+        .frames()
         .iter()
         .map(|(t, _, _, d)| {
             let stamp = common::tum::time(*t);

@@ -9,8 +9,9 @@ mod common;
 
 use std::sync::Arc;
 
+use common::covariance::{mahalanobis2, CHI2_6_3SIGMA};
 use common::true_scene::{play, sample_pipeline, sample_time, OdometrySink, TruePointmaps};
-use nalgebra::{Matrix6, Vector3, Vector6};
+use nalgebra::{Matrix6, Vector3};
 use sp_dust3r_core::backend::cpu::CpuFeatures;
 use sp_dust3r_core::backend::{CameraK, FeatureExtractor, PairReconstructor, PairRequest};
 use sp_dust3r_core::geometry::lens::{Camera, Lens};
@@ -184,19 +185,13 @@ fn the_stated_covariance_covers_the_true_error_of_nine_in_ten_tracked_frames() {
         let i = ((o.header.stamp.seconds() - sample_time(0)) * RATE).round() as usize;
         let motion = cam0.inverse().compose(&scene.pose(i));
         let truth = t_odom_cam0.compose(&Transform::<Cam, Cam>::new(motion.rotation, motion.translation));
-        let (p, q) = (&o.pose.pose.position, &o.pose.pose.orientation);
-        let r = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(q.w, q.x, q.y, q.z));
-        // The error as the left perturbation that takes the truth to the estimate, in odom.
-        let d = r.to_rotation_matrix() * truth.rotation.inverse();
-        let (phi, rho) = (d.scaled_axis(), Vector3::new(p.x, p.y, p.z) - d * truth.translation);
-        let e = Vector6::new(rho.x, rho.y, rho.z, phi.x, phi.y, phi.z);
         let cov = Matrix6::from_row_slice(&o.pose.covariance);
         assert!(cov.diagonal().iter().all(|&v| v > 0.0 && v < 1.0), "a stated covariance: {cov}");
         assert_eq!(o.twist.covariance[0], UNKNOWN_VARIANCE, "the twist's is unknown");
-        m2.push((e.transpose() * cov.try_inverse().unwrap() * e)[0]);
+        m2.push(mahalanobis2(o, &truth));
     }
     let n = m2.len();
-    let within = m2.iter().filter(|&&m| m <= 20.06).count();
+    let within = m2.iter().filter(|&&m| m <= CHI2_6_3SIGMA).count();
     let sigmas: Vec<f64> = sink.0.iter().map(|o| o.pose.covariance[0].sqrt() * 1e3).collect();
     eprintln!(
         "{within} of {n} tracked frames within the stated 3 sigma (x sigma {sigmas:.2?} mm); Mahalanobis^2 {m2:.1?}"

@@ -2,6 +2,7 @@
 //! the real data in ../shared/real.
 #![allow(dead_code)]
 
+pub mod covariance;
 pub mod detweights;
 pub mod true_scene;
 pub mod tum;

@@ -1,8 +1,9 @@
-//! The TUM RGB-D fr3/long_office_household frames in `../shared/real` as a test bag (colour,
+//! TUM RGB-D frames in `../shared/real` (fr3/long_office_household, fr1/rpy) as a test bag (colour,
 //! CameraInfo, optionally the registered depth, the motion capture as a PoseStamped topic), and
 //! DUSt3R replaced by the depth camera: each view's points back-projected from its registered
 //! depth map with the published intrinsics, view 2 moved into camera 1's frame by the ground
-//! truth (the pointmaps a perfect DUSt3R would give, with the sensor's holes and noise). Each
+//! truth (the pointmaps a perfect DUSt3R would give, with the sensor's holes and noise; the rays
+//! bent by the lens where the camera has one). Each
 //! pair can be given a scale of its own and noise, as DUSt3R's arbitrary per-pair scale and its
 //! errors.
 
@@ -13,41 +14,83 @@ use sp_dust3r_core::backend::cpu::pair_output;
 use sp_dust3r_core::backend::{BackendError, PairOutput, PairReconstructor, PairRequest};
 use sp_dust3r_core::bag::BagWriter;
 use sp_dust3r_core::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
-use sp_dust3r_core::eval::{parse_tum, pose_at, Camera, StampedPose, World};
-use sp_dust3r_core::geometry::Transform;
+use sp_dust3r_core::eval::{parse_tum, pose_at, Camera as CameraFrame, StampedPose, World};
+use sp_dust3r_core::geometry::lens::{Camera, Lens};
+use sp_dust3r_core::geometry::{Intrinsics, Transform};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::msg::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs, to_cdr};
 use sp_dust3r_core::rng::SplitMix64;
 
-/// TUM's published fr3 colour intrinsics (zero distortion).
-pub const K: [f64; 4] = [535.4, 539.2, 320.1, 247.6];
-/// The first three frames precede the motion capture; the bag starts inside it.
-pub const FIRST: usize = 3;
+/// One TUM sequence as the tests use it.
+#[derive(Clone, Copy, Debug)]
+pub struct Sequence {
+    /// Its folder in `../shared/real`.
+    pub dir: &'static str,
+    /// TUM's published colour intrinsics: fx, fy, cx, cy.
+    pub k: [f64; 4],
+    /// Its plumb_bob distortion (k1 k2 p1 p2 k3).
+    pub d: [f64; 5],
+    /// The first frame used (earlier ones precede the motion capture).
+    pub first: usize,
+    /// How many frames from `first` (fewer when the sequence has fewer).
+    pub len: usize,
+}
+
+/// fr3/long_office_household: 13 frames inside the motion capture, no distortion.
+pub const FR3: Sequence = Sequence {
+    dir: "tum_fr3_long_office_household",
+    k: [535.4, 539.2, 320.1, 247.6],
+    d: [0.0; 5],
+    first: 3,
+    len: usize::MAX,
+};
+
+/// fr1/rpy: fast handheld rotation, motion blur, a distorted lens; its first `len` frames.
+pub fn rpy(len: usize) -> Sequence {
+    Sequence {
+        dir: "tum_fr1_rpy",
+        k: [517.3, 516.5, 318.6, 255.3],
+        d: [0.2624, -0.9531, -0.0054, 0.0026, 1.1633],
+        first: 0,
+        len,
+    }
+}
 /// The colour topics.
 pub const IMAGE: &str = "/camera/rgb/image_color";
 pub const CAMERA_INFO: &str = "/camera/rgb/camera_info";
 /// The registered depth topic, as RealSense names it.
 pub const DEPTH: &str = "/camera/aligned_depth_to_color/image_raw";
 
-fn tum() -> PathBuf {
-    super::real_dir().join("tum_fr3_long_office_household")
-}
+impl Sequence {
+    fn path(&self) -> PathBuf {
+        super::real_dir().join(self.dir)
+    }
 
-/// (rgb timestamp, rgb file, depth timestamp, depth file) per frame, in time order.
-pub fn associations() -> Vec<(f64, PathBuf, f64, PathBuf)> {
-    std::fs::read_to_string(tum().join("associations.txt"))
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f[0].parse().unwrap(), tum().join(f[1]), f[2].parse().unwrap(), tum().join(f[3]))
-        })
-        .collect()
-}
+    /// (rgb timestamp, rgb file, depth timestamp, depth file) per frame used, in time order.
+    pub fn frames(&self) -> Vec<(f64, PathBuf, f64, PathBuf)> {
+        let dir = self.path();
+        std::fs::read_to_string(dir.join("associations.txt"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f[0].parse().unwrap(), dir.join(f[1]), f[2].parse().unwrap(), dir.join(f[3]))
+            })
+            .skip(self.first)
+            .take(self.len)
+            .collect()
+    }
 
-pub fn ground_truth() -> Vec<StampedPose> {
-    parse_tum(&std::fs::read_to_string(tum().join("groundtruth.txt")).unwrap()).unwrap()
+    pub fn ground_truth(&self) -> Vec<StampedPose> {
+        parse_tum(&std::fs::read_to_string(self.path().join("groundtruth.txt")).unwrap()).unwrap()
+    }
+
+    /// The colour camera.
+    pub fn camera(&self) -> Camera {
+        let [fx, fy, cx, cy] = self.k;
+        Camera { k: Intrinsics { fx, fy, cx, cy }, lens: Lens::from_camera_info("plumb_bob", &self.d).unwrap() }
+    }
 }
 
 pub fn time(t: f64) -> builtin_interfaces::Time {
@@ -94,9 +137,9 @@ pub fn depth_msg(header: std_msgs::Header, metres: &[f32], encoding: DepthEncodi
 }
 
 /// The ground truth inside the frames' span as PoseStamped messages.
-fn write_ground_truth(w: &mut BagWriter, t0: f64, t1: f64) {
+fn write_ground_truth(w: &mut BagWriter, seq: &Sequence, t0: f64, t1: f64) {
     w.add_typed_topic::<geometry_msgs::PoseStamped>("/ground_truth").unwrap();
-    for g in ground_truth().iter().filter(|g| (t0..t1).contains(&g.t)) {
+    for g in seq.ground_truth().iter().filter(|g| (t0..t1).contains(&g.t)) {
         let q = nalgebra::UnitQuaternion::from_rotation_matrix(&g.pose.rotation);
         let p = &g.pose.translation;
         let msg = geometry_msgs::PoseStamped {
@@ -110,18 +153,19 @@ fn write_ground_truth(w: &mut BagWriter, t0: f64, t1: f64) {
     }
 }
 
-/// The frames from FIRST on as a bag: rgb8 images, CameraInfo, the registered depth at its own
-/// stamps when `depth` says how, and the ground truth.
-pub fn write_bag(path: &Path, depth: Option<DepthEncoding>) {
+/// `seq`'s frames as a bag: rgb8 images, CameraInfo, the registered depth at its own stamps when
+/// `depth` says how, and the ground truth.
+pub fn write_bag(seq: &Sequence, path: &Path, depth: Option<DepthEncoding>) {
     let mut w = BagWriter::create(path).unwrap();
     w.add_typed_topic::<sensor_msgs::Image>(IMAGE).unwrap();
     w.add_typed_topic::<sensor_msgs::CameraInfo>(CAMERA_INFO).unwrap();
     if depth.is_some() {
         w.add_typed_topic::<sensor_msgs::Image>(DEPTH).unwrap();
     }
-    let frames = associations();
-    write_ground_truth(&mut w, frames[FIRST].0 - 0.05, frames[frames.len() - 1].0 + 0.05);
-    for (t, rgb, td, depth_file) in &frames[FIRST..] {
+    let frames = seq.frames();
+    write_ground_truth(&mut w, seq, frames[0].0 - 0.05, frames[frames.len() - 1].0 + 0.05);
+    let k = seq.k;
+    for (t, rgb, td, depth_file) in &frames {
         let frame = Frame::decode(&std::fs::read(rgb).unwrap()).unwrap();
         let header = std_msgs::Header { stamp: time(*t), frame_id: "openni_rgb_optical_frame".into() };
         if let Some(encoding) = depth {
@@ -135,9 +179,9 @@ pub fn write_bag(path: &Path, depth: Option<DepthEncoding>) {
             width: frame.width(),
             height: frame.height(),
             distortion_model: "plumb_bob".into(),
-            d: vec![0.0; 5],
-            k: [K[0], 0.0, K[2], 0.0, K[1], K[3], 0.0, 0.0, 1.0],
-            p: [K[0], 0.0, K[2], 0.0, 0.0, K[1], K[3], 0.0, 0.0, 0.0, 1.0, 0.0],
+            d: seq.d.to_vec(),
+            k: [k[0], 0.0, k[2], 0.0, k[1], k[3], 0.0, 0.0, 1.0],
+            p: [k[0], 0.0, k[2], 0.0, 0.0, k[1], k[3], 0.0, 0.0, 0.0, 1.0, 0.0],
             ..Default::default()
         };
         let image = sensor_msgs::Image {
@@ -157,12 +201,13 @@ pub fn write_bag(path: &Path, depth: Option<DepthEncoding>) {
 
 /// One frame as the depth camera saw it: its colours, its depth in metres (0: none), its
 /// ground-truth pose.
-type DepthFrame = (Vec<u8>, Vec<f32>, Transform<World, Camera>);
+type DepthFrame = (Vec<u8>, Vec<f32>, Transform<World, CameraFrame>);
 
 /// DUSt3R replaced by the depth camera (see the file's comment). Frames are recognised by
 /// their pixels.
 pub struct DepthPointmaps {
     frames: Vec<DepthFrame>,
+    camera: Camera,
     /// Each pair's scale, in the order they are asked for (1 after the list ends).
     pub scales: Vec<f64>,
     /// Relative noise on every point's depth (standard deviation), seeded per pair.
@@ -171,16 +216,17 @@ pub struct DepthPointmaps {
 }
 
 impl DepthPointmaps {
-    pub fn new() -> Self {
-        let gt = ground_truth();
-        let frames = associations()[FIRST..]
+    pub fn new(seq: &Sequence) -> Self {
+        let gt = seq.ground_truth();
+        let frames = seq
+            .frames()
             .iter()
             .map(|(t, rgb, _, depth)| {
                 let frame = Frame::decode(&std::fs::read(rgb).unwrap()).unwrap();
                 (frame.to_rgb8(), depth_metres(depth), pose_at(&gt, *t, 0.0).expect("inside the ground truth"))
             })
             .collect();
-        Self { frames, scales: Vec::new(), noise: 0.0, asked: Mutex::new(0) }
+        Self { frames, camera: seq.camera(), scales: Vec::new(), noise: 0.0, asked: Mutex::new(0) }
     }
 
     fn index_of(&self, frame: &Frame) -> usize {
@@ -205,9 +251,11 @@ impl DepthPointmaps {
                 } else {
                     0.0
                 };
-                if z > 0.0 {
+                let ray = self.camera.undistort_pixel(x, y).filter(|_| z > 0.0);
+                if let Some((u, v)) = ray {
                     let z = z * (1.0 + self.noise * rng.normal());
-                    let p = nalgebra::Vector3::new((x - K[2]) / K[0] * z, (y - K[3]) / K[1] * z, z);
+                    let k = &self.camera.k;
+                    let p = nalgebra::Vector3::new((u - k.cx) / k.fx * z, (v - k.cy) / k.fy * z, z);
                     let q = t.apply(&p) * scale;
                     points.extend([q.x as f32, q.y as f32, q.z as f32]);
                     confidence.push(10.0);

@@ -566,7 +566,12 @@ impl Pipeline {
         if anchor.is_none() {
             tracing::debug!("a pair made before input time went back does not join the new chain");
         }
-        let joining = anchor.map(|a| Odometry::join(a, job.first.pair_view(), job.second.pair_view(), &out, link));
+        let camera = known_camera(job.camera_info.as_ref(), &job.second.frame, p.rectified_images);
+        let tracking = p.odometry_params().tracking;
+        let joining = anchor.map(|a| {
+            let (first, second) = (job.first.pair_view(), job.second.pair_view());
+            Odometry::join(a, first, second, &out, link, (camera.as_ref(), &tracking))
+        });
         // The pair's own outputs: in its own scale, or in the chain's units when they are metres.
         let units = match (link, &joining) {
             (Link::Relative(_) | Link::Measured, _) => Some(1.0),

@@ -8,3 +8,4 @@ pub mod matching;
 pub mod odometry;
 pub mod scale;
 pub mod tracking;
+pub mod uncertainty;

@@ -17,12 +17,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use super::tracking::{track, FrameCam, KeyframeCam, NotTracked, TrackTarget, Tracked, TrackingParams};
+use super::uncertainty::{mahalanobis2, Inflation};
 use crate::backend::PairOutput;
 use crate::dust3r::{InputMapping, Pointmap};
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::{covariance_in, Covariance6};
 use crate::geometry::pointmaps::{depth_ratio, scaled};
-use crate::geometry::{Intrinsics, NoPose, Transform};
+use crate::geometry::{Intrinsics, NoPose, PairPose, Transform};
 use crate::superpoint::Keypoints;
 
 /// The chain's fixed frame: the camera of the first keyframe with a pointmap.
@@ -60,15 +61,23 @@ pub struct ChainKeyframe<F> {
     pub focal: f64,
     /// Its pose on the chain.
     pub t_origin_kf: TOriginKeyframe,
+    /// The factor tracking's covariance takes against this keyframe (see
+    /// [`super::uncertainty`]), as the checks stood when it joined.
+    pub tracking_inflation: f64,
 }
 
 impl<F> ChainKeyframe<F> {
-    /// The camera as the pair saw it, for frames without CameraInfo: its focal, the principal
-    /// point at the grid's centre (PairViewer's) in the frame's pixels.
+    /// The camera as the pair saw it, for frames without CameraInfo.
     pub fn estimated_intrinsics(&self) -> Intrinsics {
-        let (cx, cy) = self.mapping.to_original(self.pointmap.width as f64 / 2.0, self.pointmap.height as f64 / 2.0);
-        Intrinsics { fx: self.focal, fy: self.focal, cx, cy }
+        estimated_intrinsics(&self.mapping, &self.pointmap, self.focal)
     }
+}
+
+/// A view's camera as PairViewer estimated it: its focal, the principal point at the grid's
+/// centre, in the view's pixels.
+fn estimated_intrinsics(mapping: &InputMapping, grid: &Pointmap, focal: f64) -> Intrinsics {
+    let (cx, cy) = mapping.to_original(grid.width as f64 / 2.0, grid.height as f64 / 2.0);
+    Intrinsics { fx: focal, fy: focal, cx, cy }
 }
 
 /// One view of a pair as the driver knows it.
@@ -130,10 +139,14 @@ pub struct Joining<F> {
     anchor: Arc<ChainKeyframe<F>>,
     /// Whether the pair starts the chain.
     origin: bool,
-    /// Its second keyframe as it joins.
-    second: Arc<ChainKeyframe<F>>,
+    /// Its second keyframe as it joins (its `tracking_inflation` is set by
+    /// [`Odometry::commit`]).
+    second: ChainKeyframe<F>,
     /// Its scale relative to the chain.
     scale: f64,
+    /// The squared Mahalanobis distance between the pair's pose and its second view tracked
+    /// against its first (see [`super::uncertainty`]), when it could be tracked.
+    check: Option<f64>,
 }
 
 impl<F> Joining<F> {
@@ -178,12 +191,20 @@ pub struct Odometry<F> {
     path: Vec<(Stamp, TOriginKeyframe)>,
     /// Poses tracking gave frames that became keyframes, until their pair arrives.
     tracked_keyframes: BTreeMap<Stamp, TOriginFrame>,
+    /// The pairs' checks of tracking's covariance.
+    inflation: Inflation,
 }
 
 impl<F: Clone> Odometry<F> {
     /// An empty chain.
     pub fn new(params: OdometryParams) -> Self {
-        Self { params, keyframes: VecDeque::new(), path: Vec::new(), tracked_keyframes: BTreeMap::new() }
+        Self {
+            params,
+            keyframes: VecDeque::new(),
+            path: Vec::new(),
+            tracked_keyframes: BTreeMap::new(),
+            inflation: Inflation::default(),
+        }
     }
 
     /// New settings (a parameter change); the chain stays.
@@ -201,6 +222,7 @@ impl<F: Clone> Odometry<F> {
         self.keyframes.clear();
         self.path.clear();
         self.tracked_keyframes.clear();
+        self.inflation = Inflation::default();
     }
 
     /// The newest keyframe on the chain: what frames are tracked against and new keyframes
@@ -237,7 +259,8 @@ impl<F: Clone> Odometry<F> {
         out: &PairOutput,
     ) -> Result<Attached, NotAttached> {
         let anchor = self.anchor_of(first.stamp);
-        let joining = Self::join(anchor, first, second, out, Link::Relative(self.params.scale_confidence))?;
+        let link = Link::Relative(self.params.scale_confidence);
+        let joining = Self::join(anchor, first, second, out, link, (None, &self.params.tracking))?;
         self.commit(joining)
     }
 
@@ -251,18 +274,22 @@ impl<F: Clone> Odometry<F> {
     }
 
     /// The pair's keyframes as they would join the chain from `anchor`: its scale relative to
-    /// the chain (as `link` says) and its second keyframe's pose and points in it. The costly part of joining (a
-    /// depth ratio and a copy of the pointmap), done without the chain, so a driver that shares
-    /// the chain holds its lock only for [`Odometry::anchor_of`] and [`Odometry::commit`].
+    /// the chain (as `link` says), its second keyframe's pose and points in it, and the pair's
+    /// check of tracking (with `check`'s camera, CameraInfo's when known, and settings). The
+    /// costly part of joining (a depth ratio, a copy of the pointmap, a tracking), done without
+    /// the chain, so a driver that shares the chain holds its lock only for
+    /// [`Odometry::anchor_of`] and [`Odometry::commit`].
     pub fn join(
         anchor: Anchor<F>,
         first: PairView<F>,
         second: PairView<F>,
         out: &PairOutput,
         link: Link,
+        check: (Option<&Camera>, &TrackingParams),
     ) -> Result<Joining<F>, NotAttached> {
         let pose = out.pose.as_ref().map_err(|e| NotAttached::NoPose(e.clone()))?;
         let view2 = out.view2.as_ref().ok_or(NotAttached::NoPose(NoPose::NotReturned))?;
+        let check = check_pair(&first.keypoints, &second.keypoints, out, pose, check);
         let (anchor, scale, origin) = match (anchor, link) {
             (Anchor::OnChain(a), Link::Measured) => (a, 1.0, false),
             (Anchor::OnChain(a), Link::Relative(c) | Link::Carried(c)) => {
@@ -280,6 +307,7 @@ impl<F: Clone> Odometry<F> {
                     mapping: out.mappings[0],
                     focal: pose.focal1,
                     t_origin_kf: Transform::identity(),
+                    tracking_inflation: 1.0,
                 });
                 (origin, 1.0, true)
             }
@@ -287,7 +315,7 @@ impl<F: Clone> Odometry<F> {
         };
         let t_a_b = &pose.t_cam1_cam2;
         let t_a_b = Transform::<KeyframeCam, KeyframeCam>::new(t_a_b.rotation, t_a_b.translation * scale);
-        let b = Arc::new(ChainKeyframe {
+        let b = ChainKeyframe {
             stamp: second.stamp,
             payload: second.payload,
             keypoints: second.keypoints,
@@ -296,8 +324,9 @@ impl<F: Clone> Odometry<F> {
             mapping: out.mappings[1],
             focal: pose.focal2,
             t_origin_kf: anchor.t_origin_kf.compose(&t_a_b),
-        });
-        Ok(Joining { anchor, origin, second: b, scale })
+            tracking_inflation: anchor.tracking_inflation,
+        };
+        Ok(Joining { anchor, origin, second: b, scale, check })
     }
 
     /// Adds what [`Odometry::join`] prepared, unless the chain changed under it meanwhile (its
@@ -316,13 +345,18 @@ impl<F: Clone> Odometry<F> {
         } else if self.keyframe(j.anchor.stamp).is_none() {
             return Err(NotAttached::Unanchored);
         }
-        let t_origin_b = j.second.t_origin_kf;
-        let disagreement = self.tracked_keyframes.remove(&j.second.stamp).map(|tracked| {
+        let mut second = j.second;
+        if let Some(m2) = j.check {
+            self.inflation.observe(m2);
+        }
+        second.tracking_inflation = self.inflation.factor();
+        let t_origin_b = second.t_origin_kf;
+        let disagreement = self.tracked_keyframes.remove(&second.stamp).map(|tracked| {
             let tracked = TOriginKeyframe::new(tracked.rotation, tracked.translation);
             (tracked.rotation_error_deg(&t_origin_b), (tracked.translation - t_origin_b.translation).norm())
         });
-        added.push(j.second.stamp);
-        self.push(j.second);
+        added.push(second.stamp);
+        self.push(Arc::new(second));
         Ok(Attached { added, scale: j.scale, disagreement })
     }
 
@@ -348,8 +382,9 @@ pub struct FramePose {
     pub keyframe: Stamp,
     /// Tracking's evidence.
     pub tracked: Tracked,
-    /// The uncertainty of `t_origin_frame` (a left perturbation in the origin's frame), from
-    /// tracking alone (the keyframe's pose taken as known).
+    /// The uncertainty of `t_origin_frame` (a left perturbation in the origin's frame):
+    /// tracking's against its keyframe, scaled by the keyframe's `tracking_inflation`; the
+    /// keyframe's pose is taken as known (the chain's drift is not in it).
     pub covariance: Option<Covariance6>,
 }
 
@@ -366,11 +401,32 @@ pub fn track_frame<F>(
     let camera = camera.unwrap_or_else(|| Camera { k: kf.estimated_intrinsics(), lens: Lens::Pinhole });
     let target = TrackTarget { keypoints: &kf.keypoints, pointmap: &kf.pointmap, mapping: &kf.mapping };
     let tracked = track(frame, &target, &camera, params)?;
-    let covariance = tracked.covariance.map(|c| covariance_in(&kf.t_origin_kf, &c));
+    let covariance = tracked.covariance.map(|c| covariance_in(&kf.t_origin_kf, &(c * kf.tracking_inflation)));
     Ok(FramePose {
         t_origin_frame: kf.t_origin_kf.compose(&tracked.t_kf_frame),
         keyframe: kf.stamp,
         tracked,
         covariance,
     })
+}
+
+/// The pair's second view tracked against its first view's pointmap (with `camera`, or a
+/// pinhole of the first view's estimated focal) beside the pair's own pose: the gap's squared
+/// Mahalanobis distance under tracking's covariance (both in the pair's scale).
+fn check_pair(
+    first: &Keypoints,
+    second: &Keypoints,
+    out: &PairOutput,
+    pose: &PairPose,
+    (camera, params): (Option<&Camera>, &TrackingParams),
+) -> Option<f64> {
+    let camera = camera.cloned().unwrap_or_else(|| Camera {
+        k: estimated_intrinsics(&out.mappings[0], &out.view1, pose.focal1),
+        lens: Lens::Pinhole,
+    });
+    let target = TrackTarget { keypoints: first, pointmap: &out.view1, mapping: &out.mappings[0] };
+    let tracked = track(second, &target, &camera, params).ok()?;
+    let covariance = tracked.covariance?;
+    let paired = Transform::<KeyframeCam, FrameCam>::new(pose.t_cam1_cam2.rotation, pose.t_cam1_cam2.translation);
+    Some(mahalanobis2(&tracked.t_kf_frame, &paired, &covariance))
 }
