@@ -219,7 +219,9 @@ fn the_node_and_the_replay_give_the_same_outputs_message_by_message() {
             assert!(same(g, w), "{topic}: live {g}\nreplayed {w}\n{ctx}");
         }
     }
-    for (topic, at_least) in [("keypoints", 16), ("pointcloud", 3), ("odom", 8), ("path", 3), ("map", 3), ("tf", 8)] {
+    for (topic, at_least) in
+        [("keypoints", 16), ("pointcloud", 3), ("odom", 8), ("path", 3), ("cloud_map", 3), ("tf", 8)]
+    {
         assert!(offline[topic].as_array().unwrap().len() >= at_least, "{topic}: {offline}");
     }
     // Every pair was put in metres by its keyframes' depth (a pair without it would not start the
@@ -289,7 +291,7 @@ fn replay_outputs(bag: &std::path::Path) -> serde_json::Value {
         json!([a.x, a.y, a.z, q.x, q.y, q.z, q.w])
     };
     let mut out = serde_json::Map::new();
-    for k in ["keypoints", "pointcloud", "pair_pose", "pose", "odom", "path", "map", "tf"] {
+    for k in ["keypoints", "pointcloud", "pair_pose", "pose", "odom", "path", "cloud_map", "tf"] {
         out.insert(k.into(), json!([]));
     }
     for m in sp_dust3r_core::bag::McapFile::open(bag).unwrap().messages() {
@@ -300,9 +302,9 @@ fn replay_outputs(bag: &std::path::Path) -> serde_json::Value {
                 let k: node_msgs::Keypoints = from_cdr(d).unwrap();
                 ("keypoints", json!([t(&k.header.stamp), k.header.frame_id, k.x.len()]))
             }
-            "/cam/pointcloud" | "/cam/map" => {
+            "/cam/pointcloud" | "/cam/cloud_map" => {
                 let c: sensor_msgs::PointCloud2 = from_cdr(d).unwrap();
-                let kind = if m.topic.ends_with("map") { "map" } else { "pointcloud" };
+                let kind = if m.topic.ends_with("cloud_map") { "cloud_map" } else { "pointcloud" };
                 (kind, json!([t(&c.header.stamp), c.header.frame_id, c.width * c.height]))
             }
             "/cam/pair_pose" => {

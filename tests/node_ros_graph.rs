@@ -219,7 +219,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         "rt/cam/pose",
         "rt/cam/odom",
         "rt/cam/path",
-        "rt/cam/map",
+        "rt/cam/cloud_map",
         "rt/tf",
     ] {
         assert_eq!(writers(topic), json!(["/cam/sp_dust3r_outputs"]), "{topic}: {graph}");
@@ -242,7 +242,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     );
     assert_eq!((pair_pose.1.as_str(), pair_pose.2.as_str()), ("Policy.History.KeepAll", "Policy.Durability.Volatile"));
     // The path and the map are kept for late joiners; odometry is a stream.
-    for state in ["rt/cam/path", "rt/cam/map"] {
+    for state in ["rt/cam/path", "rt/cam/cloud_map"] {
         let q = offered(state);
         assert_eq!(
             (q.1.as_str(), q.2.as_str()),

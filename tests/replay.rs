@@ -114,7 +114,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     assert_eq!(r["/tf"]["stamps"], json!([[103, 0]]), "{r}");
     assert_eq!(r["/cam/odom"]["frames"], json!(["odom"]), "{r}");
     assert_eq!(r["/tf"]["frames"], json!(["odom>cam_optical"]), "{r}");
-    assert_eq!((r["/cam/path"]["count"].as_u64(), r["/cam/map"]["count"].as_u64()), (Some(2), Some(2)), "{r}");
+    assert_eq!((r["/cam/path"]["count"].as_u64(), r["/cam/cloud_map"]["count"].as_u64()), (Some(2), Some(2)), "{r}");
     assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r/msg/Keypoints");
 
     // Foxglove's own MCAP libraries decode every message from the embedded definitions alone,
@@ -159,7 +159,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     let check = Command::new(peer_python())
         .arg(script)
         .args(["bag", "--bag", out.to_str().unwrap(), "--dir", ply_dir.to_str().unwrap()])
-        .args(["--cloud-topic", "/cam/pointcloud", "--map-topic", "/cam/map"])
+        .args(["--cloud-topic", "/cam/pointcloud", "--map-topic", "/cam/cloud_map"])
         .output()
         .unwrap();
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));

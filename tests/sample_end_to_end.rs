@@ -110,7 +110,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
         rviz_config_fits_the_bag(
             &out_path,
             "trajectory.rviz",
-            &["/cam/map", "/cam/path", "/cam/odom", "/cam/image_raw"],
+            &["/cam/cloud_map", "/cam/path", "/cam/odom", "/cam/image_raw"],
         );
     }
     report

@@ -54,7 +54,7 @@ class Recorder:
     def __init__(self, dp):
         reliable = reliable_qos(100)
         kinds = {"keypoints": Keypoints, "pointcloud": PointCloud2, "pair_pose": PairPose, "pose": PoseStamped,
-                 "odom": Odometry, "path": PathMsg, "map": PointCloud2}
+                 "odom": Odometry, "path": PathMsg, "cloud_map": PointCloud2}
         self.readers = {k: DataReader(dp, Topic(dp, f"rt/cam/{k}", t), qos=reliable) for k, t in kinds.items()}
         self.readers["tf"] = DataReader(dp, Topic(dp, "rt/tf", TFMessage), qos=reliable)
         self.diagnostics = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
@@ -64,7 +64,7 @@ class Recorder:
     def record(self, kind, m):
         if kind == "keypoints":
             return [stamp(m.header), m.header.frame_id, len(m.x)]
-        if kind in ("pointcloud", "map"):
+        if kind in ("pointcloud", "cloud_map"):
             return [stamp(m.header), m.header.frame_id, m.width * m.height]
         if kind == "pair_pose":
             return [stamp(m.header), m.header.frame_id, [m.view2_stamp.sec, m.view2_stamp.nanosec],

@@ -120,7 +120,7 @@ def main():
     # The path and the map are state: transient local, as RViz's Map-style displays ask.
     state_qos = reliable_qos(1, Policy.Durability.TransientLocal)
     paths = DataReader(dp, Topic(dp, prefix + "/path", Path), qos=state_qos)
-    maps = DataReader(dp, Topic(dp, prefix + "/map", PointCloud2), qos=state_qos)
+    maps = DataReader(dp, Topic(dp, prefix + "/cloud_map", PointCloud2), qos=state_qos)
     diags = DataReader(dp, Topic(dp, "rt/diagnostics", DiagnosticArray), qos=reliable)
     rosout = DataReader(dp, Topic(dp, "rt/rosout", Log), qos=rosout_qos)
     describe = Client(dp, args.node, "describe_parameters", DescribeReq, DescribeResp, services_qos)

@@ -85,7 +85,7 @@ impl OutputKind {
             OutputKind::Pose => topics::POSE,
             OutputKind::Odometry => topics::ODOM,
             OutputKind::Path => topics::PATH,
-            OutputKind::Map => topics::MAP,
+            OutputKind::Map => topics::CLOUD_MAP,
             OutputKind::Tf => topics::TF,
         }
     }

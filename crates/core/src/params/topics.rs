@@ -33,8 +33,9 @@ pub const POSE: &str = "pose";
 pub const ODOM: &str = "odom";
 /// The keyframes' poses in the odometry frame (nav_msgs/Path).
 pub const PATH: &str = "path";
-/// The keyframes' points merged in the odometry frame (PointCloud2, transient local).
-pub const MAP: &str = "map";
+/// The keyframes' points merged in the odometry frame (PointCloud2, transient local); RTAB-Map's
+/// name (nav2's `map` is an OccupancyGrid).
+pub const CLOUD_MAP: &str = "cloud_map";
 /// TF from the odometry frame to the camera or the robot's base (`publish_tf`).
 pub const TF: &str = "/tf";
 /// The node's health.
@@ -81,7 +82,7 @@ pub const TOPICS: &[Topic] = &[
     topic::<geometry_msgs::PoseStamped>(POSE, Direction::Output),
     topic::<nav_msgs::Odometry>(ODOM, Direction::Output),
     topic::<nav_msgs::Path>(PATH, Direction::Output),
-    topic::<sensor_msgs::PointCloud2>(MAP, Direction::Output),
+    topic::<sensor_msgs::PointCloud2>(CLOUD_MAP, Direction::Output),
     topic::<tf2_msgs::TFMessage>(TF, Direction::Output),
     topic::<diagnostic_msgs::DiagnosticArray>(DIAGNOSTICS, Direction::Output),
     topic::<rcl_interfaces::Log>(ROSOUT, Direction::Output),
