@@ -5,7 +5,8 @@
 //! one counted, a good one sent with the pairs), the debug image only while someone subscribes,
 //! and the pairs' clouds and poses — both models here on tt-model server doubles (DUSt3R's with a
 //! known pose, so every pair has one), the pairs joining the keyframe chain (path and map in odom,
-//! transient local).
+//! transient local), `~/save_map` writing the map as PLY and `~/reset` clearing it and starting a
+//! new chain (std_srvs/Trigger, framed as rmw_cyclonedds frames them).
 
 mod common;
 
@@ -52,7 +53,8 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
          t=0; while ( [ ! -s {port_file} ] || [ ! -s {sp_port_file} ] ) && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
          RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam --params-file {qos_file} \
            -p superpoint_backend:=tt-server -p superpoint_url:=http://127.0.0.1:$(cat {sp_port_file}) -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {port_file}) -p fallback:=none \
-           -p use_sim_time:=true -p publish_tf:=true -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 > {log} 2>&1 &\n\
+           -p use_sim_time:=true -p publish_tf:=true -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 \
+           -p map_save_path:={dir}/saved_map.ply > {log} 2>&1 &\n\
          pid=$!\n\
          {py} {peer} --image {plane} --ns /cam --node /cam/sp_dust3r\n\
          rc=$?\n\
@@ -125,7 +127,8 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         assert!(i["ring_pixels"].as_u64().unwrap() > 0, "keypoints are drawn: {ctx}");
     }
     let diag = &report["diagnostics"];
-    assert_eq!(diag["debug_images"].as_str(), Some("2"), "{ctx}");
+    // Two more frames after the reset below, drawn too.
+    assert_eq!(diag["debug_images"].as_str(), Some("4"), "{ctx}");
 
     // camera_info: the one without focals is counted; the good one is used for the poses.
     assert_eq!(diag["errors_camera_info"].as_str(), Some("1"), "{ctx}");
@@ -166,17 +169,19 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         }
     }
     // Both pairs joined the keyframe chain: the keyframes' path (200, 201, 202) and the map, in
-    // odom, reach a late-joining reader (transient local). No frame came after the pairs, so
-    // nothing was tracked and no odometry or TF went out (publish_tf is on).
+    // odom, reach a late-joining reader (transient local). The frames after the pairs came after
+    // a reset (below), so nothing was tracked and no odometry or TF went out (publish_tf is on).
     let path = report["paths"].as_array().unwrap().last().unwrap_or_else(|| panic!("no path: {ctx}"));
     assert_eq!(path["frame_id"], "odom", "{ctx}");
     assert_eq!(path["poses"], json!([[200, "odom"], [201, "odom"], [202, "odom"]]), "{ctx}");
     let map = report["maps"].as_array().unwrap().last().unwrap_or_else(|| panic!("no map: {ctx}"));
     assert!(map["frame_id"] == "odom" && map["finite"] == true && map["width"].as_u64() > Some(100), "{ctx}");
     assert_eq!(report["tf"], json!([]), "{ctx}");
+    let saved_points = map["width"].as_u64().unwrap();
+    check_reset_and_save_map(&report, &dir.path().join("saved_map.ply"), saved_points, &ctx);
     assert_eq!(
         (report["diagnostics"]["keyframes_on_chain"].as_str(), report["diagnostics"]["frames_tracked"].as_str()),
-        (Some("3"), Some("0")),
+        (Some("5"), Some("0")),
         "{ctx}"
     );
     assert!(report["diagnostics"]["dust3r_backend"].as_str().unwrap().contains("mast3r-blackhole: ready"), "{ctx}");
@@ -271,4 +276,42 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
 fn mock_server_pose() -> (nalgebra::Matrix3<f64>, nalgebra::Vector3<f64>) {
     let r = nalgebra::Rotation3::new(nalgebra::Vector3::new(0.05, -0.2, 0.03));
     (*r.matrix(), nalgebra::Vector3::new(0.3, -0.05, 0.1))
+}
+
+/// `~/save_map` wrote the last map (`points` of them) as a binary PLY at `saved`; `~/reset`
+/// answered, cleared the path and the map for transient-local readers, left nothing to save, and
+/// the next two frames (203, 204) started a new chain of their own.
+fn check_reset_and_save_map(report: &serde_json::Value, saved: &std::path::Path, points: u64, ctx: &str) {
+    let message = format!("{points} points saved to {}", saved.display());
+    assert_eq!(report["save_map"], json!([true, message]), "{ctx}");
+    let bytes = std::fs::read(saved).unwrap_or_else(|e| panic!("{}: {e}: {ctx}", saved.display()));
+    let end = bytes.windows(11).position(|w| w == b"end_header\n").expect("a PLY header") + 11;
+    let header = String::from_utf8_lossy(&bytes[..end]);
+    assert!(header.starts_with("ply\nformat binary_little_endian 1.0\n"), "{header}");
+    assert!(header.contains(&format!("element vertex {points}\n")) && header.contains("in frame odom"), "{header}");
+    assert_eq!(bytes.len() - end, points as usize * 19, "x y z confidence as float, r g b as uchar: {header}");
+    assert_eq!(report["reset"][0], true, "{ctx}");
+    let cleared = &report["after_reset"];
+    assert_eq!(
+        cleared["paths"],
+        json!([{"stamp": cleared["paths"][0]["stamp"], "frame_id": "odom", "poses": []}]),
+        "{ctx}"
+    );
+    assert_eq!(
+        (cleared["maps"][0]["width"].as_u64(), cleared["maps"].as_array().map(Vec::len)),
+        (Some(0), Some(1)),
+        "{ctx}"
+    );
+    assert_eq!(report["save_map_after_reset"][0], false, "{ctx}");
+    assert!(report["save_map_after_reset"][1].as_str().unwrap().contains("no map yet"), "{ctx}");
+    assert!(report["kp_counts_after_reset"].as_array().unwrap().iter().all(|c| c.as_u64() > Some(0)), "{ctx}");
+    let path = report["new_chain"]["paths"].as_array().unwrap().last().unwrap_or_else(|| panic!("no new path: {ctx}"));
+    assert_eq!(path["poses"], json!([[203, "odom"], [204, "odom"]]), "{ctx}");
+    let map = report["new_chain"]["maps"].as_array().unwrap().last().unwrap_or_else(|| panic!("no new map: {ctx}"));
+    assert!(map["width"].as_u64() > Some(100), "{ctx}");
+    assert_eq!(
+        (report["diagnostics"]["resets"].as_str(), report["diagnostics"]["maps_saved"].as_str()),
+        (Some("1"), Some("1")),
+        "{ctx}"
+    );
 }

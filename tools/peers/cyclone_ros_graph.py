@@ -19,7 +19,8 @@ import time
 from ros_idl import (
     CameraInfo, Clock, DescribeReq, DescribeResp, DiagnosticArray, GetReq, GetResp, Header, Image, Keypoints, ListReq,
     ListResp, Log, PairPose, ParameterValue, Parameter, ParticipantEntitiesInfo, Path, PointCloud2, PoseStamped,
-    RegionOfInterest, SetReq, SetResp, TFMessage, Time, best_effort_qos, reliable_qos, diagnostics_report,
+    RegionOfInterest, SetReq, SetResp, TFMessage, Time, TriggerReq, TriggerResp, best_effort_qos, reliable_qos,
+    diagnostics_report,
 )
 import numpy as np
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
@@ -127,6 +128,8 @@ def main():
     get = Client(dp, args.node, "get_parameters", GetReq, GetResp, services_qos)
     setp = Client(dp, args.node, "set_parameters", SetReq, SetResp, services_qos)
     listp = Client(dp, args.node, "list_parameters", ListReq, ListResp, services_qos)
+    save_map = Client(dp, args.node, "save_map", TriggerReq, TriggerResp, services_qos)
+    reset = Client(dp, args.node, "reset", TriggerReq, TriggerResp, services_qos)
     # The topic is keyless, so a reader's history is shared by every participant's announcements:
     # deep enough to keep each one (rmw's graph cache takes them as they come instead).
     discovery = DataReader(dp, Topic(dp, "ros_discovery_info", ParticipantEntitiesInfo),
@@ -147,7 +150,8 @@ def main():
 
     start = time.time()
     while not (images.get_publication_matched_status().current_count and keypoints.get_subscription_matched_status().current_count
-               and describe.matched() and get.matched() and setp.matched() and listp.matched()):
+               and describe.matched() and get.matched() and setp.matched() and listp.matched() and save_map.matched()
+               and reset.matched()):
         if time.time() - start > args.timeout / 3:
             print(json.dumps({"error": "no match with the node"}))
             return
@@ -234,6 +238,26 @@ def main():
     time.sleep(1.0)
     collect()
     report.update(got)
+
+    # The map saved, then a reset (the path and the map cleared for transient-local readers),
+    # nothing left to save, and a new chain from the next keyframes on.
+    def trigger(client):
+        r = client.call(structure_needs_at_least_one_member=0)
+        return None if r is None else [r.success, r.message]
+    report["save_map"] = trigger(save_map)
+    report["reset"] = trigger(reset)
+    time.sleep(0.5)
+    got = {k: [] for k in got}
+    collect()
+    report["after_reset"] = {"paths": got["paths"], "maps": got["maps"]}
+    report["save_map_after_reset"] = trigger(save_map)
+    report["kp_counts_after_reset"] = [frame(203), frame(204)]
+    t0 = time.time()
+    got = {k: [] for k in got}
+    while not got["paths"] and time.time() - t0 < args.timeout / 4:
+        collect()
+        time.sleep(0.1)
+    report["new_chain"] = {"paths": got["paths"], "maps": got["maps"]}
 
     diagnostics, stamps = {}, []
     t0 = time.time()

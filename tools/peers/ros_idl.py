@@ -51,11 +51,11 @@ def msg(package, name, /, **fields):
     return _struct(name, f"{package}::msg::dds_::{name}_", fields)
 
 
-def service(name, request, response):
-    """Request and reply structs of rcl_interfaces/srv/<name>, framed as rmw_cyclonedds frames
+def service(name, request, response, package="rcl_interfaces"):
+    """Request and reply structs of <package>/srv/<name>, framed as rmw_cyclonedds frames
     them: a (client guid, sequence number) header before the fields."""
     header = {"client_guid": uint64, "seq": int64}
-    return tuple(_struct(f"{name}_{part}", f"rcl_interfaces::srv::dds_::{name}_{part}_", {**header, **fields})
+    return tuple(_struct(f"{name}_{part}", f"{package}::srv::dds_::{name}_{part}_", {**header, **fields})
                  for part, fields in (("Request", request), ("Response", response)))
 
 
@@ -130,6 +130,9 @@ SetReq, SetResp = service("SetParameters", {"parameters": sequence[Parameter]},
                           {"results": sequence[SetParametersResult]})
 ListReq, ListResp = service("ListParameters", {"prefixes": sequence[str], "depth": uint64},
                             {"result": ListParametersResult})
+# An empty request carries IDL's one placeholder byte.
+TriggerReq, TriggerResp = service("Trigger", {"structure_needs_at_least_one_member": uint8},
+                                  {"success": bool, "message": str}, package="std_srvs")
 
 
 def diagnostics_report(array):

@@ -105,6 +105,10 @@ counters! {
     PairsScaleUnmeasured => "pairs_scale_unmeasured", false;
     /// Tracked frames held back because the metric scale has gone unmeasured too long.
     FramesNoScale => "frames_waiting_for_scale", false;
+    /// `~/reset` calls: each starts a new chain and clears the map.
+    Resets => "resets", false;
+    /// `~/save_map` calls that wrote the map.
+    MapsSaved => "maps_saved", false;
 }
 
 /// The node's counters and latest measurements, shared by the DDS loop and the workers.
@@ -522,6 +526,8 @@ fn tracking_status(
             Counter::Keyframes,
             Counter::KeyframesChained,
             Counter::PairsUnchained,
+            Counter::Resets,
+            Counter::MapsSaved,
         ],
     );
     for (k, v) in by_kind.iter().filter(|(k, _)| k.starts_with("errors_tracking_")) {

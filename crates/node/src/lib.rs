@@ -5,6 +5,7 @@
 pub mod cyclone;
 pub mod dds;
 pub mod node;
+pub mod node_services;
 pub mod param_services;
 pub mod rosout;
 pub mod transport;

@@ -22,6 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::node_services::{NodeServices, ServiceHandler, TriggerResponse};
 use crate::param_services::{ParamServiceError, ParamServices};
 use crate::rosout;
 use crate::transport::{Reader, Role, Sample, Transport, TransportError, Writer};
@@ -310,6 +311,10 @@ struct Io {
 struct Loop<'a> {
     io: Io,
     services: &'a ParamServices,
+    /// `~/reset` and `~/save_map`.
+    node_services: &'a NodeServices,
+    /// Where a reset's cleared path and map go.
+    publishers: &'a Publishers,
     log_records: Option<std::sync::mpsc::Receiver<rosout::Record>>,
     logger: String,
     fqn: &'a str,
@@ -337,6 +342,7 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
                 shared.pipeline.set_params(store.params().clone());
             }
         }
+        got |= l.node_services.poll(&mut Handler { shared, publishers: l.publishers, stamp: stamp.clone() }) > 0;
         l.forward_log_records();
         if last_diag.elapsed() >= Duration::from_secs(1) {
             last_diag = Instant::now();
@@ -345,6 +351,49 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
         if !got {
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+}
+
+/// `~/reset` and `~/save_map` on the pipeline, from the DDS loop at `stamp`.
+struct Handler<'a> {
+    shared: &'a Shared,
+    publishers: &'a Publishers,
+    stamp: builtin_interfaces::Time,
+}
+
+impl ServiceHandler for Handler<'_> {
+    fn reset(&mut self) -> TriggerResponse {
+        let mut sink = self.shared.sink(self.publishers);
+        for output in self.shared.pipeline.reset(self.stamp.clone()) {
+            let Ok(()) = sink.emit(output);
+        }
+        TriggerResponse { success: true, message: "a new keyframe chain starts at the next frame; map cleared".into() }
+    }
+
+    fn save_map(&mut self) -> TriggerResponse {
+        let path = home_expanded(&self.shared.pipeline.params().map_save_path);
+        match self.shared.pipeline.save_map(&path) {
+            Ok(n) => {
+                tracing::info!("map saved: {n} points in {}", path.display());
+                TriggerResponse { success: true, message: format!("{n} points saved to {}", path.display()) }
+            }
+            Err(e) => {
+                let reason = match std::error::Error::source(&e) {
+                    Some(source) => format!("{e}: {source}"),
+                    None => e.to_string(),
+                };
+                tracing::warn!("~/save_map: {reason}");
+                TriggerResponse { success: false, message: reason }
+            }
+        }
+    }
+}
+
+/// `path` with a leading `~/` taken as the user's home (`HOME`), as ROS tools read paths.
+fn home_expanded(path: &str) -> std::path::PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+        _ => std::path::PathBuf::from(path),
     }
 }
 
@@ -515,6 +564,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(Qos::OUTPUTS, |(_, q)| *q);
     let publishers = Publishers::advertise(&mut transport, &namespace, &name, topic, qos_of)?;
     let services = ParamServices::new(transport.node_mut(), &fqn, Arc::clone(&store))?;
+    let node_services = NodeServices::new(transport.node_mut(), &fqn)?;
     let spin_thread = transport.spin()?;
     let depth = params.scale_source;
     let with_depth = if depth == ScaleSource::Depth { format!(", depth {}", inputs.depth) } else { String::new() };
@@ -538,6 +588,8 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let dds = Loop {
         io,
         services: &services,
+        node_services: &node_services,
+        publishers: &publishers,
         log_records,
         logger: rosout::logger_name(&fqn),
         fqn: &fqn,
@@ -567,6 +619,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     drop(dds);
     drop(publishers);
     drop(services);
+    drop(node_services);
     // Dropping the node stops the spinner.
     drop(transport);
     if spin_thread.join().is_err() {

@@ -62,7 +62,7 @@ pub struct ParamServices {
 }
 
 /// rmw's services profile: reliable, volatile, keep last 10.
-fn services_qos() -> QosProfile {
+pub(crate) fn services_qos() -> QosProfile {
     QosProfile::publisher_default()
         .reliability_reliable(qos::WhenFull::DEFAULT)
         .history(qos::History::KeepLast { depth: 10 })
@@ -72,25 +72,7 @@ impl ParamServices {
     /// Creates the services under the node's name.
     pub fn new(node: &mut Node, node_fqn: &str, store: Arc<Mutex<ParamStore>>) -> Result<Self, ParamServiceError> {
         let mapping = service_mapping();
-        fn server<Q: ros2_client::Message + Clone + 'static, R: ros2_client::Message + 'static>(
-            node: &mut Node,
-            mapping: ServiceMapping,
-            fqn: &str,
-            name: &str,
-            ty: &str,
-        ) -> Result<Server<Q, R>, ParamServiceError> {
-            let full = format!("{fqn}/{name}");
-            let service =
-                Name::new(fqn, name).map_err(|source| ParamServiceError::Name { name: full.clone(), source })?;
-            node.create_server(
-                mapping,
-                &service,
-                &ServiceTypeName::new("rcl_interfaces", ty),
-                services_qos(),
-                services_qos(),
-            )
-            .map_err(|source| ParamServiceError::Create { name: full, source })
-        }
+        let rcl = |ty| ("rcl_interfaces", ty);
         let events_name = Name::new("/", "parameter_events")
             .map_err(|source| ParamServiceError::Name { name: "/parameter_events".into(), source })?;
         // rmw_qos_profile_parameter_events: reliable, volatile, keep last 1000.
@@ -108,12 +90,18 @@ impl ParamServices {
             .map_err(create)?;
         let events = node.create_publisher(&topic, Some(events_qos)).map_err(create)?;
         Ok(Self {
-            list: server(node, mapping, node_fqn, "list_parameters", "ListParameters")?,
-            get: server(node, mapping, node_fqn, "get_parameters", "GetParameters")?,
-            get_types: server(node, mapping, node_fqn, "get_parameter_types", "GetParameterTypes")?,
-            describe: server(node, mapping, node_fqn, "describe_parameters", "DescribeParameters")?,
-            set: server(node, mapping, node_fqn, "set_parameters", "SetParameters")?,
-            set_atomically: server(node, mapping, node_fqn, "set_parameters_atomically", "SetParametersAtomically")?,
+            list: server(node, mapping, node_fqn, "list_parameters", rcl("ListParameters"))?,
+            get: server(node, mapping, node_fqn, "get_parameters", rcl("GetParameters"))?,
+            get_types: server(node, mapping, node_fqn, "get_parameter_types", rcl("GetParameterTypes"))?,
+            describe: server(node, mapping, node_fqn, "describe_parameters", rcl("DescribeParameters"))?,
+            set: server(node, mapping, node_fqn, "set_parameters", rcl("SetParameters"))?,
+            set_atomically: server(
+                node,
+                mapping,
+                node_fqn,
+                "set_parameters_atomically",
+                rcl("SetParametersAtomically"),
+            )?,
             events,
             store,
             node_fqn: node_fqn.to_string(),
@@ -200,6 +188,20 @@ impl ParamServices {
             }
         }
     }
+}
+
+/// A service `name` under the node `fqn`, of type `(package, Type)`, in `mapping`'s framing.
+pub(crate) fn server<Q: ros2_client::Message + Clone + 'static, R: ros2_client::Message + 'static>(
+    node: &mut Node,
+    mapping: ServiceMapping,
+    fqn: &str,
+    name: &str,
+    (package, ty): (&str, &str),
+) -> Result<Server<Q, R>, ParamServiceError> {
+    let full = format!("{fqn}/{name}");
+    let service = Name::new(fqn, name).map_err(|source| ParamServiceError::Name { name: full.clone(), source })?;
+    node.create_server(mapping, &service, &ServiceTypeName::new(package, ty), services_qos(), services_qos())
+        .map_err(|source| ParamServiceError::Create { name: full, source })
 }
 
 /// The changes a set request asks for, in the store's terms; refused whole when a value has a

@@ -157,6 +157,16 @@ impl OdomOutputs {
         out
     }
 
+    /// After a reset: an empty path and an empty map in odom at `stamp`, so that displays that
+    /// keep the last one (transient local) clear.
+    pub fn cleared(&self, stamp: builtin_interfaces::Time) -> Vec<Output> {
+        let header = std_msgs::Header { stamp, frame_id: self.odom_frame.clone() };
+        vec![
+            Output::Path(nav_msgs::Path { header: header.clone(), poses: Vec::new() }),
+            Output::Map(map_cloud_msg(header, &[], &self.t_odom_origin())),
+        ]
+    }
+
     /// After the chain grew: the keyframes' path (each keyframe's camera, or base, at its
     /// stamp; the header at the newest one's) and the map cloud in odom, when there is a map.
     pub fn chain(&self, camera_frame: &str, path: &[(Stamp, TOriginKeyframe)], map: Option<&VoxelMap>) -> Vec<Output> {

@@ -184,7 +184,7 @@ parameters! {
         "Broadcast TF odom_frame -> the camera's frame (or base_frame) for every tracked frame, at its stamp (in \
          metres with a metric scale_source, else in DUSt3R's scale)";
     odom_frame: String = "odom", Constraint::None, FIXED,
-        "Frame of odom, path and map: the first keyframe's camera turned to REP 103's axes (x forward, z up), or \
+        "Frame of odom, path and cloud_map: the first keyframe's camera turned to REP 103's axes (x forward, z up), or \
          where base_frame was then";
     base_frame: String = "", Constraint::None, FIXED,
         "The robot's base frame: when set, odom, path and TF are the base's, through the static transform \
@@ -214,6 +214,9 @@ parameters! {
          arbitrary)";
     map_max_points: i64 = 200_000, Constraint::Integer { min: 1000, max: 10_000_000 }, FIXED,
         "Most points the map holds (20 bytes each on the wire); beyond it the voxel edge doubles";
+    map_save_path: String = "~/.ros/sp_dust3r_map.ply", Constraint::None, TUNABLE,
+        "Where ~/save_map writes the last cloud_map as a binary PLY (a leading ~/ is the user's home; the folder \
+         must exist)";
     dust3r_nice: i64 = 19, Constraint::Integer { min: 0, max: 19 }, FIXED,
         "How much lower than SuperPoint's the priority of the CPU DUSt3R's threads is (Linux nice): while a pair \
          is reconstructed on the same cores, frames keep their keypoint rate; 0 shares the cores evenly";
@@ -342,6 +345,8 @@ pub struct NodeParams {
     pub map_voxel_size: f64,
     /// Most map points.
     pub map_max_points: usize,
+    /// Where `~/save_map` writes the map.
+    pub map_save_path: String,
     /// Nice value the CPU DUSt3R's threads add.
     pub dust3r_nice: i32,
     /// Share of the time a CPU pair in flight is guaranteed (both models on the CPU).
@@ -456,6 +461,7 @@ impl NodeParams {
             tracking_match_ratio: v.tracking_match_ratio,
             map_voxel_size: v.map_voxel_size,
             map_max_points: v.map_max_points.max(1) as usize,
+            map_save_path: v.map_save_path,
             dust3r_nice: v.dust3r_nice.clamp(0, 19) as i32,
             dust3r_cpu_share: v.dust3r_cpu_share,
             use_sim_time: v.use_sim_time,

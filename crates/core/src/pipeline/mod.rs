@@ -9,6 +9,8 @@
 
 mod depth;
 
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -18,14 +20,16 @@ use crate::diagnostics::{Counter, Stats};
 use crate::geometry::Transform;
 use crate::image::depth::DepthImage;
 use crate::image::{Frame, ImageError};
+use crate::msg::convert::{cloud_points_of, CloudLayoutError};
 use crate::msg::tf_static::StaticTransforms;
-use crate::msg::{sensor_msgs, std_msgs, tf2_msgs};
+use crate::msg::{builtin_interfaces, sensor_msgs, std_msgs, tf2_msgs};
 use crate::outputs::odom::{stamp_of, Base, Mount, OdomOutputs};
 use crate::outputs::{
     check_camera_info, frame_outputs, known_camera, pair_messages, reconstruct_pair, Output, OutputKind, OutputSink,
 };
 use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
+use crate::ply::{save_ply, PlyError};
 use crate::superpoint::Keypoints;
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::vo::map::{grow, VoxelMap};
@@ -155,6 +159,15 @@ struct Chain {
 }
 
 impl Chain {
+    /// Forgets the chain (its keyframes, odometry and scale); a pair made for it will not join
+    /// the next.
+    fn start_new(&mut self) {
+        self.odometry.reset();
+        self.odom.reset();
+        self.scale = ScaleTrack::default();
+        self.id = ChainId(self.id.0 + 1);
+    }
+
     /// Whether metric outputs are held back: the scale has gone unmeasured for more keyframes
     /// than `scale_max_unmeasured`.
     fn scale_held(&self, p: &NodeParams) -> bool {
@@ -170,6 +183,24 @@ pub struct Pipeline {
     tree: Mutex<StaticTransforms>,
     depth: Mutex<DepthSync>,
     chain: Mutex<Chain>,
+    /// A reset asks the frame side to forget its last keyframe at its next frame.
+    forget_keyframe: AtomicBool,
+    /// The last map that went out, for `~/save_map`.
+    last_map: Mutex<Option<sensor_msgs::PointCloud2>>,
+}
+
+/// Why `~/save_map` wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveMapError {
+    /// No map has gone out since the start or the last reset.
+    #[error("no map yet (no keyframe pair has joined the chain since the start or the last reset)")]
+    NoMap,
+    /// The map's cloud has a layout the writer does not read.
+    #[error("the map's cloud cannot be read")]
+    Layout(#[from] CloudLayoutError),
+    /// The file could not be written.
+    #[error(transparent)]
+    Ply(#[from] PlyError),
 }
 
 /// A lock that a panic elsewhere does not make unusable: the state behind it stays consistent
@@ -194,7 +225,44 @@ impl Pipeline {
             tree: Mutex::new(StaticTransforms::default()),
             depth: Mutex::new(DepthSync::default()),
             chain: Mutex::new(chain),
+            forget_keyframe: AtomicBool::new(false),
+            last_map: Mutex::new(None),
         }
+    }
+
+    /// `~/reset`: a new chain from the next keyframe on and the map cleared. The chain is
+    /// forgotten now (a pair in flight for it does not join the next), the frame side forgets
+    /// its last keyframe at its next frame, and an empty path and map at `stamp` are returned
+    /// to go out.
+    pub fn reset(&self, stamp: builtin_interfaces::Time) -> Vec<Output> {
+        let mut chain = lock(&self.chain);
+        chain.start_new();
+        self.forget_keyframe.store(true, Ordering::Release);
+        *lock(&self.last_map) = None;
+        self.stats.bump(Counter::Resets);
+        tracing::info!("reset: a new keyframe chain starts at the next frame; the map is cleared");
+        chain.odom.cleared(stamp)
+    }
+
+    /// `~/save_map`: the last map that went out as a binary PLY at `path` (in `odom_frame`, in
+    /// the chain's units). Returns how many points it holds.
+    pub fn save_map(&self, path: &Path) -> Result<usize, SaveMapError> {
+        let map = lock(&self.last_map).clone().ok_or(SaveMapError::NoMap)?;
+        let points = cloud_points_of(&map)?;
+        let n = points.len();
+        let p = self.params();
+        let units = if p.scale_source.is_metric() { "metres" } else { "DUSt3R's scale (not metres)" };
+        let stamp = &map.header.stamp;
+        let comments = [
+            format!(
+                "sp_dust3r cloud_map in frame {} as of the keyframe stamped {}.{:09}",
+                map.header.frame_id, stamp.sec, stamp.nanosec
+            ),
+            units.to_string(),
+        ];
+        save_ply(path, points, &comments)?;
+        self.stats.bump(Counter::MapsSaved);
+        Ok(n)
     }
 
     /// The frame side's own state, for the parameters now.
@@ -308,6 +376,9 @@ impl Pipeline {
     ) -> Result<FrameDone, S::Error> {
         let p = self.params();
         side.keyframes.set_policy(p.keyframe_policy());
+        if self.forget_keyframe.swap(false, Ordering::AcqRel) {
+            side.keyframes.forget();
+        }
         let post = p.post_params();
         let t = Instant::now();
         let keypoints = match features.detect(&frame, &post) {
@@ -430,11 +501,7 @@ impl Pipeline {
             KeyframeDecision::Skip { .. } => None,
             KeyframeDecision::First => {
                 self.stats.bump(Counter::Keyframes);
-                let mut chain = lock(&self.chain);
-                chain.odometry.reset();
-                chain.odom.reset();
-                chain.scale = ScaleTrack::default();
-                chain.id = ChainId(chain.id.0 + 1);
+                lock(&self.chain).start_new();
                 None
             }
             KeyframeDecision::New { previous, .. } => {
@@ -631,7 +698,11 @@ impl Pipeline {
         // With base_frame, nothing goes out until the camera's mount is known; with a metric
         // scale, nothing while the scale is held.
         if mounted && !held {
-            emit(sink, odom.chain(&job.second.header.frame_id, &path, side.map.as_ref()))?;
+            let outputs = odom.chain(&job.second.header.frame_id, &path, side.map.as_ref());
+            if let Some(Output::Map(m)) = outputs.iter().find(|o| matches!(o, Output::Map(_))) {
+                *lock(&self.last_map) = Some(m.clone());
+            }
+            emit(sink, outputs)?;
         }
         Ok(joined.disagreement)
     }

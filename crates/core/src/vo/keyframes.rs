@@ -54,6 +54,11 @@ impl<F: Clone> KeyframeSelector<F> {
         self.policy = policy;
     }
 
+    /// Forgets the last keyframe: the next frame is a first one (a reset).
+    pub fn forget(&mut self) {
+        self.last = None;
+    }
+
     /// The last keyframe's stamp and payload (e.g. its image, for the DUSt3R pair).
     pub fn last(&self) -> Option<(f64, &F)> {
         self.last.as_ref().map(|(t, _, f)| (*t, f))
