@@ -1,9 +1,10 @@
-//! Metric scale from a registered depth image. Two scenes, each with DUSt3R replaced by a double
-//! that answers every pair at a different unknown scale: the TUM fr3 frames with their depth in
-//! the bag and the depth camera's own pointmaps with noise (`common::tum`), and the rendered
-//! sample with its rendered depth and the scene's true pointmaps (`common::true_scene`). With
-//! `scale_source: depth` the odometry comes out in metres: scored against the ground truth with
-//! no scale fitted.
+//! Metric scale from a registered depth image or from the robot's own odometry. Two scenes, each
+//! with DUSt3R replaced by a double that answers every pair at a different unknown scale: the TUM
+//! fr3 frames with their depth in the bag and the depth camera's own pointmaps with noise
+//! (`common::tum`), and the rendered sample with its rendered depth (or a robot's wheel odometry
+//! on /tf) and the scene's true pointmaps (`common::true_scene`). With `scale_source: depth` or
+//! `odometry` the odometry comes out in metres: scored against the ground truth with no scale
+//! fitted.
 
 mod common;
 
@@ -133,12 +134,28 @@ fn sample_run(scale_source: &str, depths: &[Vec<f32>]) -> (Pipeline, TrajectoryR
 
 /// [`sample_run`] with `scale_max_unmeasured`; a frame whose depth is empty gets none.
 fn sample_run_with(scale_source: &str, depths: &[Vec<f32>], max_unmeasured: i64) -> (Pipeline, TrajectoryReport) {
-    let n = sp_dust3r_core::sample::FRAMES;
     let extra = vec![
         ("scale_source", ParamValue::String(scale_source.into())),
-        ("base_frame", ParamValue::String("base_link".into())),
         ("scale_max_unmeasured", ParamValue::Integer(max_unmeasured)),
     ];
+    base_mounted_run(extra, |pipeline, i, header, _| {
+        if !depths[i].is_empty() {
+            let stamp = time_of(stamp_of(&header.stamp) + 8_000_000);
+            let depth = std_msgs::Header { stamp, ..header.clone() };
+            pipeline.on_depth(&depth_msg(depth, &depths[i], DepthEncoding::Millimetres));
+        }
+    })
+}
+
+/// The sample's camera 0.3 m ahead of `base_link` and 0.2 m above it, looking forward; DUSt3R's
+/// pairs at unknown scales; `extra` parameters; `feed(pipeline, i, header, base pose)` after
+/// frame `i`. The base's odometry scored against its true poses.
+fn base_mounted_run(
+    mut extra: Vec<(&str, ParamValue)>,
+    mut feed: impl FnMut(&Pipeline, usize, &std_msgs::Header, &Transform<Room, Room>),
+) -> (Pipeline, TrajectoryReport) {
+    let n = sp_dust3r_core::sample::FRAMES;
+    extra.push(("base_frame", ParamValue::String("base_link".into())));
     let pipeline = sample_pipeline(extra, "plumb_bob", vec![0.0; 5]);
     // The camera 0.3 m ahead of the base and 0.2 m above it, looking forward.
     let tf = geometry_msgs::TransformStamped::fixed;
@@ -154,21 +171,15 @@ fn sample_run_with(scale_source: &str, depths: &[Vec<f32>], max_unmeasured: i64)
     );
     let mut scene = TruePointmaps::new(n);
     scene.scales = unknown_scales(n);
-    let mut sink = OdometrySink::default();
-    play(&pipeline, &scene, &mut sink, |i, header| {
-        if !depths[i].is_empty() {
-            let stamp = time_of(stamp_of(&header.stamp) + 8_000_000);
-            let depth = std_msgs::Header { stamp, ..header.clone() };
-            pipeline.on_depth(&depth_msg(depth, &depths[i], DepthEncoding::Millimetres));
-        }
-    });
     // The base's poses: the camera's, carried back through the mount.
+    let base = |i: usize| {
+        let p = scene.pose(i);
+        Transform::<Room, Room>::new(p.rotation, p.translation).compose(&t_base_cam.inverse())
+    };
+    let mut sink = OdometrySink::default();
+    play(&pipeline, &scene, &mut sink, |i, header| feed(&pipeline, i, header, &base(i)));
     let truth: Vec<StampedPose> = (0..n)
-        .map(|i| {
-            let p = scene.pose(i);
-            let base = Transform::<Room, Room>::new(p.rotation, p.translation).compose(&t_base_cam.inverse());
-            StampedPose { t: sample_time(i), pose: Transform::new(base.rotation, base.translation) }
-        })
+        .map(|i| StampedPose { t: sample_time(i), pose: Transform::new(base(i).rotation, base(i).translation) })
         .collect();
     let report = evaluate_trajectory(&sink.poses(), n, &truth, 0.001, RpeDelta::Frames(1)).unwrap();
     (pipeline, report)
@@ -225,4 +236,63 @@ fn when_depth_stops_metric_outputs_stop_and_resume_when_it_returns() {
     assert!(tracked.iter().filter(|&&i| i >= gap.end + 3).count() >= 8, "resumes: {tracked:?}");
     assert_eq!(pipeline.scale().unmeasured, 0, "measured again at the end");
     assert!(t.scale_error < 0.03 && t.ate_se3_percent_of_path < 3.0, "{t}");
+}
+
+/// The robot's wheel odometry on /tf (`odom -> base_link` at every frame's stamp, 2 % long and
+/// with 3 mm of noise per sample, as wheels slip) gives the scale: the base's odometry is metric
+/// within the wheels' error, whatever scale each pair has. When /tf stops (frame 28 on), the
+/// chain carries the scale over `scale_max_unmeasured` (2) keyframes, then the metric outputs
+/// stop. A configuration in which the wheels' frame and ours would both parent base_link is
+/// refused.
+#[test]
+fn on_the_rendered_sample_the_robots_odometry_gives_the_scale() {
+    let mut rng = SplitMix64::new(0x0d0);
+    let extra = vec![
+        ("scale_source", ParamValue::String("odometry".into())),
+        ("odom_frame", ParamValue::String("visual_odom".into())),
+        ("scale_max_unmeasured", ParamValue::Integer(2)),
+    ];
+    let (pipeline, t) = base_mounted_run(extra, |pipeline, i, header, base| {
+        if i >= 28 {
+            return;
+        }
+        let noise = nalgebra::Vector3::from_fn(|_, _| 0.003 * rng.normal());
+        let p = base.translation * 1.02 + noise;
+        let q = nalgebra::UnitQuaternion::from_rotation_matrix(&base.rotation);
+        let mut tf = geometry_msgs::TransformStamped::fixed("odom", "base_link", [p.x, p.y, p.z], [q.i, q.j, q.k, q.w]);
+        tf.header.stamp = header.stamp.clone();
+        pipeline.on_transforms(&tf2_msgs::TFMessage { transforms: vec![tf] });
+    });
+    let s = pipeline.stats();
+    eprintln!(
+        "sample, odometry: {} pairs, {} measured, {} not, {} frames held, last scale {:?}: {t}",
+        s.get(Counter::PairsDone),
+        s.get(Counter::PairsScaleMeasured),
+        s.get(Counter::PairsScaleUnmeasured),
+        s.get(Counter::FramesNoScale),
+        pipeline.scale()
+    );
+    assert_eq!(s.get(Counter::RobotOdometryIn), 28);
+    assert!(s.get(Counter::PairsScaleMeasured) >= 8, "measured while /tf came");
+    assert!(s.get(Counter::PairsScaleUnmeasured) >= 3 && pipeline.scale().unmeasured >= 3, "not after");
+    assert!(s.get(Counter::FramesNoScale) >= 3, "metric outputs held once /tf stopped");
+    assert!(t.num_tracked >= 24, "{t}");
+    assert!(t.scale_error < 0.05, "scale error {:.2} %", t.scale_error * 100.0);
+    assert!(t.ate_se3_percent_of_path < 4.0, "{t}");
+
+    for (extra, refused) in [
+        (vec![("odom_frame", "odom")], "odom_frame"),
+        (vec![("odom_frame", "visual_odom"), ("publish_tf", "true")], "publish_tf"),
+    ] {
+        let mut ros = sp_dust3r_core::params::args::RosArgs::default();
+        ros.params.push(("scale_source".into(), ParamValue::String("odometry".into())));
+        ros.params.push(("base_frame".into(), ParamValue::String("base_link".into())));
+        for (k, v) in extra {
+            let v = if v == "true" { ParamValue::Bool(true) } else { ParamValue::String(v.into()) };
+            ros.params.push((k.into(), v));
+        }
+        let e = sp_dust3r_core::params::NodeParams::resolve(&ros, "/sp_dust3r").expect_err("refused");
+        eprintln!("{e}");
+        assert!(e.to_string().contains(refused), "{e}");
+    }
 }

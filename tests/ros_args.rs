@@ -408,3 +408,22 @@ fn qos_overrides_apply_to_the_outputs_they_name() {
     let (store, _) = resolve(&[]).unwrap();
     assert_eq!(store.output_qos("/cam/pose", Qos::OUTPUTS), Qos::OUTPUTS);
 }
+
+/// With the robot's odometry giving the scale, `ros2 param set publish_tf true` is refused while
+/// the node runs: base_frame would get a second parent in /tf.
+#[test]
+fn publish_tf_stays_off_while_the_robots_odometry_parents_the_base() {
+    use sp_dust3r_core::params::ParamStore;
+    let params = [("scale_source", "odometry"), ("base_frame", "base_link"), ("odom_frame", "visual_odom")];
+    let ros = RosArgs {
+        params: params.iter().map(|(k, v)| (k.to_string(), ParamValue::String(v.to_string()))).collect(),
+        ..RosArgs::default()
+    };
+    let (mut store, _) = ParamStore::resolve(&ros, "/sp_dust3r").unwrap();
+    let err = store.set(&[("publish_tf".to_string(), ParamValue::Bool(true))]).unwrap_err().to_string();
+    assert!(err.contains("second parent"), "{err}");
+    assert!(!store.params().publish_tf);
+    let missing = RosArgs { params: ros.params[..1].to_vec(), ..RosArgs::default() };
+    let err = ParamStore::resolve(&missing, "/sp_dust3r").err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("needs base_frame"), "{err}");
+}

@@ -103,6 +103,8 @@ counters! {
     /// Pairs with a metric scale_source whose scale was not measured (carried over from the chain,
     /// or, for a chain's first pair, left out).
     PairsScaleUnmeasured => "pairs_scale_unmeasured", false;
+    /// /tf transforms of the robot's odometry taken (`scale_source: odometry`).
+    RobotOdometryIn => "robot_odometry_in", false;
     /// Tracked frames held back because the metric scale has gone unmeasured too long.
     FramesNoScale => "frames_waiting_for_scale", false;
     /// `~/reset` calls: each starts a new chain and clears the map.
@@ -289,7 +291,7 @@ pub struct Report<'a> {
 pub struct ScaleReport<'a> {
     /// `scale_source`.
     pub source: &'static str,
-    /// Its input topic (the depth topic).
+    /// Its input topic (the depth topic, or /tf).
     pub topic: &'a str,
     /// How the scale stands.
     pub track: ScaleTrack,
@@ -551,13 +553,18 @@ fn scale_status(s: &Stats, h: &History, r: &Report<'_>, sc: &ScaleReport<'_>) ->
     let (unmeasured, _) = h.growth(Counter::PairsScaleUnmeasured, window);
     let (bad, _) = h.growth(Counter::BadDepth, window);
     let (depth_in, _) = h.growth(Counter::DepthIn, window);
+    let (robot_in, _) = h.growth(Counter::RobotOdometryIn, window);
     if track.held(sc.max_unmeasured) && s.get(Counter::PairsDone) > 0 {
         let why = if track.last.is_none() { "never measured" } else { "not measured" };
         t.raise(
             Level::ERROR,
             format!(
-                "metric outputs stopped: the scale was {why} for {} keyframes (depth on {}: {depth_in} in the last {:.0} s)",
-                track.unmeasured, sc.topic, r.limits.window
+                "metric outputs stopped: the scale was {why} for {} keyframes ({} on {}: {} in the last {:.0} s)",
+                track.unmeasured,
+                sc.source,
+                sc.topic,
+                if sc.source == "depth" { depth_in } else { robot_in },
+                r.limits.window
             ),
         );
     } else if unmeasured > 0 {
@@ -571,7 +578,7 @@ fn scale_status(s: &Stats, h: &History, r: &Report<'_>, sc: &ScaleReport<'_>) ->
     }
     t.value("scale_source", sc.source);
     t.value("units", "m");
-    t.value("depth_topic", sc.topic);
+    t.value("scale_topic", sc.topic);
     t.value("scale", track.last.map_or("unknown".into(), |e| format!("{:.6}", e.scale)));
     t.value("scale_spread", track.last.map_or("unknown".into(), |e| format!("{:.4}", e.spread)));
     t.value("scale_pixels", track.last.map_or(0, |e| e.pixels));
@@ -581,6 +588,7 @@ fn scale_status(s: &Stats, h: &History, r: &Report<'_>, sc: &ScaleReport<'_>) ->
         &[
             Counter::DepthIn,
             Counter::BadDepth,
+            Counter::RobotOdometryIn,
             Counter::PairsScaleMeasured,
             Counter::PairsScaleUnmeasured,
             Counter::FramesNoScale,

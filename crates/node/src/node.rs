@@ -38,7 +38,7 @@ use sp_dust3r_core::msg::{
 use sp_dust3r_core::outputs::{Output, OutputKind, OutputSink};
 use sp_dust3r_core::params::args::RosArgs;
 use sp_dust3r_core::params::qos::Qos;
-use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, CLOCK, DIAGNOSTICS, ROSOUT, TF_STATIC};
+use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, CLOCK, DIAGNOSTICS, ROSOUT, TF, TF_STATIC};
 use sp_dust3r_core::params::{NodeParams, ParamError, ParamStore};
 use sp_dust3r_core::pipeline::{CameraImage, PairDone, PairJob, PairSide, Pipeline};
 use sp_dust3r_core::vo::scale::ScaleSource;
@@ -303,6 +303,8 @@ struct Io {
     depth: Option<(Box<dyn Reader<sensor_msgs::Image>>, String)>,
     clock: Option<(Box<dyn Reader<rosgraph_msgs::Clock>>, String)>,
     tf_static: Option<(Box<dyn Reader<tf2_msgs::TFMessage>>, String)>,
+    /// /tf, with `scale_source: odometry`: the robot's odometry.
+    tf: Option<(Box<dyn Reader<tf2_msgs::TFMessage>>, String)>,
     diagnostics: Box<dyn Writer<diagnostic_msgs::DiagnosticArray>>,
     rosout: Box<dyn Writer<rcl_interfaces::Log>>,
 }
@@ -321,8 +323,8 @@ struct Loop<'a> {
     /// The resolved input topics, for /diagnostics.
     image_topic: &'a str,
     camera_info_topic: &'a str,
-    /// The depth topic, with `scale_source: depth`.
-    depth_topic: Option<&'a str>,
+    /// The scale source's topic: depth with `scale_source: depth`, /tf with `odometry`.
+    scale_topic: Option<&'a str>,
 }
 
 /// The DDS loop: newest frame wins; camera info and clock kept; parameter requests answered
@@ -426,6 +428,9 @@ fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interface
     if let Some((sub, topic)) = &io.tf_static {
         got |= take_all(sub.as_ref(), topic, pipeline, |msg| pipeline.on_static_transforms(&msg));
     }
+    if let Some((sub, topic)) = &io.tf {
+        got |= take_all(sub.as_ref(), topic, pipeline, |msg| pipeline.on_transforms(&msg));
+    }
     got
 }
 
@@ -511,7 +516,7 @@ impl Loop<'_> {
             camera_info: describe_camera_info(&shared.pipeline.camera_info()),
             superpoint: status_of(&shared.superpoint, |m| (m.describe(), m.health())),
             dust3r: status_of(&shared.dust3r, |m| (m.describe(), m.health())),
-            scale: self.depth_topic.map(|topic| ScaleReport {
+            scale: self.scale_topic.map(|topic| ScaleReport {
                 source: params.scale_source.name(),
                 topic,
                 track: shared.pipeline.scale(),
@@ -595,7 +600,11 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         fqn: &fqn,
         image_topic: input,
         camera_info_topic: &inputs.camera_info,
-        depth_topic: (depth == ScaleSource::Depth).then_some(inputs.depth.as_str()),
+        scale_topic: match depth {
+            ScaleSource::None => None,
+            ScaleSource::Depth => Some(inputs.depth.as_str()),
+            ScaleSource::Odometry => Some(TF),
+        },
     };
     std::thread::scope(|s| {
         s.spawn(|| superpoint_worker(&shared, &publishers, &stop));
@@ -652,6 +661,10 @@ fn open_io(t: &mut Transport, params: &NodeParams, inputs: &InputTopics) -> Resu
             .then(|| t.reader(TF_STATIC, Qos::TF_STATIC))
             .transpose()?
             .map(with_topic(TF_STATIC)),
+        tf: (params.scale_source == ScaleSource::Odometry)
+            .then(|| t.reader(TF, Qos::TF))
+            .transpose()?
+            .map(with_topic(TF)),
         diagnostics: t.writer(Role::Diagnostics, DIAGNOSTICS, Qos::OUTPUTS)?,
         rosout: t.writer(Role::Rosout, ROSOUT, Qos::ROSOUT)?,
     })

@@ -11,7 +11,7 @@ use crate::cancel::Cancel;
 use crate::diagnostics::{Counter, Stats};
 use crate::msg::{from_cdr, sensor_msgs, tf2_msgs, CdrError, RosMessage};
 use crate::outputs::{Output, OutputKind, OutputSink};
-use crate::params::topics::TF_STATIC;
+use crate::params::topics::{TF, TF_STATIC};
 use crate::params::NodeParams;
 use crate::pipeline::{CameraImage, FrameSide, PairDone, PairSide, Pipeline};
 
@@ -254,6 +254,8 @@ pub fn replay(
     let frames = pipeline.frame_side();
     let mut r =
         Replay { pipeline, frames, pairs: PairSide::default(), models, cancel, summary: ReplaySummary::default() };
+    // The robot's odometry on /tf, when it gives the scale (the node then broadcasts no TF).
+    let robot_odometry = params.scale_source == crate::vo::scale::ScaleSource::Odometry;
     for file in input {
         for m in file.messages() {
             if cancel.is_cancelled() {
@@ -268,7 +270,8 @@ pub fn replay(
             let is_info = Some(&m.topic) == topics.camera_info.as_ref();
             let is_depth = Some(&m.topic) == topics.depth.as_ref();
             let tf_static = m.topic == TF_STATIC && m.ros_type == tf2_msgs::TFMessage::ROS_TYPE;
-            if !(is_image || is_info || is_depth || tf_static) {
+            let robot_tf = robot_odometry && m.topic == TF && m.ros_type == tf2_msgs::TFMessage::ROS_TYPE;
+            if !(is_image || is_info || is_depth || tf_static || robot_tf) {
                 continue;
             }
             // The camera topics go through unchanged, with their own schema and QoS.
@@ -278,9 +281,10 @@ pub fn replay(
             sink.out.write(&m.topic, m.log_time, m.publish_time, &m.data)?;
             sink.log_time = m.log_time;
             let p = &r.pipeline;
-            if tf_static {
+            if tf_static || robot_tf {
                 match from_cdr::<tf2_msgs::TFMessage>(&m.data) {
-                    Ok(msg) => p.on_static_transforms(&msg),
+                    Ok(msg) if tf_static => p.on_static_transforms(&msg),
+                    Ok(msg) => p.on_transforms(&msg),
                     Err(e) => p.on_malformed(&m.topic, &e),
                 }
             } else if is_info {

@@ -70,7 +70,7 @@ impl StaticTransforms {
 }
 
 /// A `geometry_msgs/Transform` as a rigid transform, when it is one.
-fn transform_of(t: &geometry_msgs::Transform) -> Option<Transform<TreeFrame, TreeFrame>> {
+pub(crate) fn transform_of(t: &geometry_msgs::Transform) -> Option<Transform<TreeFrame, TreeFrame>> {
     let (r, p) = (&t.rotation, &t.translation);
     let q = Quaternion::new(r.w, r.x, r.y, r.z);
     let finite = [r.w, r.x, r.y, r.z, p.x, p.y, p.z].iter().all(|v| v.is_finite());

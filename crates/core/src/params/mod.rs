@@ -196,7 +196,15 @@ parameters! {
          use camera_info's P and no lens; false: K, with the lens in D undone on the pixels PnP sees";
     scale_source: String = ScaleSource::None.name(), Constraint::OneOf(&ScaleSource::NAMES), FIXED,
         "Where metric scale comes from: none (DUSt3R's arbitrary scale), depth (a registered depth image on \
-         depth/image beside the colour image: every 3D output in metres)";
+         depth/image beside the colour image), odometry (the robot's own odometry on /tf, scale_odom_frame -> \
+         base_frame); with depth or odometry every 3D output is in metres";
+    scale_odom_frame: String = "odom", Constraint::None, FIXED,
+        "scale_source odometry: the robot's odometry frame, whose transform to base_frame (wheel odometry, \
+         e.g. diff_drive_controller's) /tf carries; odom_frame must then be another name, and publish_tf off \
+         (base_frame has one parent)";
+    scale_min_translation: f64 = 0.05, Constraint::Double { min: 0.0, max: 100.0 }, TUNABLE,
+        "scale_source odometry: metres the camera must move between two keyframes, by the robot's odometry, for \
+         their pair to measure the scale (below it the chain's scale carries over)";
     depth_max_interval: f64 = 0.05, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
         "scale_source depth: the most seconds a depth image's stamp may be from its colour frame's (the nearest \
          within it is taken, as message_filters' ApproximateTime pairs them)";
@@ -333,6 +341,10 @@ pub struct NodeParams {
     pub rectified_images: bool,
     /// Where metric scale comes from.
     pub scale_source: ScaleSource,
+    /// The robot's odometry frame (`scale_source: odometry`).
+    pub scale_odom_frame: String,
+    /// Fewest metres of travel between keyframes that measure the scale.
+    pub scale_min_translation: f64,
     /// Most seconds between a colour frame's stamp and its depth image's.
     pub depth_max_interval: f64,
     /// Keyframes in a row without a scale measurement before metric outputs stop.
@@ -455,6 +467,8 @@ impl NodeParams {
                 name: name::scale_source.into(),
                 detail: format!("unknown scale source {:?}", v.scale_source),
             })?,
+            scale_odom_frame: v.scale_odom_frame,
+            scale_min_translation: v.scale_min_translation,
             depth_max_interval: v.depth_max_interval,
             scale_max_unmeasured: v.scale_max_unmeasured.max(0) as usize,
             tracking_min_inliers: v.tracking_min_inliers.max(6) as usize,
@@ -481,7 +495,48 @@ impl NodeParams {
                 ),
             });
         }
+        params.check_odometry_source()?;
         Ok(params)
+    }
+
+    /// With `scale_source: odometry`, the robot's odometry parents `base_frame` in /tf: the
+    /// node needs `base_frame`, must not name its own odometry frame the same, and must not
+    /// broadcast a second parent of `base_frame` (`publish_tf`).
+    fn check_odometry_source(&self) -> Result<(), ParamError> {
+        if self.scale_source != ScaleSource::Odometry {
+            return Ok(());
+        }
+        let refuse = |name: &str, detail: String| Err(ParamError::Invalid { name: name.into(), detail });
+        let robot = self.scale_odom_frame.trim_start_matches('/');
+        let Some(base) = &self.base_frame else {
+            return refuse(
+                name::base_frame,
+                "scale_source odometry needs base_frame: the frame the robot's odometry moves".into(),
+            );
+        };
+        if robot.is_empty() || robot == base.trim_start_matches('/') {
+            return refuse(name::scale_odom_frame, format!("{robot:?} is no odometry frame of base_frame {base:?}"));
+        }
+        if robot == self.odom_frame.trim_start_matches('/') {
+            return refuse(
+                name::odom_frame,
+                format!(
+                    "{robot:?} is the robot's odometry frame (scale_odom_frame): name ours differently, e.g. \
+                     odom_frame:=visual_odom"
+                ),
+            );
+        }
+        if self.publish_tf {
+            return refuse(
+                name::publish_tf,
+                format!(
+                    "with scale_source odometry the robot's odometry already parents {base:?} in /tf \
+                     ({robot} -> {base}); publish_tf would give it a second parent ({} -> {base})",
+                    self.odom_frame
+                ),
+            );
+        }
+        Ok(())
     }
 }
 

@@ -22,6 +22,8 @@ impl Qos {
     /// tf2's /tf_static: reliable, transient local (the transforms were sent long before),
     /// enough history for many broadcasters.
     pub const TF_STATIC: Self = Self { reliable: true, keep_all: false, depth: 100, transient_local: true };
+    /// tf2's /tf listener: reliable, volatile, keep last 100.
+    pub const TF: Self = Self { reliable: true, keep_all: false, depth: 100, transient_local: false };
     /// /clock, rclcpp's ClockQoS: best effort, keep last 1.
     pub const CLOCK: Self = Self { reliable: false, keep_all: false, depth: 1, transient_local: false };
     /// rcl's /rosout: reliable, transient local (late joiners get recent records), keep last 1000.

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{BackendError, FeatureExtractor, PairOutput, PairReconstructor};
 use crate::cancel::Cancel;
 use crate::diagnostics::{Counter, Stats};
+use crate::geometry::pointmaps::depth_ratio;
 use crate::geometry::Transform;
 use crate::image::depth::DepthImage;
 use crate::image::{Frame, ImageError};
@@ -33,8 +34,9 @@ use crate::ply::{save_ply, PlyError};
 use crate::superpoint::Keypoints;
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::vo::map::{grow, VoxelMap};
-use crate::vo::odometry::{track_frame, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOriginFrame};
-use crate::vo::scale::{depth_scale, DepthView, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
+use crate::vo::odometry::{track_frame, Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOriginFrame};
+use crate::vo::robot_odometry::RobotOdometry;
+use crate::vo::scale::{depth_scale, DepthView, OdometryScale, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
 use crate::vo::tracking::{FrameCam, NotTracked};
 use depth::DepthSync;
 
@@ -156,6 +158,8 @@ struct Chain {
     odom: OdomOutputs,
     id: ChainId,
     scale: ScaleTrack,
+    /// The running scale from the robot's odometry (`scale_source: odometry`).
+    robot_scale: OdometryScale,
 }
 
 impl Chain {
@@ -165,6 +169,7 @@ impl Chain {
         self.odometry.reset();
         self.odom.reset();
         self.scale = ScaleTrack::default();
+        self.robot_scale = OdometryScale::default();
         self.id = ChainId(self.id.0 + 1);
     }
 
@@ -182,6 +187,8 @@ pub struct Pipeline {
     camera_info: Mutex<Option<sensor_msgs::CameraInfo>>,
     tree: Mutex<StaticTransforms>,
     depth: Mutex<DepthSync>,
+    /// The robot's odometry from /tf (`scale_source: odometry`).
+    robot: Mutex<RobotOdometry>,
     chain: Mutex<Chain>,
     /// A reset asks the frame side to forget its last keyframe at its next frame.
     forget_keyframe: AtomicBool,
@@ -217,6 +224,7 @@ impl Pipeline {
             odom: OdomOutputs::new(&params.odom_frame, None),
             id: ChainId::default(),
             scale: ScaleTrack::default(),
+            robot_scale: OdometryScale::default(),
         };
         Self {
             params: Mutex::new(Arc::new(params)),
@@ -224,6 +232,7 @@ impl Pipeline {
             camera_info: Mutex::new(None),
             tree: Mutex::new(StaticTransforms::default()),
             depth: Mutex::new(DepthSync::default()),
+            robot: Mutex::new(RobotOdometry::default()),
             chain: Mutex::new(chain),
             forget_keyframe: AtomicBool::new(false),
             last_map: Mutex::new(None),
@@ -335,6 +344,15 @@ impl Pipeline {
                 crate::warn_throttled!(key = "depth"; "skipping depth image stamped {}.{:09}: {e}", stamp.sec, stamp.nanosec);
             }
         }
+    }
+
+    /// A /tf message: with `scale_source: odometry`, the robot's odometry
+    /// (`scale_odom_frame -> base_frame`) is kept for the pairs to come.
+    pub fn on_transforms(&self, msg: &tf2_msgs::TFMessage) {
+        let p = self.params();
+        let Some(base) = p.base_frame.as_deref().filter(|_| p.scale_source == ScaleSource::Odometry) else { return };
+        let taken = lock(&self.robot).insert(msg, &p.scale_odom_frame, base);
+        self.stats.add(Counter::RobotOdometryIn, taken as u64);
     }
 
     /// `depth_max_interval` in nanoseconds.
@@ -568,45 +586,83 @@ impl Pipeline {
     }
 
     /// The pair in the units it joins the chain in, and how it joins: with a metric
-    /// `scale_source`, in metres when its keyframes' depth measures its scale, else in DUSt3R's
-    /// scale, carried over the keyframe it shares with the chain; without one, in DUSt3R's
-    /// scale, related to the chain the same way.
-    fn measure(&self, job: &PairJob, out: PairOutput, p: &NodeParams) -> (PairOutput, Link, Option<ScaleEstimate>) {
+    /// `scale_source`, in metres when its source measures its scale, else in DUSt3R's scale,
+    /// carried over the keyframe it shares with the chain; without one, in DUSt3R's scale,
+    /// related to the chain the same way.
+    fn measure(
+        &self,
+        job: &PairJob,
+        out: PairOutput,
+        p: &NodeParams,
+    ) -> (PairOutput, Link, Result<ScaleEstimate, ScaleError>) {
         let confidence = p.odometry_params().scale_confidence;
-        if !p.scale_source.is_metric() {
-            return (out, Link::Relative(confidence), None);
-        }
-        let measured = {
-            let sync = lock(&self.depth);
-            let views = [
-                (sync.of_keyframe(job.first.stamp()), Some(&out.view1), 0),
-                (sync.of_keyframe(job.second.stamp()), out.view2.as_ref(), 1),
-            ];
-            drop(sync);
-            let views: Vec<DepthView<'_>> = views
-                .iter()
-                .filter_map(|(d, map, i)| {
-                    Some(DepthView { pointmap: (*map)?, mapping: &out.mappings[*i], depth: d.as_deref()? })
-                })
-                .collect();
-            if views.is_empty() {
-                Err(ScaleError::NoDepth)
-            } else {
-                depth_scale(&views, confidence)
-            }
+        let measured = match p.scale_source {
+            ScaleSource::None => return (out, Link::Relative(confidence), Err(ScaleError::NoDepth)),
+            ScaleSource::Depth => self.depth_measurement(job, &out, confidence),
+            ScaleSource::Odometry => self.robot_measurement(job, &out, p),
         };
         match measured {
             Ok(est) => {
                 self.stats.bump(Counter::PairsScaleMeasured);
-                (out.scaled(est.scale), Link::Measured, Some(est))
+                (out.scaled(est.scale), Link::Measured, Ok(est))
             }
             Err(e) => {
-                self.stats.bump(Counter::PairsScaleUnmeasured);
-                let (s1, s2) = job.stamps();
-                crate::warn_throttled!(key = "scale"; "no metric scale for the pair {s1:.3} -> {s2:.3}: {e}");
-                (out, Link::Carried(confidence), None)
+                if !matches!(e, ScaleError::LittleMotion { .. }) {
+                    self.stats.bump(Counter::PairsScaleUnmeasured);
+                    let (s1, s2) = job.stamps();
+                    crate::warn_throttled!(key = "scale"; "no metric scale for the pair {s1:.3} -> {s2:.3}: {e}");
+                }
+                (out, Link::Carried(confidence), Err(e))
             }
         }
+    }
+
+    /// The pair's scale from its keyframes' depth images.
+    fn depth_measurement(&self, job: &PairJob, out: &PairOutput, confidence: f32) -> Result<ScaleEstimate, ScaleError> {
+        let sync = lock(&self.depth);
+        let views = [
+            (sync.of_keyframe(job.first.stamp()), Some(&out.view1), 0),
+            (sync.of_keyframe(job.second.stamp()), out.view2.as_ref(), 1),
+        ];
+        drop(sync);
+        let views: Vec<DepthView<'_>> = views
+            .iter()
+            .filter_map(|(d, map, i)| {
+                Some(DepthView { pointmap: (*map)?, mapping: &out.mappings[*i], depth: d.as_deref()? })
+            })
+            .collect();
+        if views.is_empty() {
+            return Err(ScaleError::NoDepth);
+        }
+        depth_scale(&views, confidence)
+    }
+
+    /// The pair's scale from the robot's odometry: the camera's travel between the keyframes'
+    /// stamps (the base's, through the camera's mount) against the pair's translation, as the
+    /// chain's running estimate.
+    fn robot_measurement(&self, job: &PairJob, out: &PairOutput, p: &NodeParams) -> Result<ScaleEstimate, ScaleError> {
+        let pose = out.pose.as_ref().map_err(|_| ScaleError::NoPose)?;
+        let mount = {
+            let mut chain = lock(&self.chain);
+            self.mounted(&mut chain.odom, &job.second.header.frame_id, p);
+            chain.odom.mount.clone().ok_or(ScaleError::NoMount)?
+        };
+        let (a, b) = {
+            let robot = lock(&self.robot);
+            (robot.pose_at(job.first.stamp()), robot.pose_at(job.second.stamp()))
+        };
+        let (Some(a), Some(b)) = (a, b) else { return Err(ScaleError::NoOdometry) };
+        let t_base_cam = mount.t_base_cam;
+        let camera_motion = t_base_cam.inverse().compose(&a.inverse().compose(&b)).compose(&t_base_cam);
+        let moved = camera_motion.translation.norm();
+        let confidence = p.odometry_params().scale_confidence;
+        let anchor = lock(&self.chain).odometry.anchor_of(job.first.stamp());
+        let by_chain = match anchor {
+            Anchor::OnChain(k) => Some(depth_ratio(&k.pointmap, &out.view1, confidence).ok_or(ScaleError::Unrelated)?),
+            _ => None,
+        };
+        let pair = pose.t_cam1_cam2.translation.norm();
+        lock(&self.chain).robot_scale.measure(moved, pair, by_chain, p.scale_min_translation)
     }
 
     /// A reconstructed pair in the chain's units: its own cloud and pose out, then it joins the
@@ -626,7 +682,7 @@ impl Pipeline {
             let mut chain = lock(&self.chain);
             let current = chain.id == job.chain;
             if current && p.scale_source.is_metric() {
-                chain.scale.update(measured);
+                chain.scale.update(&measured);
             }
             current.then(|| chain.odometry.anchor_of(job.first.stamp()))
         };

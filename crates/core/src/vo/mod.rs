@@ -6,6 +6,7 @@ pub mod keyframes;
 pub mod map;
 pub mod matching;
 pub mod odometry;
+pub mod robot_odometry;
 pub mod scale;
 pub mod tracking;
 pub mod uncertainty;
