@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use nalgebra::{Quaternion, UnitQuaternion, Vector3};
 
 use crate::geometry::Transform;
-use crate::msg::{geometry_msgs, tf2_msgs};
+use crate::msg::{builtin_interfaces, geometry_msgs, tf2_msgs};
 
 /// Any frame of the tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,8 +69,25 @@ impl StaticTransforms {
     }
 }
 
+/// The transforms `parent -> child` in a /tf message (leading `/` ignored, as tf2 does), with
+/// their stamps; those that are not rigid transforms are left out.
+pub fn transforms_between(
+    msg: &tf2_msgs::TFMessage,
+    parent: &str,
+    child: &str,
+) -> Vec<(builtin_interfaces::Time, Transform<TreeFrame, TreeFrame>)> {
+    let (parent, child) = (parent.trim_start_matches('/'), child.trim_start_matches('/'));
+    msg.transforms
+        .iter()
+        .filter(|t| {
+            t.header.frame_id.trim_start_matches('/') == parent && t.child_frame_id.trim_start_matches('/') == child
+        })
+        .filter_map(|t| Some((t.header.stamp.clone(), transform_of(&t.transform)?)))
+        .collect()
+}
+
 /// A `geometry_msgs/Transform` as a rigid transform, when it is one.
-pub(crate) fn transform_of(t: &geometry_msgs::Transform) -> Option<Transform<TreeFrame, TreeFrame>> {
+fn transform_of(t: &geometry_msgs::Transform) -> Option<Transform<TreeFrame, TreeFrame>> {
     let (r, p) = (&t.rotation, &t.translation);
     let q = Quaternion::new(r.w, r.x, r.y, r.z);
     let finite = [r.w, r.x, r.y, r.z, p.x, p.y, p.z].iter().all(|v| v.is_finite());
@@ -109,5 +126,26 @@ mod tests {
         assert!((back.compose(&t).translation).norm() < 1e-12);
         assert!(tree.lookup::<TreeFrame, TreeFrame>("base_link", "elsewhere").is_none(), "another tree");
         assert!(tree.lookup::<TreeFrame, TreeFrame>("base_link", "bad").is_none(), "the NaN one was skipped");
+    }
+
+    /// Only `odom -> base_link` is taken, with or without leading slashes; a non-rigid one is not.
+    #[test]
+    fn the_transforms_between_two_frames() {
+        let mut bad = Tf::fixed("odom", "base_link", [0.0; 3], [0.0; 4]);
+        bad.header.stamp.sec = 9;
+        let mut later = Tf::fixed("/odom", "/base_link", [2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]);
+        later.header.stamp.sec = 2;
+        let msg = tf2_msgs::TFMessage {
+            transforms: vec![
+                Tf::fixed("odom", "base_link", [1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]),
+                Tf::fixed("map", "odom", [5.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]),
+                Tf::fixed("odom", "wheel", [5.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]),
+                bad,
+                later,
+            ],
+        };
+        let found = transforms_between(&msg, "odom", "base_link");
+        let xs: Vec<(i32, f64)> = found.iter().map(|(t, p)| (t.sec, p.translation.x)).collect();
+        assert_eq!(xs, vec![(0, 1.0), (2, 2.0)]);
     }
 }

@@ -22,7 +22,7 @@ use crate::geometry::Transform;
 use crate::image::depth::DepthImage;
 use crate::image::{Frame, ImageError};
 use crate::msg::convert::{cloud_points_of, CloudLayoutError};
-use crate::msg::tf_static::StaticTransforms;
+use crate::msg::tf_static::{transforms_between, StaticTransforms};
 use crate::msg::{builtin_interfaces, sensor_msgs, std_msgs, tf2_msgs};
 use crate::outputs::odom::{stamp_of, Base, Mount, OdomOutputs};
 use crate::outputs::{
@@ -35,7 +35,7 @@ use crate::superpoint::Keypoints;
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::vo::map::{grow, VoxelMap};
 use crate::vo::odometry::{track_frame, Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOriginFrame};
-use crate::vo::robot_odometry::RobotOdometry;
+use crate::vo::robot_odometry::{RobotBase, RobotOdometry};
 use crate::vo::scale::{depth_scale, DepthView, OdometryScale, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
 use crate::vo::tracking::{FrameCam, NotTracked};
 use depth::DepthSync;
@@ -351,8 +351,12 @@ impl Pipeline {
     pub fn on_transforms(&self, msg: &tf2_msgs::TFMessage) {
         let p = self.params();
         let Some(base) = p.base_frame.as_deref().filter(|_| p.scale_source == ScaleSource::Odometry) else { return };
-        let taken = lock(&self.robot).insert(msg, &p.scale_odom_frame, base);
-        self.stats.add(Counter::RobotOdometryIn, taken as u64);
+        let found = transforms_between(msg, &p.scale_odom_frame, base);
+        self.stats.add(Counter::RobotOdometryIn, found.len() as u64);
+        let mut robot = lock(&self.robot);
+        for (stamp, pose) in found {
+            robot.insert(stamp_of(&stamp), Transform::new(pose.rotation, pose.translation));
+        }
     }
 
     /// `depth_max_interval` in nanoseconds.
@@ -652,7 +656,7 @@ impl Pipeline {
             (robot.pose_at(job.first.stamp()), robot.pose_at(job.second.stamp()))
         };
         let (Some(a), Some(b)) = (a, b) else { return Err(ScaleError::NoOdometry) };
-        let t_base_cam = mount.t_base_cam;
+        let t_base_cam = Transform::<RobotBase, FrameCam>::new(mount.t_base_cam.rotation, mount.t_base_cam.translation);
         let camera_motion = t_base_cam.inverse().compose(&a.inverse().compose(&b)).compose(&t_base_cam);
         let moved = camera_motion.translation.norm();
         let confidence = p.odometry_params().scale_confidence;

@@ -7,17 +7,18 @@ use std::collections::VecDeque;
 use nalgebra::UnitQuaternion;
 
 use crate::geometry::Transform;
-use crate::msg::tf2_msgs;
-use crate::msg::tf_static::transform_of;
-use crate::outputs::odom::{stamp_of, Base};
 use crate::vo::odometry::Stamp;
 
 /// The robot odometry's fixed frame (`scale_odom_frame`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RobotOdom;
 
+/// `base_frame` as the robot's odometry moves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RobotBase;
+
 /// The base's pose in the robot's odometry frame.
-pub type TRobotOdomBase = Transform<RobotOdom, Base>;
+pub type TRobotOdomBase = Transform<RobotOdom, RobotBase>;
 
 /// How much history is kept, ns: keyframe pairs look back a few seconds at most.
 const KEEP: Stamp = 30_000_000_000;
@@ -33,31 +34,19 @@ pub struct RobotOdometry {
 }
 
 impl RobotOdometry {
-    /// Takes a /tf message's transforms `odom_frame -> base_frame` (finite, with a unit-able
-    /// quaternion); returns how many.
-    pub fn insert(&mut self, msg: &tf2_msgs::TFMessage, odom_frame: &str, base_frame: &str) -> usize {
-        let mut taken = 0;
-        for t in &msg.transforms {
-            let parent = t.header.frame_id.trim_start_matches('/');
-            let child = t.child_frame_id.trim_start_matches('/');
-            if parent != odom_frame.trim_start_matches('/') || child != base_frame.trim_start_matches('/') {
-                continue;
-            }
-            let Some(pose) = transform_of(&t.transform) else { continue };
-            let stamp = stamp_of(&t.header.stamp);
-            let at = self.poses.partition_point(|(s, _)| *s < stamp);
-            match self.poses.get(at) {
-                Some((s, _)) if *s == stamp => self.poses[at].1 = Transform::new(pose.rotation, pose.translation),
-                _ => self.poses.insert(at, (stamp, Transform::new(pose.rotation, pose.translation))),
-            }
-            taken += 1;
+    /// Adds the base's pose at `stamp` (a later one for the same stamp replaces it); forgets
+    /// what is more than 30 s older than the newest.
+    pub fn insert(&mut self, stamp: Stamp, pose: TRobotOdomBase) {
+        let at = self.poses.partition_point(|(s, _)| *s < stamp);
+        match self.poses.get_mut(at) {
+            Some((s, p)) if *s == stamp => *p = pose,
+            _ => self.poses.insert(at, (stamp, pose)),
         }
         if let Some(&(newest, _)) = self.poses.back() {
             while self.poses.front().is_some_and(|(s, _)| *s < newest - KEEP) {
                 self.poses.pop_front();
             }
         }
-        taken
     }
 
     /// Forgets every pose (time went backwards).
@@ -89,44 +78,28 @@ impl RobotOdometry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::geometry_msgs::TransformStamped;
-    use crate::outputs::odom::time_of;
-    use nalgebra::Vector3;
+    use nalgebra::{Rotation3, Vector3};
 
-    fn tf(parent: &str, child: &str, stamp: Stamp, x: f64, yaw: f64) -> TransformStamped {
-        let mut t =
-            TransformStamped::fixed(parent, child, [x, 0.0, 0.0], [0.0, 0.0, (yaw / 2.0).sin(), (yaw / 2.0).cos()]);
-        t.header.stamp = time_of(stamp);
-        t
+    fn pose(x: f64, yaw: f64) -> TRobotOdomBase {
+        Transform::new(Rotation3::from_axis_angle(&Vector3::z_axis(), yaw), Vector3::new(x, 0.0, 0.0))
     }
 
-    /// Only `odom -> base_link` is taken; between samples the pose is interpolated, at a sample
-    /// it is the sample, and beyond the samples or across a gap there is none.
+    /// Between samples the pose is interpolated, at a sample it is the sample, and beyond the
+    /// samples, across a gap or past the history there is none.
     #[test]
     fn the_robots_pose_between_its_samples() {
         let mut odometry = RobotOdometry::default();
         let s = 1_000_000_000;
-        let msg = tf2_msgs::TFMessage {
-            transforms: vec![
-                tf("odom", "base_link", s + 4 * s / 10, 2.0, 0.2),
-                tf("/odom", "/base_link", s, 1.0, 0.0),
-                tf("map", "odom", s, 9.0, 0.0),
-                tf("odom", "wheel", s, 9.0, 0.0),
-                tf("odom", "base_link", 4 * s, 3.0, 0.0),
-            ],
-        };
-        assert_eq!(odometry.insert(&msg, "odom", "base_link"), 3);
+        odometry.insert(s + 4 * s / 10, pose(2.0, 0.2));
+        odometry.insert(s, pose(1.0, 0.0));
+        odometry.insert(4 * s, pose(3.0, 0.0));
         let mid = odometry.pose_at(s + s / 10).unwrap();
         assert!((mid.translation - Vector3::new(1.25, 0.0, 0.0)).norm() < 1e-12);
         assert!((mid.rotation.angle() - 0.05).abs() < 1e-12);
         assert_eq!(odometry.pose_at(s + 4 * s / 10).unwrap().translation.x, 2.0);
         assert!(odometry.pose_at(s - 1).is_none() && odometry.pose_at(4 * s + 1).is_none());
         assert!(odometry.pose_at(3 * s).is_none(), "2.6 s between samples: no pose");
-        odometry.insert(
-            &tf2_msgs::TFMessage { transforms: vec![tf("odom", "base_link", 40 * s, 0.0, 0.0)] },
-            "odom",
-            "base_link",
-        );
+        odometry.insert(40 * s, pose(0.0, 0.0));
         assert!(odometry.pose_at(s).is_none(), "older than 30 s before the newest: forgotten");
     }
 }
