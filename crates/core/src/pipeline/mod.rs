@@ -601,7 +601,7 @@ impl Pipeline {
     ) -> (PairOutput, Link, Result<ScaleEstimate, ScaleError>) {
         let confidence = p.odometry_params().scale_confidence;
         let measured = match p.scale_source {
-            ScaleSource::None => return (out, Link::Relative(confidence), Err(ScaleError::NoDepth)),
+            ScaleSource::None => return (out, Link::Relative(confidence), Err(ScaleError::NotMetric)),
             ScaleSource::Depth => self.depth_measurement(job, &out, confidence),
             ScaleSource::Odometry => self.robot_measurement(job, &out, p),
         };

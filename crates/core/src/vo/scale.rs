@@ -105,6 +105,9 @@ impl ScaleTrack {
 /// Why a pair has no metric scale.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ScaleError {
+    /// `scale_source` is none: nothing measures the scale.
+    #[error("scale_source is none")]
+    NotMetric,
     /// Neither view has a depth image.
     #[error("no depth image within depth_max_interval of either keyframe")]
     NoDepth,
