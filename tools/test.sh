@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages: cmake and libclang-dev build Cyclone DDS (the cyclors crate compiles it from its
 # bundled source; the node's outputs go out through it), g++ and libfastrtps-dev build the Fast DDS
-# subscriber peer of tests/dds_transport.rs, colcon with its ROS and CMake support, ament-cmake and
+# subscriber and service-client peers (tests/dds_transport.rs, tests/node_services_fastdds.rs), colcon with its ROS and CMake support, ament-cmake and
 # python3-rosidl (rosidl's .msg parser) build and check the package as a workspace would
 # (tests/colcon.rs).
 missing=()

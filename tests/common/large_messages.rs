@@ -93,7 +93,7 @@ impl Reader {
 
     /// The Fast DDS subscriber (default settings) of `dds_type` on `topic`, built first if needed.
     pub fn fastdds(topic: &str, dds_type: &str, expect: usize, seconds: f64) -> anyhow::Result<Self> {
-        let out = Command::new(format!("{ROOT}/tools/peers/build-fastdds-reader.sh")).output()?;
+        let out = Command::new(format!("{ROOT}/tools/peers/build-fastdds-peer.sh")).arg("reader").output()?;
         ensure!(out.status.success(), "building the Fast DDS peer: {}", String::from_utf8_lossy(&out.stderr));
         let mut command = Command::new(String::from_utf8(out.stdout)?.trim());
         command.args([topic, dds_type, &seconds.to_string(), &expect.to_string()]);

@@ -369,7 +369,9 @@ impl ServiceHandler for Handler<'_> {
         for output in self.shared.pipeline.reset(self.stamp.clone()) {
             let Ok(()) = sink.emit(output);
         }
-        TriggerResponse { success: true, message: "a new keyframe chain starts at the next frame; map cleared".into() }
+        let message = "a new keyframe chain starts at the next frame; map cleared";
+        tracing::info!("~/reset: {message}");
+        TriggerResponse { success: true, message: message.into() }
     }
 
     fn save_map(&mut self) -> TriggerResponse {

@@ -1,0 +1,167 @@
+// A ROS 2 service client as rmw_fastrtps (the ROS 2 default RMW) frames one, on Debian's
+// libfastrtps-dev 2.9, for tests/node_services_fastdds.rs.
+//
+//   fastdds_requester SECONDS SERVICE REQUEST_TYPE REPLY_TYPE HEX [SERVICE REQUEST_TYPE REPLY_TYPE HEX]...
+//
+// For each group, in order: a request writer on rq<SERVICE>Request and a reply reader on
+// rr<SERVICE>Reply (reliable, volatile, keep last 10: the services' default QoS), waits until both
+// are matched, writes HEX (the request's CDR, encapsulation header included) with the reply
+// reader's GUID as related sample identity in inline QoS, and takes the reply whose related
+// sample identity names this request. The request's payload carries no header (the "enhanced"
+// RPC-over-DDS mapping). Prints one JSON line:
+//   {"replies":[{"service":S,"hex":H},...]}     (H empty when no reply came within SECONDS)
+// The DDS domain is ROS_DOMAIN_ID (0 if unset). Run it only inside a private network namespace.
+
+#include <fastdds/dds/domain/DomainParticipant.hpp>
+#include <fastdds/dds/domain/DomainParticipantFactory.hpp>
+#include <fastdds/dds/publisher/DataWriter.hpp>
+#include <fastdds/dds/publisher/Publisher.hpp>
+#include <fastdds/dds/subscriber/DataReader.hpp>
+#include <fastdds/dds/subscriber/SampleInfo.hpp>
+#include <fastdds/dds/subscriber/Subscriber.hpp>
+#include <fastdds/dds/topic/Topic.hpp>
+#include <fastdds/dds/topic/TopicDataType.hpp>
+#include <fastdds/dds/topic/TypeSupport.hpp>
+#include <fastdds/rtps/common/WriteParams.h>
+#include <fastrtps/rtps/common/SerializedPayload.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace eprosima::fastdds::dds;
+using eprosima::fastrtps::rtps::InstanceHandle_t;
+using eprosima::fastrtps::rtps::SerializedPayload_t;
+using eprosima::fastrtps::rtps::WriteParams;
+
+struct Raw {
+    std::vector<uint8_t> bytes;
+};
+
+// Any keyless type as raw CDR: only the type's name has to match.
+class RawType : public TopicDataType {
+public:
+    explicit RawType(const std::string& name) {
+        setName(name.c_str());
+        m_typeSize = 4096;
+        m_isGetKeyDefined = false;
+    }
+    bool serialize(void* data, SerializedPayload_t* payload) override {
+        auto* raw = static_cast<Raw*>(data);
+        if (payload->max_size < raw->bytes.size()) return false;
+        std::memcpy(payload->data, raw->bytes.data(), raw->bytes.size());
+        payload->length = static_cast<uint32_t>(raw->bytes.size());
+        return true;
+    }
+    bool deserialize(SerializedPayload_t* payload, void* data) override {
+        static_cast<Raw*>(data)->bytes.assign(payload->data, payload->data + payload->length);
+        return true;
+    }
+    std::function<uint32_t()> getSerializedSizeProvider(void* data) override {
+        return [data]() { return static_cast<uint32_t>(static_cast<Raw*>(data)->bytes.size()); };
+    }
+    void* createData() override { return new Raw(); }
+    void deleteData(void* data) override { delete static_cast<Raw*>(data); }
+    bool getKey(void*, InstanceHandle_t*, bool) override { return false; }
+};
+
+static double now_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+static std::vector<uint8_t> from_hex(const std::string& hex) {
+    std::vector<uint8_t> out;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(std::stoi(hex.substr(i, 2), nullptr, 16));
+    return out;
+}
+
+static std::string to_hex(const std::vector<uint8_t>& bytes) {
+    std::string out;
+    char b[3];
+    for (uint8_t v : bytes) {
+        std::snprintf(b, sizeof b, "%02x", v);
+        out += b;
+    }
+    return out;
+}
+
+static Topic* topic_of(DomainParticipant* p, const std::string& name, const std::string& type_name) {
+    TypeSupport type(new RawType(type_name));
+    type.register_type(p);
+    return p->create_topic(name, type_name, TOPIC_QOS_DEFAULT);
+}
+
+// One call: the request written once both ends are matched, the reply to it taken (hex), or "".
+static std::string call(DomainParticipant* p, double deadline, const std::string& service,
+                        const std::string& req_type, const std::string& rep_type, const std::string& hex) {
+    Topic* rq = topic_of(p, "rq" + service + "Request", req_type);
+    Topic* rr = topic_of(p, "rr" + service + "Reply", rep_type);
+    Publisher* pub = p->create_publisher(PUBLISHER_QOS_DEFAULT);
+    Subscriber* sub = p->create_subscriber(SUBSCRIBER_QOS_DEFAULT);
+    if (!rq || !rr || !pub || !sub) return "";
+    DataWriterQos wq = DATAWRITER_QOS_DEFAULT;
+    wq.reliability().kind = RELIABLE_RELIABILITY_QOS;
+    wq.history().kind = KEEP_LAST_HISTORY_QOS;
+    wq.history().depth = 10;
+    wq.durability().kind = VOLATILE_DURABILITY_QOS;
+    DataReaderQos rqos = DATAREADER_QOS_DEFAULT;
+    rqos.reliability().kind = RELIABLE_RELIABILITY_QOS;
+    rqos.history().kind = KEEP_LAST_HISTORY_QOS;
+    rqos.history().depth = 10;
+    rqos.durability().kind = VOLATILE_DURABILITY_QOS;
+    DataWriter* writer = pub->create_datawriter(rq, wq);
+    DataReader* reader = sub->create_datareader(rr, rqos);
+    if (!writer || !reader) return "";
+    PublicationMatchedStatus pm;
+    SubscriptionMatchedStatus sm;
+    while (now_s() < deadline) {
+        writer->get_publication_matched_status(pm);
+        reader->get_subscription_matched_status(sm);
+        if (pm.current_count > 0 && sm.current_count > 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    Raw request{from_hex(hex)};
+    WriteParams params;
+    params.related_sample_identity().writer_guid() = reader->guid();
+    if (!writer->write(&request, params)) return "";
+    const auto sent = params.sample_identity();
+    Raw reply;
+    SampleInfo info;
+    while (now_s() < deadline) {
+        while (reader->take_next_sample(&reply, &info) == ReturnCode_t::RETCODE_OK) {
+            const auto& rel = info.related_sample_identity;
+            const bool ours = rel.writer_guid() == reader->guid() || rel.writer_guid() == writer->guid();
+            if (info.valid_data && ours && rel.sequence_number() == sent.sequence_number()) return to_hex(reply.bytes);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return "";
+}
+
+int main(int argc, char** argv) {
+    if (argc < 6 || (argc - 2) % 4 != 0) {
+        std::fprintf(stderr, "usage: %s SECONDS SERVICE REQUEST_TYPE REPLY_TYPE HEX [...]\n", argv[0]);
+        return 2;
+    }
+    const double deadline = now_s() + std::atof(argv[1]);
+    const char* domain = std::getenv("ROS_DOMAIN_ID");
+    auto* factory = DomainParticipantFactory::get_instance();
+    DomainParticipant* participant = factory->create_participant(domain ? std::atoi(domain) : 0, PARTICIPANT_QOS_DEFAULT);
+    if (!participant) return 1;
+    std::string out;
+    for (int i = 2; i + 3 < argc; i += 4) {
+        const std::string hex = call(participant, deadline, argv[i], argv[i + 1], argv[i + 2], argv[i + 3]);
+        out += std::string(out.empty() ? "" : ",") + "{\"service\":\"" + argv[i] + "\",\"hex\":\"" + hex + "\"}";
+    }
+    std::printf("{\"replies\":[%s]}\n", out.c_str());
+    std::fflush(stdout);
+    participant->delete_contained_entities();
+    factory->delete_participant(participant);
+    return 0;
+}
