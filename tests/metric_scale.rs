@@ -9,7 +9,7 @@
 mod common;
 
 use common::true_scene::{play, sample_pipeline, sample_time, OdometrySink, TruePointmaps};
-use common::tum::{depth_msg, replay_tum, write_bag, DepthEncoding, DepthPointmaps, DEPTH, FR3};
+use common::tum::{depth_msg, depth_oracle, replay_tum, write_bag, DepthEncoding, DEPTH, FR3};
 use sp_dust3r_core::bag::replay::{choose_depth_topic, choose_topics, ReplaySummary};
 use sp_dust3r_core::bag::McapFile;
 use sp_dust3r_core::diagnostics::Counter;
@@ -29,8 +29,7 @@ use sp_dust3r_core::sample::{Room, RATE};
 
 /// Every pair's scale: log-uniform over 0.2 .. 5, so no two pairs agree and none is near 1.
 fn unknown_scales(n: usize) -> Vec<f64> {
-    let mut rng = SplitMix64::new(0xd3b7);
-    (0..n).map(|_| (0.2f64.ln() + rng.next_f64() * (5.0f64.ln() - 0.2f64.ln())).exp()).collect()
+    common::tum::DepthOracle::arbitrary_scales(n, 0xd3b7)
 }
 
 /// What a TUM run gave: its counters, its odometry scored, and each pair's cloud's median depth
@@ -51,7 +50,7 @@ fn tum_run(encoding: DepthEncoding, scale_source: &str) -> TumRun {
     assert_eq!(cameras.image, common::tum::IMAGE, "the depth topic is not taken for the colour image");
     cameras.depth = Some(choose_depth_topic(&topics, None).unwrap());
     assert_eq!(cameras.depth.as_deref(), Some(DEPTH));
-    let mut depth = DepthPointmaps::new(&FR3);
+    let mut depth = depth_oracle(&FR3);
     depth.scales = unknown_scales(32);
     depth.noise = 0.02;
     let out_path = dir.path().join("out.mcap");

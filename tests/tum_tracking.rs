@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::tum::{replay_tum, write_bag, DepthPointmaps, FR3};
+use common::tum::{depth_oracle, replay_tum, write_bag, FR3};
 use sp_dust3r_core::bag::replay::choose_topics;
 use sp_dust3r_core::bag::McapFile;
 use sp_dust3r_core::diagnostics::Counter;
@@ -25,7 +25,7 @@ fn real_frames_are_tracked_against_the_motion_capture() {
     let cameras = choose_topics(&topics, None, None).unwrap();
     assert_eq!(cameras.camera_info.as_deref(), Some("/camera/rgb/camera_info"));
     let out_path = dir.path().join("out.mcap");
-    let summary = replay_tum(&bag, &cameras, Vec::new(), &DepthPointmaps::new(&FR3), &out_path);
+    let summary = replay_tum(&bag, &cameras, Vec::new(), &depth_oracle(&FR3), &out_path);
     let n = FR3.frames().len();
     let pairs = summary.get(Counter::PairsDone);
     assert_eq!(summary.get(Counter::FramesIn) as usize, n);
@@ -73,7 +73,7 @@ fn stated_against_true(seq: &common::tum::Sequence) -> Vec<(f64, f64, f64)> {
     let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
     let cameras = choose_topics(&topics, None, None).unwrap();
     let out_path = dir.path().join("out.mcap");
-    replay_tum(&bag, &cameras, Vec::new(), &DepthPointmaps::new(seq), &out_path);
+    replay_tum(&bag, &cameras, Vec::new(), &depth_oracle(seq), &out_path);
     let gt = seq.ground_truth();
     let origin = pose_at(&gt, seq.frames()[0].0, 0.0).unwrap();
     let optical = Transform::<(), ()>::new(body_from_optical(), nalgebra::Vector3::zeros());

@@ -40,7 +40,8 @@ else
     cargo test --release --workspace --features sp_dust3r/node
     # The models against upstream again at the AVX2 level (SP_DUST3R_CPU_LEVEL caps it): our
     # machines have AVX-512 or only AVX2, and the linear layers take another kernel on each.
-    SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --features node --test dust3r_tiny --test superpoint_network --test superpoint_real \
-        --test tensor_ops
+    # Same packages and features as above, so the test binaries are reused, not rebuilt.
+    SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --workspace --features sp_dust3r/node --test dust3r_tiny \
+        --test superpoint_network --test superpoint_real --test tensor_ops
     tools/fuzz.sh --seconds 10
 fi

@@ -6,6 +6,8 @@
 //! tools/setup-peers.sh && cargo run --release -p sp_dust3r_bench -- superpoint --weights DIR
 //! ```
 
+mod vo;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -50,6 +52,10 @@ enum Bench {
     /// node) alone, then with DUSt3R pairs running back to back on the same cores: sharing
     /// SuperPoint's threads, then on the node's background pool (`dust3r_nice`).
     Priority(PriorityArgs),
+    /// Frame-rate tracking on a TUM RGB-D sequence with DUSt3R replaced by the sequence's depth
+    /// and motion capture (pairs at arbitrary scales), scored against the motion capture, beside
+    /// a classic frame-to-frame RGB-D odometry (OpenCV ORB + solvePnPRansac) on the same frames.
+    Vo(vo::VoArgs),
 }
 
 #[derive(clap::Args)]
@@ -175,6 +181,10 @@ fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Pose(args) => pose(args),
         Bench::Tracking(args) => tracking(args),
         Bench::Priority(args) => priority(args),
+        Bench::Vo(args) => {
+            let python = find_python(args.python.as_deref());
+            vo::vo(args, &python)
+        }
         Bench::Gemm(args) => gemm_peak(&find_python(args.python.as_deref()), args.no_peer).map(|_| ()),
     }
 }

@@ -77,6 +77,9 @@ pub enum BackendError {
     /// The frame could not be encoded for the request.
     #[error("cannot encode the frame for the server: {0}")]
     Encode(#[source] image::ImageError),
+    /// A stand-in for a model (an evaluation's oracle) cannot answer for these frames.
+    #[error("{0}")]
+    StandIn(String),
 }
 
 impl From<SuperPointError> for BackendError {
@@ -118,6 +121,7 @@ impl BackendError {
             Self::Status { .. } => "server_status",
             Self::Malformed { .. } => "server_malformed",
             Self::Encode(_) => "encode",
+            Self::StandIn(_) => "stand_in",
         }
     }
 }

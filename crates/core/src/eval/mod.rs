@@ -7,6 +7,7 @@
 pub mod bag;
 pub mod plot;
 pub mod trajectory;
+pub mod tum;
 
 use nalgebra::{Rotation3, UnitQuaternion, Vector3};
 

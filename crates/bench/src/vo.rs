@@ -1,0 +1,194 @@
+//! `vo`: frame-rate tracking on a TUM RGB-D sequence, judged alone: DUSt3R replaced by the
+//! sequence's own depth and motion capture (each pair at an arbitrary scale of its own, so only
+//! the chain and tracking are measured), the frames replayed through the pipeline as a bag with
+//! the trained SuperPoint, the odometry scored against the motion capture; beside it, in the same
+//! run, a classic frame-to-frame RGB-D odometry (OpenCV ORB + solvePnPRansac) on the same frames.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+
+use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
+use sp_dust3r_core::bag::{BagWriter, McapFile};
+use sp_dust3r_core::diagnostics::Counter;
+use sp_dust3r_core::eval::bag::odometry_estimates;
+use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
+use sp_dust3r_core::eval::tum::{camera_from_json, published_camera, write_bag, DepthOracle, TumSequence};
+use sp_dust3r_core::eval::StampedPose;
+use sp_dust3r_core::geometry::lens::{Camera, Lens};
+use sp_dust3r_core::geometry::Transform;
+use sp_dust3r_core::params::args::{split_ros_args, RosArgs};
+use sp_dust3r_core::params::NodeParams;
+use sp_dust3r_core::superpoint::{SuperPoint, HUB_MODEL};
+
+const ORB_PEER: &str = include_str!("../../../tools/peers/vo_orb_opencv.py");
+
+#[derive(clap::Args)]
+pub struct VoArgs {
+    /// A TUM RGB-D sequence's folder (associations.txt, groundtruth.txt, rgb/, depth/).
+    #[arg(long)]
+    tum: PathBuf,
+    /// Its colour camera as TUM published it (fr1, fr2, fr3); default: the folder's
+    /// intrinsics.json, else fr1.
+    #[arg(long)]
+    camera: Option<String>,
+    /// The first frame (of associations.txt's).
+    #[arg(long, default_value_t = 0)]
+    first: usize,
+    /// How many frames.
+    #[arg(long, default_value_t = usize::MAX)]
+    frames: usize,
+    /// SuperPoint's folder (resolved as for `superpoint`): trained weights.
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// Seed of the pairs' arbitrary scales.
+    #[arg(long, default_value_t = 0x5eed)]
+    scale_seed: u64,
+    /// Python with numpy and opencv-python-headless (default as for the other benchmarks).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    #[arg(long)]
+    no_peer: bool,
+    /// Node parameters, as after `--ros-args`: `-p name:=value` ...
+    #[arg(last = true)]
+    ros_args: Vec<String>,
+}
+
+fn camera_of(args: &VoArgs) -> anyhow::Result<Camera> {
+    let json = args.tum.join("intrinsics.json");
+    match &args.camera {
+        Some(name) => {
+            published_camera(name).with_context(|| format!("no published TUM camera {name:?} (fr1, fr2, fr3)"))
+        }
+        None if json.exists() => Ok(camera_from_json(&json)?),
+        None => published_camera("fr1").context("TUM's fr1 camera"),
+    }
+}
+
+/// What one odometry gave on the sequence.
+struct Scored {
+    report: TrajectoryReport,
+    /// Frames tracked.
+    tracked: u64,
+    /// Frames that could have been tracked (after the first pair for ours, after the first frame
+    /// for the baseline).
+    trackable: u64,
+    /// Why frames were not tracked, by kind.
+    lost: Vec<(String, u64)>,
+}
+
+pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
+    let seq = TumSequence { dir: args.tum.clone(), camera: camera_of(&args)?, first: args.first, len: args.frames };
+    let gt = seq.ground_truth()?;
+    let frames = seq.frames()?.len();
+    println!("vo: {} ({frames} frames), lens {:?}", args.tum.display(), seq.camera.lens);
+    let ours = run_ours(&args, &seq, &gt)?;
+    print_scored("sp_dust3r (true pointmaps)", &ours);
+    if args.no_peer {
+        return Ok(());
+    }
+    let orb = run_orb(&seq, &gt, python, frames)?;
+    print_scored("ORB + solvePnPRansac, frame to frame", &orb);
+    let ratio = |a: f64, b: f64| a / b;
+    println!(
+        "ours / ORB: RPE median translation {:.2}, rotation {:.2}; ATE {:.2}",
+        ratio(ours.report.rpe_translation.median, orb.report.rpe_translation.median),
+        ratio(ours.report.rpe_rotation_deg.median, orb.report.rpe_rotation_deg.median),
+        ratio(ours.report.ate.rmse, orb.report.ate.rmse)
+    );
+    Ok(())
+}
+
+fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Result<Scored> {
+    let dir = tempfile::tempdir()?;
+    let (bag, out_path) = (dir.path().join("in.mcap"), dir.path().join("out.mcap"));
+    write_bag(seq, &bag, None)?;
+    let (_, ros) = if args.ros_args.is_empty() {
+        (Vec::new(), RosArgs::default())
+    } else {
+        split_ros_args(std::iter::once("--ros-args".to_string()).chain(args.ros_args.iter().cloned()))?
+    };
+    let (params, warnings) = NodeParams::resolve(&ros, "/sp_dust3r")?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let resolved = sp_dust3r_core::weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
+    let features = sp_dust3r_core::backend::cpu::CpuFeatures(SuperPoint::load(&resolved.dir)?);
+    let mut oracle = DepthOracle::new(seq)?;
+    oracle.scales = DepthOracle::arbitrary_scales(1000, args.scale_seed);
+    let input = vec![McapFile::open(&bag)?];
+    let topics: Vec<(String, String)> = input[0].topics()?.into_iter().collect();
+    let cameras = choose_topics(&topics, None, None)?;
+    let mut writer = BagWriter::create(&out_path)?;
+    let models = Models { features: &features, pairs: Some(&oracle) };
+    let cancel = sp_dust3r_core::cancel::Cancel::new();
+    let (summary, stopped) = replay(&input, &cameras, &mut writer, models, &params, &cancel, |_| {})?;
+    writer.finish()?;
+    if let Some(e) = stopped {
+        bail!("the replay stopped: {e}");
+    }
+    let (poses, processed) = odometry_estimates(&out_path)?;
+    let report = evaluate_trajectory(&poses, processed, gt, 0.02, RpeDelta::Frames(1))?;
+    let gaps: Vec<f64> = summary.keyframe_gaps.iter().map(|g| g.0).collect();
+    println!(
+        "  pairs {}, keyframe_gap median {:.2} deg over {} keyframes",
+        summary.poses(),
+        sp_dust3r_core::quantile::median(&gaps),
+        gaps.len()
+    );
+    let counters = summary.counters();
+    let lost = counters.into_iter().filter(|(k, v)| k.starts_with("errors_tracking_") && *v > 0).collect();
+    let trackable = summary.get(Counter::FramesIn) - summary.get(Counter::FramesBeforeMap);
+    Ok(Scored { report, tracked: summary.get(Counter::FramesTracked), trackable, lost })
+}
+
+fn run_orb(seq: &TumSequence, gt: &[StampedPose], python: &Path, frames: usize) -> anyhow::Result<Scored> {
+    let k = &seq.camera.k;
+    let d = match seq.camera.lens {
+        Lens::PlumbBob(d) => d,
+        Lens::Pinhole => [0.0; 5],
+        _ => bail!("the ORB peer knows plumb_bob lenses only"),
+    };
+    let mut a: Vec<String> = vec!["--tum".into(), seq.dir.display().to_string(), "--k".into()];
+    a.extend([k.fx, k.fy, k.cx, k.cy].map(|v| v.to_string()));
+    a.push("--dist".into());
+    a.extend(d.map(|v| v.to_string()));
+    a.extend(["--first".into(), seq.first.to_string(), "--frames".into(), frames.to_string()]);
+    let os: Vec<&std::ffi::OsStr> = a.iter().map(std::ffi::OsStr::new).collect();
+    let out = crate::run_peer(ORB_PEER, "vo_orb_opencv.py", python, &os)?;
+    let poses: Vec<StampedPose> = out["poses"]
+        .as_array()
+        .context("no poses from the ORB peer")?
+        .iter()
+        .filter_map(|p| {
+            let v: Vec<f64> = p.as_array()?.iter().filter_map(serde_json::Value::as_f64).collect();
+            let [t, x, y, z, qx, qy, qz, qw] = v[..] else { return None };
+            let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(qw, qx, qy, qz));
+            Some(StampedPose { t, pose: Transform::new(q.to_rotation_matrix(), nalgebra::Vector3::new(x, y, z)) })
+        })
+        .collect();
+    let lost = out["lost"].as_array().map_or(0, Vec::len) as u64;
+    println!("  ORB peer: {:.1} ms per frame (median)", out["ms_per_frame"].as_f64().unwrap_or(f64::NAN));
+    let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
+    let tracked = report.num_tracked.saturating_sub(1) as u64;
+    Ok(Scored { report, tracked, trackable: frames.saturating_sub(1) as u64, lost: vec![("lost".into(), lost)] })
+}
+
+fn print_scored(name: &str, s: &Scored) {
+    let r = &s.report;
+    println!("{name}:");
+    println!("  tracked {} of {} trackable frames; not tracked: {:?}", s.tracked, s.trackable, s.lost);
+    println!(
+        "  RPE per frame: translation median {:.2} mm (max {:.1}), rotation median {:.3} deg (max {:.2})",
+        r.rpe_translation.median * 1e3,
+        r.rpe_translation.max * 1e3,
+        r.rpe_rotation_deg.median,
+        r.rpe_rotation_deg.max
+    );
+    println!(
+        "  ATE (Sim(3)) {:.1} mm = {:.2} % of the {:.3} m path",
+        r.ate.rmse * 1e3,
+        r.ate_percent_of_path,
+        r.path_length
+    );
+}
