@@ -7,6 +7,7 @@
 //! ```
 
 mod vo;
+mod vo_study;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -49,6 +49,13 @@ pub struct VoArgs {
     pub python: Option<PathBuf>,
     #[arg(long)]
     no_peer: bool,
+    /// Write both odometries here in TUM's format (`sp_dust3r.txt`, `orb.txt`), for evo.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Instead: where a tracked frame's error comes from (each frame against the frame d before
+    /// it, one thing changed per row).
+    #[arg(long)]
+    study: bool,
     /// Node parameters, as after `--ros-args`: `-p name:=value` ...
     #[arg(last = true)]
     ros_args: Vec<String>,
@@ -63,6 +70,17 @@ fn camera_of(args: &VoArgs) -> anyhow::Result<Camera> {
         None if json.exists() => Ok(camera_from_json(&json)?),
         None => published_camera("fr1").context("TUM's fr1 camera"),
     }
+}
+
+/// Poses as a TUM trajectory file (`t tx ty tz qx qy qz qw`).
+fn write_tum(path: &Path, poses: &[StampedPose]) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for p in poses {
+        let q = nalgebra::UnitQuaternion::from_rotation_matrix(&p.pose.rotation);
+        let t = &p.pose.translation;
+        text += &format!("{:.6} {} {} {} {} {} {} {}\n", p.t, t.x, t.y, t.z, q.i, q.j, q.k, q.w);
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// What one odometry gave on the sequence.
@@ -82,12 +100,16 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
     let gt = seq.ground_truth()?;
     let frames = seq.frames()?.len();
     println!("vo: {} ({frames} frames), lens {:?}", args.tum.display(), seq.camera.lens);
+    if args.study {
+        let params = node_params(&args)?;
+        return crate::vo_study::study(&seq, &features(&args)?, &params.post_params());
+    }
     let ours = run_ours(&args, &seq, &gt)?;
     print_scored("sp_dust3r (true pointmaps)", &ours);
     if args.no_peer {
         return Ok(());
     }
-    let orb = run_orb(&seq, &gt, python, frames)?;
+    let orb = run_orb(&seq, &gt, python, frames, args.save.as_deref())?;
     print_scored("ORB + solvePnPRansac, frame to frame", &orb);
     let ratio = |a: f64, b: f64| a / b;
     println!(
@@ -99,10 +121,8 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Result<Scored> {
-    let dir = tempfile::tempdir()?;
-    let (bag, out_path) = (dir.path().join("in.mcap"), dir.path().join("out.mcap"));
-    write_bag(seq, &bag, None)?;
+/// The node's parameters with the command line's `-p name:=value`.
+fn node_params(args: &VoArgs) -> anyhow::Result<NodeParams> {
     let (_, ros) = if args.ros_args.is_empty() {
         (Vec::new(), RosArgs::default())
     } else {
@@ -112,8 +132,21 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     for w in warnings {
         eprintln!("warning: {w}");
     }
+    Ok(params)
+}
+
+/// SuperPoint on the CPU with the trained weights.
+fn features(args: &VoArgs) -> anyhow::Result<sp_dust3r_core::backend::cpu::CpuFeatures> {
     let resolved = sp_dust3r_core::weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
-    let features = sp_dust3r_core::backend::cpu::CpuFeatures(SuperPoint::load(&resolved.dir)?);
+    Ok(sp_dust3r_core::backend::cpu::CpuFeatures(SuperPoint::load(&resolved.dir)?))
+}
+
+fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Result<Scored> {
+    let dir = tempfile::tempdir()?;
+    let (bag, out_path) = (dir.path().join("in.mcap"), dir.path().join("out.mcap"));
+    write_bag(seq, &bag, None)?;
+    let params = node_params(args)?;
+    let features = features(args)?;
     let mut oracle = DepthOracle::new(seq)?;
     oracle.scales = DepthOracle::arbitrary_scales(1000, args.scale_seed);
     let input = vec![McapFile::open(&bag)?];
@@ -128,6 +161,9 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
         bail!("the replay stopped: {e}");
     }
     let (poses, processed) = odometry_estimates(&out_path)?;
+    if let Some(dir) = &args.save {
+        write_tum(&dir.join("sp_dust3r.txt"), &poses)?;
+    }
     let report = evaluate_trajectory(&poses, processed, gt, 0.02, RpeDelta::Frames(1))?;
     let gaps: Vec<f64> = summary.keyframe_gaps.iter().map(|g| g.0).collect();
     println!(
@@ -142,7 +178,13 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     Ok(Scored { report, tracked: summary.get(Counter::FramesTracked), trackable, lost })
 }
 
-fn run_orb(seq: &TumSequence, gt: &[StampedPose], python: &Path, frames: usize) -> anyhow::Result<Scored> {
+fn run_orb(
+    seq: &TumSequence,
+    gt: &[StampedPose],
+    python: &Path,
+    frames: usize,
+    save: Option<&Path>,
+) -> anyhow::Result<Scored> {
     let k = &seq.camera.k;
     let d = match seq.camera.lens {
         Lens::PlumbBob(d) => d,
@@ -167,6 +209,9 @@ fn run_orb(seq: &TumSequence, gt: &[StampedPose], python: &Path, frames: usize) 
             Some(StampedPose { t, pose: Transform::new(q.to_rotation_matrix(), nalgebra::Vector3::new(x, y, z)) })
         })
         .collect();
+    if let Some(dir) = save {
+        write_tum(&dir.join("orb.txt"), &poses)?;
+    }
     let lost = out["lost"].as_array().map_or(0, Vec::len) as u64;
     println!("  ORB peer: {:.1} ms per frame (median)", out["ms_per_frame"].as_f64().unwrap_or(f64::NAN));
     let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;

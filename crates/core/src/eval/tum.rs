@@ -341,6 +341,12 @@ impl DepthOracle {
         (0..n).map(|_| 5f64.powf(2.0 * rng.next_f64() - 1.0)).collect()
     }
 
+    /// Frame `i`'s own pointmap on `view`'s grid at the metric scale (as a keyframe holds it),
+    /// with `noise` as set.
+    pub fn own_pointmap(&self, view: &PreparedView, i: usize) -> Pointmap {
+        self.pointmap(view, i, i, 1.0, &mut SplitMix64::new(0))
+    }
+
     fn index_of(&self, frame: &Frame) -> Result<usize, BackendError> {
         let rgb = frame.to_rgb8();
         self.frames

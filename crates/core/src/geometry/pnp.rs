@@ -272,11 +272,16 @@ fn sqpnp_pose<Cam, World>(
         .iter()
         .map(|&i| glam::Vec2::new(((pixels[i].x - k.cx) / k.fx) as f32, ((pixels[i].y - k.cy) / k.fy) as f32))
         .collect();
-    let mut solver = sqpnp::Solver::<sqpnp::DefaultParameters>::new();
-    if !solver.solve(&p3, &p2, None) {
+    if has_repeats(&p3, &p2) {
         return None;
     }
-    let s = solver.best_solution()?;
+    // sqpnp 0.4 unwraps the inverse of a 3x3 system that some degenerate samples make singular;
+    // one bad sample must cost a hypothesis, not the node.
+    let solved = std::panic::catch_unwind(|| {
+        let mut solver = sqpnp::Solver::<sqpnp::DefaultParameters>::new();
+        solver.solve(&p3, &p2, None).then(|| solver.best_solution().cloned()).flatten()
+    });
+    let s = solved.ok().flatten()?;
     let r = s.rotation_matrix();
     let t = s.translation();
     // glam is column-major: r.col(c)[row].
@@ -286,6 +291,14 @@ fn sqpnp_pose<Cam, World>(
     let tv = Vector3::new(t.x as f64, t.y as f64, t.z as f64) - rot * centre;
     let pose = Transform::new(rot, tv);
     pose.translation.iter().all(|v| v.is_finite()).then_some(pose)
+}
+
+/// Whether a sample repeats a 3-D point or an image point (such samples determine no pose, and
+/// are what makes SQPnP's system singular).
+fn has_repeats(p3: &[glam::Vec3], p2: &[glam::Vec2]) -> bool {
+    let close3 = |a: glam::Vec3, b: glam::Vec3| (a - b).length_squared() <= 1e-12 * (1.0 + a.length_squared());
+    let close2 = |a: glam::Vec2, b: glam::Vec2| (a - b).length_squared() <= 1e-14;
+    (0..p3.len()).any(|i| (i + 1..p3.len()).any(|j| close3(p3[i], p3[j]) || close2(p2[i], p2[j])))
 }
 
 /// Levenberg-Marquardt on the pixel reprojection error over `set`, left perturbation
@@ -420,5 +433,40 @@ mod tests {
         let (noisier, _) = trace(200, 3.0, &mut rng);
         let (fewer, _) = trace(30, 1.0, &mut rng);
         assert!(noisier > base * 4.0 && fewer > base * 2.0, "trace {base:e}, noisier {noisier:e}, fewer {fewer:e}");
+    }
+}
+
+#[cfg(test)]
+mod degenerate {
+    use super::*;
+
+    /// Samples that make SQPnP's 3x3 system singular (repeated points, repeated pixels, points
+    /// on a line or on one spot) give no hypothesis, never a panic.
+    #[test]
+    fn degenerate_samples_never_panic() {
+        let k = Intrinsics { fx: 500.0, fy: 500.0, cx: 320.0, cy: 240.0 };
+        let mut rng = SplitMix64::new(7);
+        let params = RansacParams::default();
+        for case in 0..4000 {
+            let n = 6 + case % 20;
+            let distinct = 1 + case % 4;
+            let base: Vec<Vector3<f64>> =
+                (0..distinct).map(|_| Vector3::new(rng.normal(), rng.normal(), 3.0 + rng.normal().abs())).collect();
+            let mut world: Vec<Vector3<f64>> = (0..n).map(|i| base[i % distinct]).collect();
+            // A few genuine points beside the repeated ones, so the spread check passes.
+            for p in world.iter_mut().take(case % 5) {
+                *p = Vector3::new(rng.normal(), rng.normal(), 3.0 + rng.normal().abs());
+            }
+            let pixels: Vec<Vector2<f64>> = (0..n)
+                .map(|i| {
+                    if case % 3 == 0 {
+                        Vector2::new(320.0, 240.0)
+                    } else {
+                        Vector2::new(300.0 + 5.0 * i as f64, 200.0 + rng.normal())
+                    }
+                })
+                .collect();
+            let _ = solve_pnp_ransac::<(), ()>(&world, &pixels, &k, &params);
+        }
     }
 }
