@@ -32,9 +32,10 @@ use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
 use crate::ply::{save_ply, PlyError};
 use crate::superpoint::Keypoints;
+use crate::vo::carried::CarriedTracker;
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::vo::map::{grow, VoxelMap};
-use crate::vo::odometry::{track_frame, Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOriginFrame};
+use crate::vo::odometry::{Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOriginFrame};
 use crate::vo::robot_odometry::{RobotBase, RobotOdometry};
 use crate::vo::scale::{depth_scale, DepthView, OdometryScale, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
 use crate::vo::tracking::{FrameCam, NotTracked};
@@ -110,6 +111,7 @@ impl PairJob {
 /// What the frame side keeps from one frame to the next.
 pub struct FrameSide {
     keyframes: KeyframeSelector<Observation>,
+    tracker: CarriedTracker,
 }
 
 /// What the pair side keeps from one pair to the next: the map of the current chain.
@@ -276,7 +278,10 @@ impl Pipeline {
 
     /// The frame side's own state, for the parameters now.
     pub fn frame_side(&self) -> FrameSide {
-        FrameSide { keyframes: KeyframeSelector::new(self.params().keyframe_policy()) }
+        FrameSide {
+            keyframes: KeyframeSelector::new(self.params().keyframe_policy()),
+            tracker: CarriedTracker::default(),
+        }
     }
 
     /// The parameters now.
@@ -400,6 +405,7 @@ impl Pipeline {
         side.keyframes.set_policy(p.keyframe_policy());
         if self.forget_keyframe.swap(false, Ordering::AcqRel) {
             side.keyframes.forget();
+            side.tracker.forget();
         }
         let post = p.post_params();
         let t = Instant::now();
@@ -420,7 +426,7 @@ impl Pipeline {
         }
         let camera_info = self.camera_info();
         let seen = Observation { header, frame, keypoints: Arc::new(keypoints) };
-        let tracked = self.track(&seen, camera_info.as_ref(), &p, sink)?;
+        let tracked = self.track(&mut side.tracker, &seen, camera_info.as_ref(), &p, sink)?;
         let pair = self.decide(side, seen, tracked, camera_info);
         Ok(FrameDone { superpoint: Some(took), pair })
     }
@@ -445,21 +451,21 @@ impl Pipeline {
     /// and why. Returns its pose on the chain.
     fn track<S: OutputSink>(
         &self,
+        tracker: &mut CarriedTracker,
         seen: &Observation,
         camera_info: Option<&sensor_msgs::CameraInfo>,
         p: &NodeParams,
         sink: &mut S,
     ) -> Result<Option<TOriginFrame>, S::Error> {
         // The chain's lock is held to take its newest keyframe, not while tracking.
-        let anchor = lock(&self.chain).odometry.anchor();
+        let (anchor, chain) = {
+            let chain = lock(&self.chain);
+            (chain.odometry.anchor(), chain.id.0)
+        };
         let camera = known_camera(camera_info, &seen.frame, p.rectified_images);
         let header = &seen.header;
-        let (tracked, covariance) = match track_frame(
-            anchor.as_deref(),
-            &seen.keypoints,
-            camera,
-            &p.odometry_params().tracking,
-        ) {
+        let params = p.odometry_params().tracking;
+        let (tracked, covariance) = match tracker.track(chain, anchor.as_deref(), &seen.keypoints, camera, &params) {
             Ok(fp) => (fp.t_origin_frame, fp.covariance),
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);

@@ -2,6 +2,7 @@
 //! tracking a frame against the newest keyframe's pointmap, the chain of keyframe poses that
 //! DUSt3R's pairs grow, and the voxel map of their points.
 
+pub mod carried;
 pub mod keyframes;
 pub mod map;
 pub mod matching;

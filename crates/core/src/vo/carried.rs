@@ -1,0 +1,265 @@
+//! Tracking with memory of the previous frame: a frame is placed against the newest keyframe's
+//! points and also against the points the last tracked frame was placed with, which its
+//! keypoints carry to the frame through frame-to-frame matches (the last frame is one frame
+//! away, the keyframe may be tens of frames and degrees away). The points stay the keyframes'
+//! own, in the chain's frame: carrying them adds no drift. PnP's outliers drop theirs.
+
+use std::sync::Arc;
+
+use nalgebra::{Vector2, Vector3};
+
+use super::matching::match_descriptors;
+use super::odometry::{ChainKeyframe, FramePose, Origin};
+use super::tracking::{point_at, FrameCam, NotTracked, Tracked, TrackingParams};
+use crate::geometry::lens::{Camera, Lens};
+use crate::geometry::pnp::{covariance_in, pose_covariance, solve_pnp_ransac};
+use crate::geometry::{Intrinsics, Transform};
+use crate::superpoint::Keypoints;
+
+/// The last tracked frame: its keypoints and the chain point each was an inlier with.
+struct LastFrame {
+    /// The chain it was placed on (points of another chain mean nothing here).
+    chain: u64,
+    keypoints: Arc<Keypoints>,
+    points: Vec<Option<Vector3<f64>>>,
+}
+
+/// The frame side's tracker: what the last tracked frame saw.
+#[derive(Default)]
+pub struct CarriedTracker {
+    last: Option<LastFrame>,
+}
+
+/// A frame's correspondences: chain points (origin frame), undistorted pixels, and which
+/// keypoint each is.
+#[derive(Default)]
+struct Correspondences {
+    world: Vec<Vector3<f64>>,
+    pixels: Vec<Vector2<f64>>,
+    keypoint: Vec<usize>,
+    /// Keypoints matched to the keyframe or the last frame.
+    matched: usize,
+}
+
+impl CarriedTracker {
+    /// Forgets the last frame (a new chain, a reset).
+    pub fn forget(&mut self) {
+        self.last = None;
+    }
+
+    /// Places `frame` on chain `chain` against `anchor` (its newest keyframe) and the last
+    /// tracked frame's points; `camera` as in [`super::odometry::track_frame`]. An untracked
+    /// frame leaves the last tracked one in place for the next.
+    pub fn track<F>(
+        &mut self,
+        chain: u64,
+        anchor: Option<&ChainKeyframe<F>>,
+        frame: &Arc<Keypoints>,
+        camera: Option<Camera>,
+        params: &TrackingParams,
+    ) -> Result<FramePose, NotTracked> {
+        let kf = anchor.ok_or(NotTracked::NoMap)?;
+        let camera = camera.unwrap_or_else(|| Camera { k: kf.estimated_intrinsics(), lens: Lens::Pinhole });
+        let last = self.last.as_ref().filter(|l| l.chain == chain);
+        let c = correspondences(kf, last, frame, &camera, params);
+        let need = params.min_inliers.max(6);
+        if c.matched < need {
+            return Err(NotTracked::TooFewMatches { got: c.matched, need });
+        }
+        if c.world.len() < need {
+            return Err(NotTracked::TooFewPoints { got: c.world.len(), need });
+        }
+        let solution = solve_pnp_ransac::<FrameCam, Origin>(&c.world, &c.pixels, &camera.k, &params.ransac)?;
+        if solution.inliers < need {
+            return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
+        }
+        let t_frame_origin = solution.pose;
+        let mut points = vec![None; frame.len()];
+        for ((p, px), &q) in c.world.iter().zip(&c.pixels).zip(&c.keypoint) {
+            if is_inlier(&camera.k, &t_frame_origin, p, px, params.ransac.threshold_px) {
+                points[q] = Some(*p);
+            }
+        }
+        self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
+        // PnP's covariance, here of a left perturbation in the origin's frame.
+        let raw = pose_covariance(&t_frame_origin, &c.world, &c.pixels, &camera.k, params.ransac.threshold_px);
+        let t_origin_frame = t_frame_origin.inverse();
+        let tracked = Tracked {
+            t_kf_frame: kf.t_origin_kf.inverse().compose(&t_origin_frame),
+            matches: c.matched,
+            points: c.world.len(),
+            inliers: solution.inliers,
+            covariance: raw.map(|cov| covariance_in(&kf.t_origin_kf.inverse(), &cov)),
+        };
+        let covariance = raw.map(|cov| cov * kf.tracking_inflation);
+        Ok(FramePose { t_origin_frame, keyframe: kf.stamp, tracked, covariance })
+    }
+}
+
+fn is_inlier(
+    k: &Intrinsics,
+    t_frame_origin: &Transform<FrameCam, Origin>,
+    p: &Vector3<f64>,
+    px: &Vector2<f64>,
+    threshold_px: f64,
+) -> bool {
+    k.project(&t_frame_origin.apply(p)).is_some_and(|q| (q - px).norm() <= threshold_px)
+}
+
+/// The frame's keypoints with a chain point: from a match to the keyframe (its pointmap, moved
+/// onto the chain), else from a match to the last frame (the point it carried).
+fn correspondences<F>(
+    kf: &ChainKeyframe<F>,
+    last: Option<&LastFrame>,
+    frame: &Keypoints,
+    camera: &Camera,
+    params: &TrackingParams,
+) -> Correspondences {
+    let mut point: Vec<Option<Vector3<f64>>> = vec![None; frame.len()];
+    let mut matched = vec![false; frame.len()];
+    if let Some(last) = last {
+        for m in match_descriptors(frame, &last.keypoints, &params.matching) {
+            matched[m.query] = true;
+            point[m.query] = last.points.get(m.train).copied().flatten();
+        }
+    }
+    for m in match_descriptors(frame, &kf.keypoints, &params.matching) {
+        matched[m.query] = true;
+        let [x, y] = kf.keypoints.xy[m.train];
+        if let Some(p) = point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, params.min_confidence) {
+            point[m.query] = Some(kf.t_origin_kf.apply(&p));
+        }
+    }
+    let mut c = Correspondences { matched: matched.iter().filter(|&&m| m).count(), ..Correspondences::default() };
+    for (q, p) in point.iter().enumerate() {
+        let [x, y] = frame.xy[q];
+        if let (Some(p), Some((u, v))) = (p, camera.undistort_pixel(x as f64, y as f64)) {
+            c.world.push(*p);
+            c.pixels.push(Vector2::new(u, v));
+            c.keypoint.push(q);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dust3r::{InputMapping, Pointmap};
+    use crate::rng::SplitMix64;
+    use crate::vo::odometry::track_frame;
+    use crate::vo::tracking::KeyframeCam;
+
+    const W: usize = 320;
+    const H: usize = 240;
+    const K: Intrinsics = Intrinsics { fx: 300.0, fy: 300.0, cx: 160.0, cy: 120.0 };
+
+    /// The keyframe (at the origin) looking at a plane 2 m away: a pointmap on a grid that is
+    /// the image itself, 150 keypoints on it with descriptors `descriptors`.
+    fn keyframe(xy: &[[f32; 2]], descriptors: Vec<f32>) -> ChainKeyframe<()> {
+        let mut points = Vec::with_capacity(W * H * 3);
+        for v in 0..H {
+            for u in 0..W {
+                let z = 2.0 + 0.002 * u as f64;
+                points.extend([((u as f64 - K.cx) / K.fx * z) as f32, ((v as f64 - K.cy) / K.fy * z) as f32, z as f32]);
+            }
+        }
+        let mapping = InputMapping {
+            original_width: W as u32,
+            original_height: H as u32,
+            scale_x: 1.0,
+            scale_y: 1.0,
+            offset_x: 0.0,
+            offset_y: 0.0,
+        };
+        ChainKeyframe {
+            stamp: 0,
+            payload: (),
+            keypoints: Keypoints { xy: xy.to_vec(), scores: vec![1.0; xy.len()], descriptors, descriptor_dim: 32 },
+            pointmap: Pointmap { height: H, width: W, points, confidence: vec![10.0; W * H] },
+            rgb: vec![0; W * H * 3],
+            mapping,
+            focal: K.fx,
+            t_origin_kf: Transform::identity(),
+            tracking_inflation: 1.0,
+        }
+    }
+
+    fn unit(v: Vec<f64>) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        v.iter().map(|x| (x / n) as f32).collect()
+    }
+
+    /// Each descriptor turned by 40 degrees towards a random direction: similarity 0.77 to the
+    /// one before, about 0.59 to the one before that (below the 0.7 a match needs).
+    fn drifted(d: &[f32], rng: &mut SplitMix64) -> Vec<f32> {
+        let (c, s) = (40f64.to_radians().cos(), 40f64.to_radians().sin());
+        d.chunks(32)
+            .flat_map(|row| {
+                let r: Vec<f64> = row.iter().map(|&x| x as f64).collect();
+                let noise = unit((0..32).map(|_| rng.normal()).collect());
+                let dot: f64 = r.iter().zip(&noise).map(|(a, b)| a * *b as f64).sum();
+                let ortho = unit(noise.iter().zip(&r).map(|(&n, a)| n as f64 - dot * a).collect());
+                unit(r.iter().zip(&ortho).map(|(a, &o)| c * a + s * o as f64).collect())
+            })
+            .collect()
+    }
+
+    /// The keyframe's keypoints' plane points seen from `t_origin_frame`: their pixels.
+    fn seen(kf: &ChainKeyframe<()>, t_origin_frame: &Transform<Origin, FrameCam>) -> Vec<[f32; 2]> {
+        kf.keypoints
+            .xy
+            .iter()
+            .map(|&[x, y]| {
+                let p = point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, 1.0).unwrap_or_default();
+                let q = K.project(&t_origin_frame.inverse().apply(&p)).unwrap_or_default();
+                [q.x as f32, q.y as f32]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_frame_that_no_longer_matches_its_keyframe_is_tracked_through_the_last_frame() {
+        let mut rng = SplitMix64::new(3);
+        let xy: Vec<[f32; 2]> = (0..150)
+            .map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32])
+            .collect();
+        let d0: Vec<f32> = (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect();
+        let kf = keyframe(&xy, d0.clone());
+        let pose = |deg: f64, x: f64| {
+            Transform::<Origin, FrameCam>::new(
+                nalgebra::Rotation3::from_euler_angles(0.0, deg.to_radians(), 0.0),
+                Vector3::new(x, 0.0, 0.0),
+            )
+        };
+        let (t1, t2) = (pose(1.0, 0.02), pose(2.0, 0.04));
+        let (d1, camera) = (drifted(&d0, &mut rng), Some(Camera { k: K, lens: Lens::Pinhole }));
+        let d2 = drifted(&d1, &mut rng);
+        let frame = |t: &Transform<Origin, FrameCam>, d: Vec<f32>| {
+            let xy = seen(&kf, t);
+            Arc::new(Keypoints { scores: vec![1.0; xy.len()], xy, descriptors: d, descriptor_dim: 32 })
+        };
+        let (f1, f2) = (frame(&t1, d1), frame(&t2, d2));
+        let params = TrackingParams::default();
+        let error =
+            |fp: &FramePose, t: &Transform<Origin, FrameCam>| (fp.t_origin_frame.translation - t.translation).norm();
+
+        // Frame 2 alone does not match the keyframe.
+        assert!(matches!(track_frame(Some(&kf), &f2, camera, &params), Err(NotTracked::TooFewMatches { .. })));
+        let mut tracker = CarriedTracker::default();
+        let one = tracker.track(1, Some(&kf), &f1, camera, &params).unwrap();
+        assert!(error(&one, &t1) < 1e-3, "{:?}", one.t_origin_frame);
+        let two = tracker.track(1, Some(&kf), &f2, camera, &params).unwrap();
+        assert!(error(&two, &t2) < 1e-3 && two.tracked.inliers >= 100, "{:?}", two.tracked);
+        let t_kf_frame: Transform<KeyframeCam, FrameCam> = two.tracked.t_kf_frame;
+        assert!((t_kf_frame.translation - t2.translation).norm() < 1e-3);
+        assert!(two.covariance.is_some());
+
+        // Another chain's points, or none after a reset, do not carry.
+        let mut other = CarriedTracker::default();
+        other.track(1, Some(&kf), &f1, camera, &params).unwrap();
+        assert!(other.track(2, Some(&kf), &f2, camera, &params).is_err());
+        tracker.forget();
+        assert!(tracker.track(1, Some(&kf), &f2, camera, &params).is_err());
+    }
+}
