@@ -29,7 +29,6 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     // Both models on tt-model server doubles: DUSt3R on a mast3r-blackhole double with a known
     // scene and pose, so that every pair has a pose whose value is known; SuperPoint on a
     // superpoint-p150 double answering with the fixture's reference keypoints.
-    let server = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
     // QoS overrides as rclcpp reads them, in a parameter file's nested form: the poses kept for
     // late joiners, the pair poses kept whole; one for a topic the node does not publish.
     let qos_file = dir.path().join("qos.yaml");
@@ -46,11 +45,7 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
     let script = format!(
         "ip link set lo up || exit 90\n\
          export ROS_DOMAIN_ID=7\n\
-         {py} {server} --model dust3r --port-file {port_file} > /dev/null 2> {dir}/server.log &\n\
-         spid=$!\n\
-         {py} {server} --model superpoint --port-file {sp_port_file} > /dev/null 2> {dir}/sp_server.log &\n\
-         sppid=$!\n\
-         t=0; while ( [ ! -s {port_file} ] || [ ! -s {sp_port_file} ] ) && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
+         {doubles}\
          RMW_IMPLEMENTATION=rmw_cyclonedds_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam --params-file {qos_file} \
            -p superpoint_backend:=tt-server -p superpoint_url:=http://127.0.0.1:$(cat {sp_port_file}) -p dust3r_backend:=tt-server -p dust3r_url:=http://127.0.0.1:$(cat {port_file}) -p fallback:=none \
            -p use_sim_time:=true -p publish_tf:=true -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 \
@@ -66,8 +61,8 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         port_file = port_file.display(),
         qos_file = qos_file.display(),
         log = dir.path().join("node.log").display(),
+        doubles = common::start_tt_doubles(dir.path()),
         py = peer_python().display(),
-        server = server.display(),
         peer = peer.display(),
         plane = plane.display(),
     );

@@ -130,15 +130,10 @@ fn services_answer_a_fast_dds_client() {
     ]
     .map(|(s, q, p, h)| format!("{s} {q} {p} {h}"))
     .join(" ");
-    let server = format!("{root}/tools/peers/tt_model_server.py");
     let script = format!(
         "ip link set lo up || exit 90\n\
          export ROS_DOMAIN_ID=9\n\
-         {py} {server} --model dust3r --port-file {d}/port > /dev/null 2> {d}/server.log &\n\
-         spid=$!\n\
-         {py} {server} --model superpoint --port-file {d}/sp_port > /dev/null 2> {d}/sp_server.log &\n\
-         sppid=$!\n\
-         t=0; while ( [ ! -s {d}/port ] || [ ! -s {d}/sp_port ] ) && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n\
+         {doubles}\
          RMW_IMPLEMENTATION=rmw_fastrtps_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
            -p superpoint_backend:=tt-server -p superpoint_url:=http://127.0.0.1:$(cat {d}/sp_port) -p dust3r_backend:=tt-server \
            -p dust3r_url:=http://127.0.0.1:$(cat {d}/port) -p fallback:=none -p 'map_save_path:={saved}' > {d}/node.log 2>&1 &\n\
@@ -150,7 +145,7 @@ fn services_answer_a_fast_dds_client() {
          exit $rc\n",
         d = dir.path().display(),
         saved = saved.display(),
-        py = common::peer_python().display(),
+        doubles = common::start_tt_doubles(dir.path()),
         node = env!("CARGO_BIN_EXE_sp_dust3r"),
     );
     let NetnsRun { stdout, report, log } = run_in_netns(&script, &dir.path().join("node.log"));

@@ -323,3 +323,21 @@ pub fn run_with_test_weights(cmd: &mut std::process::Command, dir: &std::path::P
     assert_eq!(summary["counters"]["frames_in"].as_u64(), Some(40), "{summary}");
     (summary, stderr)
 }
+
+/// Shell lines that start both tt-model server doubles (tools/peers/tt_model_server.py:
+/// DUSt3R's with its known scene and pose, SuperPoint's with the fixture's keypoints) and wait
+/// for them: their ports in `dir/port` and `dir/sp_port`, their PIDs in `$spid` and `$sppid`,
+/// their logs beside.
+pub fn start_tt_doubles(dir: &std::path::Path) -> String {
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/tt_model_server.py");
+    format!(
+        "{py} {server} --model dust3r --port-file {d}/port > /dev/null 2> {d}/server.log &\n\
+         spid=$!\n\
+         {py} {server} --model superpoint --port-file {d}/sp_port > /dev/null 2> {d}/sp_server.log &\n\
+         sppid=$!\n\
+         t=0; while ( [ ! -s {d}/port ] || [ ! -s {d}/sp_port ] ) && [ $t -lt 200 ]; do sleep 0.05; t=$((t+1)); done\n",
+        py = peer_python().display(),
+        server = server.display(),
+        d = dir.display(),
+    )
+}

@@ -19,9 +19,8 @@
 #include <fastdds/dds/subscriber/Subscriber.hpp>
 #include <fastdds/dds/subscriber/qos/DataReaderQos.hpp>
 #include <fastdds/dds/topic/Topic.hpp>
-#include <fastdds/dds/topic/TopicDataType.hpp>
 #include <fastdds/dds/topic/TypeSupport.hpp>
-#include <fastrtps/rtps/common/SerializedPayload.h>
+#include "fastdds_raw.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -33,42 +32,6 @@
 #include <vector>
 
 using namespace eprosima::fastdds::dds;
-using eprosima::fastrtps::rtps::InstanceHandle_t;
-using eprosima::fastrtps::rtps::SerializedPayload_t;
-
-// A sample as its serialized bytes (encapsulation header included).
-struct Raw {
-    std::vector<uint8_t> bytes;
-};
-
-// Any keyless type, kept as raw CDR: the reader needs only the type's name to match.
-class RawType : public TopicDataType {
-public:
-    explicit RawType(const std::string& name) {
-        setName(name.c_str());
-        // The initial payload size; the default (preallocated with realloc) memory policy grows it.
-        m_typeSize = 1024;
-        m_isGetKeyDefined = false;
-    }
-    bool serialize(void* data, SerializedPayload_t* payload) override {
-        auto* raw = static_cast<Raw*>(data);
-        if (payload->max_size < raw->bytes.size()) return false;
-        std::memcpy(payload->data, raw->bytes.data(), raw->bytes.size());
-        payload->length = static_cast<uint32_t>(raw->bytes.size());
-        return true;
-    }
-    bool deserialize(SerializedPayload_t* payload, void* data) override {
-        auto* raw = static_cast<Raw*>(data);
-        raw->bytes.assign(payload->data, payload->data + payload->length);
-        return true;
-    }
-    std::function<uint32_t()> getSerializedSizeProvider(void* data) override {
-        return [data]() { return static_cast<uint32_t>(static_cast<Raw*>(data)->bytes.size()); };
-    }
-    void* createData() override { return new Raw(); }
-    void deleteData(void* data) override { delete static_cast<Raw*>(data); }
-    bool getKey(void*, InstanceHandle_t*, bool) override { return false; }
-};
 
 static double now_s() {
     using namespace std::chrono;
@@ -92,10 +55,7 @@ int main(int argc, char** argv) {
     Topic* topic = participant->create_topic(topic_name, type_name, TOPIC_QOS_DEFAULT);
     Subscriber* subscriber = participant->create_subscriber(SUBSCRIBER_QOS_DEFAULT);
     DataReaderQos qos = DATAREADER_QOS_DEFAULT;
-    qos.reliability().kind = RELIABLE_RELIABILITY_QOS;
-    qos.history().kind = KEEP_LAST_HISTORY_QOS;
-    qos.history().depth = 10;
-    qos.durability().kind = VOLATILE_DURABILITY_QOS;
+    reliable_volatile_last10(qos);
     DataReader* reader = subscriber->create_datareader(topic, qos);
     if (!topic || !subscriber || !reader) return 1;
     std::printf("READY\n");

@@ -20,10 +20,9 @@
 #include <fastdds/dds/subscriber/SampleInfo.hpp>
 #include <fastdds/dds/subscriber/Subscriber.hpp>
 #include <fastdds/dds/topic/Topic.hpp>
-#include <fastdds/dds/topic/TopicDataType.hpp>
 #include <fastdds/dds/topic/TypeSupport.hpp>
+#include "fastdds_raw.hpp"
 #include <fastdds/rtps/common/WriteParams.h>
-#include <fastrtps/rtps/common/SerializedPayload.h>
 
 #include <chrono>
 #include <cstdint>
@@ -35,40 +34,7 @@
 #include <vector>
 
 using namespace eprosima::fastdds::dds;
-using eprosima::fastrtps::rtps::InstanceHandle_t;
-using eprosima::fastrtps::rtps::SerializedPayload_t;
 using eprosima::fastrtps::rtps::WriteParams;
-
-struct Raw {
-    std::vector<uint8_t> bytes;
-};
-
-// Any keyless type as raw CDR: only the type's name has to match.
-class RawType : public TopicDataType {
-public:
-    explicit RawType(const std::string& name) {
-        setName(name.c_str());
-        m_typeSize = 4096;
-        m_isGetKeyDefined = false;
-    }
-    bool serialize(void* data, SerializedPayload_t* payload) override {
-        auto* raw = static_cast<Raw*>(data);
-        if (payload->max_size < raw->bytes.size()) return false;
-        std::memcpy(payload->data, raw->bytes.data(), raw->bytes.size());
-        payload->length = static_cast<uint32_t>(raw->bytes.size());
-        return true;
-    }
-    bool deserialize(SerializedPayload_t* payload, void* data) override {
-        static_cast<Raw*>(data)->bytes.assign(payload->data, payload->data + payload->length);
-        return true;
-    }
-    std::function<uint32_t()> getSerializedSizeProvider(void* data) override {
-        return [data]() { return static_cast<uint32_t>(static_cast<Raw*>(data)->bytes.size()); };
-    }
-    void* createData() override { return new Raw(); }
-    void deleteData(void* data) override { delete static_cast<Raw*>(data); }
-    bool getKey(void*, InstanceHandle_t*, bool) override { return false; }
-};
 
 static double now_s() {
     using namespace std::chrono;
@@ -106,15 +72,9 @@ static std::string call(DomainParticipant* p, double deadline, const std::string
     Subscriber* sub = p->create_subscriber(SUBSCRIBER_QOS_DEFAULT);
     if (!rq || !rr || !pub || !sub) return "";
     DataWriterQos wq = DATAWRITER_QOS_DEFAULT;
-    wq.reliability().kind = RELIABLE_RELIABILITY_QOS;
-    wq.history().kind = KEEP_LAST_HISTORY_QOS;
-    wq.history().depth = 10;
-    wq.durability().kind = VOLATILE_DURABILITY_QOS;
+    reliable_volatile_last10(wq);
     DataReaderQos rqos = DATAREADER_QOS_DEFAULT;
-    rqos.reliability().kind = RELIABLE_RELIABILITY_QOS;
-    rqos.history().kind = KEEP_LAST_HISTORY_QOS;
-    rqos.history().depth = 10;
-    rqos.durability().kind = VOLATILE_DURABILITY_QOS;
+    reliable_volatile_last10(rqos);
     DataWriter* writer = pub->create_datawriter(rq, wq);
     DataReader* reader = sub->create_datareader(rr, rqos);
     if (!writer || !reader) return "";

@@ -80,8 +80,9 @@ pub enum NotTracked {
     /// No keyframe has a pointmap yet (before the first DUSt3R pair).
     #[error("no keyframe has a pointmap yet")]
     NoMap,
-    /// Too few keypoints match the keyframe's.
-    #[error("{got} keypoints match the keyframe ({need} needed)")]
+    /// Too few of the frame's keypoints match the keyframe's (and, tracked with memory, the last
+    /// tracked frame's).
+    #[error("{got} keypoints match the keyframe or the last tracked frame ({need} needed)")]
     TooFewMatches {
         /// Matches found.
         got: usize,
