@@ -434,11 +434,6 @@ mod tests {
         let (fewer, _) = trace(30, 1.0, &mut rng);
         assert!(noisier > base * 4.0 && fewer > base * 2.0, "trace {base:e}, noisier {noisier:e}, fewer {fewer:e}");
     }
-}
-
-#[cfg(test)]
-mod degenerate {
-    use super::*;
 
     /// Samples that make SQPnP's 3x3 system singular (repeated points, repeated pixels, points
     /// on a line or on one spot) give no hypothesis, never a panic.
