@@ -67,6 +67,8 @@ pub struct PnpSolution<Cam, World> {
     pub pose: Transform<Cam, World>,
     /// Correspondences that agree.
     pub inliers: usize,
+    /// Which ones agree, in the input's order.
+    pub is_inlier: Vec<bool>,
 }
 
 /// Points scored per hypothesis and used by the final refit: enough for a stable consensus and
@@ -160,8 +162,9 @@ pub fn solve_pnp_ransac<Cam, World>(
     }
     let refit_set: Vec<usize> = rng.subset(inliers.len(), REFIT_POINTS).into_iter().map(|j| inliers[j]).collect();
     let refined = refine_lm(pose, &refit_set, world, pixels, k);
-    let count = (0..n).filter(|&i| is_inlier(&refined, i)).count();
-    Ok(PnpSolution { pose: refined, inliers: count })
+    let is_inlier: Vec<bool> = (0..n).map(|i| is_inlier(&refined, i)).collect();
+    let inliers = is_inlier.iter().filter(|&&b| b).count();
+    Ok(PnpSolution { pose: refined, inliers, is_inlier })
 }
 
 /// A 6x6 covariance in ROS's order: translation x, y, z, then rotation about x, y, z.

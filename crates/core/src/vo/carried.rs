@@ -13,7 +13,6 @@ use super::odometry::{ChainKeyframe, FramePose, Origin};
 use super::tracking::{point_at, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::{covariance_in, pose_covariance, solve_pnp_ransac};
-use crate::geometry::{Intrinsics, Transform};
 use crate::superpoint::Keypoints;
 
 /// The last tracked frame: its keypoints and the chain point each was an inlier with.
@@ -75,8 +74,8 @@ impl CarriedTracker {
         }
         let t_frame_origin = solution.pose;
         let mut points = vec![None; frame.len()];
-        for ((p, px), &q) in c.world.iter().zip(&c.pixels).zip(&c.keypoint) {
-            if is_inlier(&camera.k, &t_frame_origin, p, px, params.ransac.threshold_px) {
+        for ((p, &q), &inlier) in c.world.iter().zip(&c.keypoint).zip(&solution.is_inlier) {
+            if inlier {
                 points[q] = Some(*p);
             }
         }
@@ -94,16 +93,6 @@ impl CarriedTracker {
         let covariance = raw.map(|cov| cov * kf.tracking_inflation);
         Ok(FramePose { t_origin_frame, keyframe: kf.stamp, tracked, covariance })
     }
-}
-
-fn is_inlier(
-    k: &Intrinsics,
-    t_frame_origin: &Transform<FrameCam, Origin>,
-    p: &Vector3<f64>,
-    px: &Vector2<f64>,
-    threshold_px: f64,
-) -> bool {
-    k.project(&t_frame_origin.apply(p)).is_some_and(|q| (q - px).norm() <= threshold_px)
 }
 
 /// The frame's keypoints with a chain point: from a match to the keyframe (its pointmap, moved
@@ -146,6 +135,7 @@ fn correspondences<F>(
 mod tests {
     use super::*;
     use crate::dust3r::{InputMapping, Pointmap};
+    use crate::geometry::{Intrinsics, Transform};
     use crate::rng::SplitMix64;
     use crate::vo::odometry::track_frame;
     use crate::vo::tracking::KeyframeCam;
