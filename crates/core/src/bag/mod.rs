@@ -123,36 +123,17 @@ impl McapFile {
         Ok(Self { path: path.to_path_buf(), map })
     }
 
-    /// The file's summary section, when it has one that reads, whose strings all fit in their
-    /// records (the mcap crate would reserve what they declare) and whose uncompressed chunks'
-    /// records fit in them (the crate's reader would overflow; see [`records`]).
-    fn summary(&self) -> Result<Option<mcap::Summary>, mcap::McapError> {
-        // The footer (opcode, u64 length, summary_start u64, ...; 29 bytes), then the magic.
-        let footer = self.map.len().checked_sub(29 + 8).and_then(|at| self.map.get(at + 9..at + 17));
-        use byteorder::ByteOrder;
-        if let Some(start) = footer.map(byteorder::LittleEndian::read_u64).filter(|&s| s != 0) {
-            // The crate reads every record from summary_start to the end of the file, chunks
-            // included.
-            let section = usize::try_from(start).ok().and_then(|s| self.map.get(s..));
-            if section.is_some_and(|s| {
-                records::first_oversized_record(s).is_some() || records::first_overrunning_chunk(s).is_some()
-            }) {
-                return Ok(None);
-            }
-        }
-        mcap::Summary::read(&self.map)
+    /// The file's summary section (channels and statistics), when it has one that reads.
+    fn summary(&self) -> Option<records::SummaryView> {
+        records::summary(&self.map).ok().flatten()
     }
 
     /// Topics and types from the channels, without reading the messages (a scan of the data
     /// section when the file has no summary, e.g. a truncated one).
     pub fn topics(&self) -> Result<BTreeMap<String, String>, BagError> {
         let corrupt = |reason: String| BagError::Corrupt { path: self.path.display().to_string(), reason };
-        if let Ok(Some(summary)) = self.summary() {
-            return Ok(summary
-                .channels
-                .values()
-                .map(|c| (c.topic.clone(), c.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default()))
-                .collect());
+        if let Some(summary) = self.summary() {
+            return Ok(summary.channels.into_values().collect());
         }
         let mut topics = BTreeMap::new();
         for m in records::messages(&self.map, true) {
@@ -173,19 +154,16 @@ impl McapFile {
     /// Messages per topic from the file's summary statistics; empty when the file has none
     /// (e.g. a truncated one), since counting would mean reading it all.
     pub fn message_counts(&self) -> BTreeMap<String, u64> {
-        let Ok(Some(summary)) = self.summary() else {
+        let Some(records::SummaryView { channels, counts: Some(counts) }) = self.summary() else {
             return BTreeMap::new();
         };
-        let Some(stats) = &summary.stats else {
-            return BTreeMap::new();
-        };
-        let mut counts = BTreeMap::new();
-        for (id, n) in &stats.channel_message_counts {
-            if let Some(channel) = summary.channels.get(id) {
-                *counts.entry(channel.topic.clone()).or_insert(0) += n;
+        let mut per_topic = BTreeMap::new();
+        for (id, n) in counts {
+            if let Some((topic, _)) = channels.get(&id) {
+                *per_topic.entry(topic.clone()).or_insert(0) += n;
             }
         }
-        counts
+        per_topic
     }
 
     /// The messages in file order (rosbag2 records them in arrival order). A corrupt or

@@ -3,6 +3,7 @@
 //! before inflating it, so a few corrupt bytes could otherwise make it ask for gigabytes.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use mcap::records::{op, Record};
 use mcap::sans_io::{LinearReadEvent, LinearReader, LinearReaderOptions};
@@ -83,6 +84,7 @@ pub fn oversized_string(opcode: u8, body: &[u8]) -> Option<String> {
 
 /// The records of `bytes` (a run of top-level records: opcode, u64 length, body) with the offset
 /// of each, from the framing alone; a record cut off by the end stops the walk.
+#[cfg(test)]
 pub fn framed(bytes: &[u8]) -> impl Iterator<Item = (usize, u8, &[u8])> {
     let mut at = 0;
     std::iter::from_fn(move || {
@@ -93,13 +95,6 @@ pub fn framed(bytes: &[u8]) -> impl Iterator<Item = (usize, u8, &[u8])> {
         at += 9 + len;
         Some(record)
     })
-}
-
-/// Every record of `bytes` (e.g. from the footer's summary_start to the end of the file, which
-/// is what `mcap::Summary::read` parses) checked with [`oversized_string`]; the first refusal.
-/// A record cut off by the end stops the walk (the crate refuses it as longer than what is left).
-pub fn first_oversized_record(bytes: &[u8]) -> Option<String> {
-    framed(bytes).find_map(|(_, opcode, body)| oversized_string(opcode, body))
 }
 
 /// The offset in `records` (a run of top-level records: the file after its magic, or its
@@ -224,6 +219,84 @@ pub fn messages(
     })
 }
 
+/// What [`summary`] keeps of a summary section: each channel's topic and type, and the
+/// statistics' message count per channel.
+#[derive(Debug, Default)]
+pub struct SummaryView {
+    pub channels: BTreeMap<u16, (String, String)>,
+    pub counts: Option<BTreeMap<u16, u64>>,
+}
+
+/// The summary section the footer points at, read as `mcap::Summary::read` reads it (every
+/// record from summary_start to the end magic, through the crate's reader, so a chunk there is
+/// inflated and its records read too) but with each record checked by [`oversized_string`]
+/// before it is parsed, and only schemas, channels and statistics parsed at all (a chunk index
+/// whose compression string claimed 3.4 GB got through the crate's summary reader).
+/// `Ok(None)`: the file says it has no summary.
+pub fn summary(file: &[u8]) -> Result<Option<SummaryView>, String> {
+    // The footer: opcode, u64 length, summary_start u64, summary_offset_start u64, CRC u32.
+    let footer = file.len().checked_sub(29 + 8).and_then(|at| file.get(at..)).ok_or("too short for a footer")?;
+    if footer[0] != op::FOOTER || &footer[29..] != mcap::MAGIC {
+        return Err("no footer and end magic".into());
+    }
+    let start = u64::from_le_bytes(footer[9..17].try_into().map_err(|_| "footer")?);
+    if start == 0 {
+        return Ok(None);
+    }
+    let section = usize::try_from(start).ok().and_then(|s| file.get(s..)).ok_or("summary_start is past the end")?;
+    if let Some((at, why)) = first_overrunning_chunk(section) {
+        return Err(format!("the uncompressed chunk at byte {} {why}", start as usize + at));
+    }
+    let mut channels = mcap::read::ChannelAccumulator::default();
+    let mut view = SummaryView::default();
+    for_each_record(section, |opcode, data| {
+        if let Some(why) = oversized_string(opcode, data) {
+            return Err(why);
+        }
+        if !matches!(opcode, op::SCHEMA | op::CHANNEL | op::STATISTICS) {
+            return Ok(());
+        }
+        let error = |e: mcap::McapError| e.to_string();
+        match mcap::parse_record(opcode, data).map_err(error)? {
+            Record::Schema { header, data } => channels.add_schema_from_slice(header, &data).map_err(error)?,
+            Record::Channel(channel) => {
+                let id = channel.id;
+                channels.add_channel(channel).map_err(error)?;
+                if let Some(c) = channels.get(id) {
+                    let ros_type = c.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default();
+                    view.channels.insert(id, (c.topic.clone(), ros_type));
+                }
+            }
+            Record::Statistics(stats) => view.counts = Some(stats.channel_message_counts),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(Some(view))
+}
+
+/// Feeds `records` (top-level records after the start magic, up to the end magic) to the
+/// crate's reader bounded by [`MAX_RECORD_BYTES`], and each record it reads to `f`.
+fn for_each_record(records: &[u8], mut f: impl FnMut(u8, &[u8]) -> Result<(), String>) -> Result<(), String> {
+    let options = LinearReaderOptions::default()
+        .with_skip_start_magic(true)
+        .with_record_length_limit(MAX_RECORD_BYTES.min(records.len()));
+    let mut reader = LinearReader::new_with_options(options);
+    let mut rest = records;
+    while let Some(event) = reader.next_event() {
+        match event.map_err(|e| e.to_string())? {
+            LinearReadEvent::ReadRequest(need) => {
+                let n = need.min(rest.len());
+                reader.insert(n).copy_from_slice(&rest[..n]);
+                reader.notify_read(n);
+                rest = &rest[n..];
+            }
+            LinearReadEvent::Record { opcode, data } => f(opcode, data)?,
+        }
+    }
+    Ok(())
+}
+
 /// Adds a schema or channel to `channels`, or links a message to its channel.
 fn link(
     channels: &mut mcap::read::ChannelAccumulator<'static>,
@@ -286,7 +359,7 @@ mod tests {
     }
 
     #[test]
-    fn a_metadata_record_whose_name_claims_gigabytes_is_found_among_the_files_records() {
+    fn a_summary_whose_metadata_name_claims_gigabytes_is_refused_before_parsing() {
         let mut w = mcap::WriteOptions::new().create(std::io::Cursor::new(Vec::new())).unwrap();
         let metadata = mcap::records::Metadata {
             name: "calibration".into(),
@@ -295,13 +368,59 @@ mod tests {
         w.write_metadata(&metadata).unwrap();
         w.finish().unwrap();
         let mut bytes = w.into_inner().into_inner();
-        let records = &bytes[8..bytes.len() - 8];
-        assert_eq!(first_oversized_record(records), None);
-        // The metadata record's name (its first field) says 3.5 GiB (the fuzzer's finding, where
-        // the summary reader followed the footer into it).
-        let at = 8 + framed(records).find(|r| r.1 == op::METADATA).unwrap().0;
+        assert!(summary(&bytes).unwrap().is_some());
+        // The metadata record's name (its first field) says 3.5 GiB and the footer's
+        // summary_start points at it (the fuzzer's finding).
+        let at = 8 + framed(&bytes[8..]).find(|r| r.1 == op::METADATA).unwrap().0;
         bytes[at + 9..at + 13].copy_from_slice(&3_758_096_384u32.to_le_bytes());
-        let why = first_oversized_record(&bytes[8..]).unwrap();
+        let footer = bytes.len() - 8 - 29;
+        bytes[footer + 9..footer + 17].copy_from_slice(&(at as u64).to_le_bytes());
+        let why = summary(&bytes).unwrap_err();
         assert!(why.contains("0x0c"), "{why}");
+    }
+
+    /// One record: opcode, u64 length, body.
+    fn record(opcode: u8, body: &[u8]) -> Vec<u8> {
+        let mut r = vec![opcode];
+        r.extend((body.len() as u64).to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    /// The fuzzer's finding: the summary held an uncompressed chunk, whose records the crate's
+    /// summary reader reads too, and a chunk index in it declared a 3.4 GB compression string
+    /// (the crate reserved it and the process aborted).
+    #[test]
+    fn a_chunk_index_inside_a_summary_chunk_is_checked_before_parsing() {
+        let mut index = vec![0u8; 32];
+        index.extend(0u32.to_le_bytes()); // message_index_offsets: empty
+        index.extend(0u64.to_le_bytes()); // message_index_length
+        index.extend(3_400_000_000u32.to_le_bytes()); // compression
+        index.extend(b"zstd");
+        let inner = record(op::CHUNK_INDEX, &index);
+        let mut chunk = vec![0u8; 28]; // start and end time, uncompressed size, CRC (0: none)
+        chunk[16..24].copy_from_slice(&(inner.len() as u64).to_le_bytes());
+        chunk.extend(0u32.to_le_bytes()); // no compression
+        chunk.extend((inner.len() as u64).to_le_bytes());
+        chunk.extend(&inner);
+        let mut header = Vec::new();
+        for s in ["", "fuzz"] {
+            header.extend((s.len() as u32).to_le_bytes());
+            header.extend(s.as_bytes());
+        }
+        let mut file = mcap::MAGIC.to_vec();
+        file.extend(record(op::HEADER, &header));
+        let chunk_at = file.len() as u64;
+        file.extend(record(op::CHUNK, &chunk));
+        let mut footer = chunk_at.to_le_bytes().to_vec();
+        footer.extend([0u8; 12]);
+        file.extend(record(op::FOOTER, &footer));
+        file.extend(mcap::MAGIC);
+        let why = summary(&file).unwrap_err();
+        assert!(why.contains("0x08") && why.contains("longer than the record"), "{why}");
+        // The same chunk index with its string as long as it says reads.
+        let fits = file.len() - 8 - 29 - 4;
+        file[fits - 4..fits].copy_from_slice(&4u32.to_le_bytes());
+        assert!(summary(&file).unwrap().unwrap().channels.is_empty());
     }
 }
