@@ -43,5 +43,9 @@ else
     # Same packages and features as above, so the test binaries are reused, not rebuilt.
     SP_DUST3R_CPU_LEVEL=avx2 cargo test --release --workspace --features sp_dust3r/node --test dust3r_tiny \
         --test superpoint_network --test superpoint_real --test tensor_ops
+    # Last, as nothing after it may use this run's build: the fresh clone builds its crates over
+    # it (cargo names a path crate's artifacts by its place in the workspace, the same in the
+    # clone) and its binary becomes target/release/sp_dust3r.
+    cargo test --release --workspace --features sp_dust3r/node --test offline_build -- --ignored
     tools/fuzz.sh --seconds 10
 fi
