@@ -99,6 +99,9 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
     let seq = TumSequence { dir: args.tum.clone(), camera: camera_of(&args)?, first: args.first, len: args.frames };
     let gt = seq.ground_truth()?;
     let frames = seq.frames()?.len();
+    if let Some(dir) = &args.save {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     println!("vo: {} ({frames} frames), lens {:?}", args.tum.display(), seq.camera.lens);
     if args.study {
         let params = node_params(&args)?;

@@ -1,8 +1,10 @@
-//! Tracking with memory of the previous frame: a frame is placed against the newest keyframe's
-//! points and also against the points the last tracked frame was placed with, which its
-//! keypoints carry to the frame through frame-to-frame matches (the last frame is one frame
-//! away, the keyframe may be tens of frames and degrees away). The points stay the keyframes'
-//! own, in the chain's frame: carrying them adds no drift. PnP's outliers drop theirs.
+//! Tracking with memory of the previous frame: a frame is placed against the points the last
+//! tracked frame was placed with, which its keypoints carry to the frame through frame-to-frame
+//! matches, and, for keypoints that carry none, against the newest keyframe's points (the last
+//! frame is one frame away, the keyframe may be tens of frames and degrees away). A carried
+//! point keeps the depth its keyframe gave it but sits on the ray the last frame saw it along,
+//! so a frame is placed relative to its predecessor's view, as a frame-to-frame odometry does,
+//! and keyframe matches hold it to the map. PnP's outliers drop their points.
 
 use std::sync::Arc;
 
@@ -13,9 +15,11 @@ use super::odometry::{ChainKeyframe, FramePose, Origin};
 use super::tracking::{point_at, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::{covariance_in, pose_covariance, solve_pnp_ransac};
+use crate::geometry::Transform;
 use crate::superpoint::Keypoints;
 
-/// The last tracked frame: its keypoints and the chain point each was an inlier with.
+/// The last tracked frame: its keypoints and the chain point each carries (see the module's
+/// comment).
 struct LastFrame {
     /// The chain it was placed on (points of another chain mean nothing here).
     chain: u64,
@@ -73,12 +77,7 @@ impl CarriedTracker {
             return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
         }
         let t_frame_origin = solution.pose;
-        let mut points = vec![None; frame.len()];
-        for ((p, &q), &inlier) in c.world.iter().zip(&c.keypoint).zip(&solution.is_inlier) {
-            if inlier {
-                points[q] = Some(*p);
-            }
-        }
+        let points = carried_points(&c, &solution.is_inlier, &t_frame_origin, &camera, frame.len());
         self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
         // PnP's covariance, here of a left perturbation in the origin's frame.
         let raw = pose_covariance(&t_frame_origin, &c.world, &c.pixels, &camera.k, params.ransac.threshold_px);
@@ -95,8 +94,27 @@ impl CarriedTracker {
     }
 }
 
-/// The frame's keypoints with a chain point: from a match to the keyframe (its pointmap, moved
-/// onto the chain), else from a match to the last frame (the point it carried).
+/// The points `frame`'s keypoints carry on: each inlier's chain point, moved along the frame's
+/// ray through the keypoint (placed at `t_frame_origin`) to the same depth.
+fn carried_points(
+    c: &Correspondences,
+    is_inlier: &[bool],
+    t_frame_origin: &Transform<FrameCam, Origin>,
+    camera: &Camera,
+    keypoints: usize,
+) -> Vec<Option<Vector3<f64>>> {
+    let (k, t_origin_frame) = (&camera.k, t_frame_origin.inverse());
+    let mut points = vec![None; keypoints];
+    for (((p, px), &q), _) in c.world.iter().zip(&c.pixels).zip(&c.keypoint).zip(is_inlier).filter(|x| *x.1) {
+        let z = t_frame_origin.apply(p).z;
+        let ray = Vector3::new((px.x - k.cx) / k.fx, (px.y - k.cy) / k.fy, 1.0);
+        points[q] = Some(t_origin_frame.apply(&(ray * z)));
+    }
+    points
+}
+
+/// The frame's keypoints with a chain point: from a match to the last frame (the point it
+/// carried), else from a match to the keyframe (its pointmap, moved onto the chain).
 fn correspondences<F>(
     kf: &ChainKeyframe<F>,
     last: Option<&LastFrame>,
@@ -114,6 +132,9 @@ fn correspondences<F>(
     }
     for m in match_descriptors(frame, &kf.keypoints, &params.matching) {
         matched[m.query] = true;
+        if point[m.query].is_some() {
+            continue;
+        }
         let [x, y] = kf.keypoints.xy[m.train];
         if let Some(p) = point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, params.min_confidence) {
             point[m.query] = Some(kf.t_origin_kf.apply(&p));
