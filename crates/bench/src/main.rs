@@ -816,6 +816,7 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     let pnp = time(&mut || {
         std::hint::black_box(solve_pnp_ransac::<FrameCam, KeyframeCam>(&world, &pixels, &k, &p.ransac).ok());
     });
+    let carried = carried_ms(&args, [&kf_kp, &kp], &pointmap, &mapping, &camera)?;
     let truth = camera_pose(0, n).inverse().compose(&camera_pose(3, n));
     let t = &tracked.t_kf_frame;
     println!(
@@ -827,6 +828,9 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
         tracked.inliers,
         args.repeat,
         rayon::current_num_threads(),
+    );
+    println!(
+        "the frame side's tracker (the last frame's points, then the keyframe's; two matchings): median {carried:.2} ms"
     );
     println!(
         "pose error vs the renderer: {:.4} deg, {:.2} mm",
@@ -858,6 +862,35 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     );
     println!("ratio sp_dust3r / numpy+opencv: {:.2}x", total / peer);
     Ok(())
+}
+
+/// The frame side's per-frame cost (`CarriedTracker`: a frame matched to the last tracked frame
+/// and to the keyframe `kf_kp`), each run after a tracked frame: median ms.
+fn carried_ms(
+    args: &TrackingArgs,
+    [kf_kp, kp]: [&sp_dust3r_core::superpoint::Keypoints; 2],
+    pointmap: &sp_dust3r_core::dust3r::Pointmap,
+    mapping: &sp_dust3r_core::dust3r::InputMapping,
+    camera: &sp_dust3r_core::geometry::lens::Camera,
+) -> anyhow::Result<f64> {
+    use sp_dust3r_core::vo::{carried::CarriedTracker, odometry::ChainKeyframe, tracking::TrackingParams};
+    let kf = ChainKeyframe {
+        stamp: 0,
+        payload: (),
+        keypoints: kf_kp.clone(),
+        pointmap: pointmap.clone(),
+        rgb: Vec::new(),
+        mapping: *mapping,
+        focal: camera.k.fx,
+        t_origin_kf: sp_dust3r_core::geometry::Transform::identity(),
+        tracking_inflation: 1.0,
+    };
+    let (frame, params) = (std::sync::Arc::new(kp.clone()), TrackingParams::default());
+    let mut tracker = CarriedTracker::default();
+    tracker.track(1, Some(&kf), &frame, Some(*camera), &params).map_err(|e| anyhow::anyhow!("not tracked: {e}"))?;
+    Ok(median_ms(args.repeat, &mut || {
+        std::hint::black_box(tracker.track(1, Some(&kf), &frame, Some(*camera), &params).ok());
+    }))
 }
 
 /// The median time of `repeat` runs of `f` (one at least), ms.
