@@ -2,9 +2,9 @@
 //! tracked frame was placed with, which its keypoints carry to the frame through frame-to-frame
 //! matches, and, for keypoints that carry none, against the newest keyframe's points (the last
 //! frame is one frame away, the keyframe may be tens of frames and degrees away). A carried
-//! point keeps the depth its keyframe gave it but sits on the ray the last frame saw it along,
-//! so a frame is placed relative to its predecessor's view, as a frame-to-frame odometry does,
-//! and keyframe matches hold it to the map. PnP's outliers drop their points.
+//! point keeps the depth its keyframe gave it but moves towards the ray the last frame saw it
+//! along, so a frame is placed mostly relative to its predecessors' view, as a frame-to-frame
+//! odometry does, and keyframe matches hold it to the map. PnP's outliers drop their points.
 
 use std::sync::Arc;
 
@@ -94,8 +94,15 @@ impl CarriedTracker {
     }
 }
 
-/// The points `frame`'s keypoints carry on: each inlier's chain point, moved along the frame's
-/// ray through the keypoint (placed at `t_frame_origin`) to the same depth.
+/// How far a carried point moves towards where the frame saw it. All the way, keypoint noise
+/// walks the points (and the poses placed on them) away from exact pointmaps: on the rendered
+/// sample the odometry left its 5 mm bound; half way, a point is an average of its recent
+/// sightings, and fr1/rpy keeps its gain (see docs/benchmarks.md).
+const TOWARDS_SIGHTING: f64 = 0.5;
+
+/// The points `frame`'s keypoints carry on: each inlier's chain point, moved towards the
+/// frame's ray through the keypoint (placed at `t_frame_origin`), at the same depth, by
+/// [`TOWARDS_SIGHTING`].
 fn carried_points(
     c: &Correspondences,
     is_inlier: &[bool],
@@ -108,7 +115,8 @@ fn carried_points(
     for (((p, px), &q), _) in c.world.iter().zip(&c.pixels).zip(&c.keypoint).zip(is_inlier).filter(|x| *x.1) {
         let z = t_frame_origin.apply(p).z;
         let ray = Vector3::new((px.x - k.cx) / k.fx, (px.y - k.cy) / k.fy, 1.0);
-        points[q] = Some(t_origin_frame.apply(&(ray * z)));
+        let seen = t_origin_frame.apply(&(ray * z));
+        points[q] = Some(p + (seen - p) * TOWARDS_SIGHTING);
     }
     points
 }
