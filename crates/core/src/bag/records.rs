@@ -183,10 +183,7 @@ pub fn messages(
                             return Some(Err(why));
                         }
                     }
-                    let n = need.min(rest.len());
-                    reader.insert(n).copy_from_slice(&rest[..n]);
-                    reader.notify_read(n);
-                    rest = &rest[n..];
+                    feed(&mut reader, &mut rest, need);
                     continue;
                 }
                 Ok(LinearReadEvent::Record { opcode, data }) => (opcode, data),
@@ -285,16 +282,20 @@ fn for_each_record(records: &[u8], mut f: impl FnMut(u8, &[u8]) -> Result<(), St
     let mut rest = records;
     while let Some(event) = reader.next_event() {
         match event.map_err(|e| e.to_string())? {
-            LinearReadEvent::ReadRequest(need) => {
-                let n = need.min(rest.len());
-                reader.insert(n).copy_from_slice(&rest[..n]);
-                reader.notify_read(n);
-                rest = &rest[n..];
-            }
+            LinearReadEvent::ReadRequest(need) => feed(&mut reader, &mut rest, need),
             LinearReadEvent::Record { opcode, data } => f(opcode, data)?,
         }
     }
     Ok(())
+}
+
+/// Answers the reader's request for `need` bytes from the front of `rest` (fewer at the end:
+/// none tells it the input ended).
+fn feed(reader: &mut LinearReader, rest: &mut &[u8], need: usize) {
+    let n = need.min(rest.len());
+    reader.insert(n).copy_from_slice(&rest[..n]);
+    reader.notify_read(n);
+    *rest = &rest[n..];
 }
 
 /// Adds a schema or channel to `channels`, or links a message to its channel.
