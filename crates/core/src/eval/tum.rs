@@ -373,9 +373,7 @@ impl DepthOracle {
                 match self.camera.undistort_pixel(x, y).filter(|_| z > 0.0) {
                     Some((u, v)) => {
                         let z = z * (1.0 + self.noise * rng.normal());
-                        let k = &self.camera.k;
-                        let p = nalgebra::Vector3::new((u - k.cx) / k.fx * z, (v - k.cy) / k.fy * z, z);
-                        let q = t.apply(&p) * scale;
+                        let q = t.apply(&(self.camera.k.ray(u, v) * z)) * scale;
                         points.extend([q.x as f32, q.y as f32, q.z as f32]);
                         confidence.push(10.0);
                     }

@@ -25,6 +25,12 @@ impl Intrinsics {
     pub fn project(&self, p: &Vector3<f64>) -> Option<Vector2<f64>> {
         (p.z > 0.0).then(|| Vector2::new(self.fx * p.x / p.z + self.cx, self.fy * p.y / p.z + self.cy))
     }
+
+    /// The ray through pixel `(u, v)` (undistorted), scaled to depth 1: the point at depth `z`
+    /// that [`Intrinsics::project`] takes to that pixel is `ray * z`.
+    pub fn ray(&self, u: f64, v: f64) -> Vector3<f64> {
+        Vector3::new((u - self.cx) / self.fx, (v - self.cy) / self.fy, 1.0)
+    }
 }
 
 /// RANSAC's settings.

@@ -110,13 +110,13 @@ fn carried_points(
     camera: &Camera,
     keypoints: usize,
 ) -> Vec<Option<Vector3<f64>>> {
-    let (k, t_origin_frame) = (&camera.k, t_frame_origin.inverse());
+    let t_origin_frame = t_frame_origin.inverse();
     let mut points = vec![None; keypoints];
-    for (((p, px), &q), _) in c.world.iter().zip(&c.pixels).zip(&c.keypoint).zip(is_inlier).filter(|x| *x.1) {
-        let z = t_frame_origin.apply(p).z;
-        let ray = Vector3::new((px.x - k.cx) / k.fx, (px.y - k.cy) / k.fy, 1.0);
-        let seen = t_origin_frame.apply(&(ray * z));
-        points[q] = Some(p + (seen - p) * TOWARDS_SIGHTING);
+    for (((p, px), &q), &inlier) in c.world.iter().zip(&c.pixels).zip(&c.keypoint).zip(is_inlier) {
+        if inlier {
+            let seen = t_origin_frame.apply(&(camera.k.ray(px.x, px.y) * t_frame_origin.apply(p).z));
+            points[q] = Some(p + (seen - p) * TOWARDS_SIGHTING);
+        }
     }
     points
 }
