@@ -140,18 +140,19 @@ fn the_played_sample_is_tracked_live_where_the_renderer_put_the_camera() {
         assert!((got_t - want_t).norm() < 2e-2, "at {t}: {got_t:?} vs {want_t:?}: {ctx}");
         assert!(q.to_rotation_matrix().angle_to(&want_r).to_degrees() < 0.25, "at {t}: {ctx}");
     }
-    // TF: the same poses, odom -> cam_optical, at the same stamps.
+    // TF: map -> odom (the chain's correction), and the same poses, odom -> cam_optical, at the
+    // same stamps.
     let tf = trajectory["tf"].as_array().unwrap();
-    assert_eq!(tf.len(), odom.len(), "{ctx}");
-    for (t, o) in tf.iter().zip(odom) {
-        assert_eq!(
-            (&t["stamp"], t["parent"].as_str(), t["child"].as_str()),
-            (&o["stamp"], Some("odom"), Some("cam_optical"))
-        );
+    let edge = |parent: &str| tf.iter().filter(|t| t["parent"] == parent).collect::<Vec<_>>();
+    let (map_odom, odom_cam) = (edge("map"), edge("odom"));
+    assert_eq!((map_odom.len(), odom_cam.len(), tf.len()), (odom.len(), odom.len(), 2 * odom.len()), "{ctx}");
+    for ((m, t), o) in map_odom.iter().zip(&odom_cam).zip(odom) {
+        assert_eq!((&m["stamp"], m["child"].as_str()), (&o["stamp"], Some("odom")));
+        assert_eq!((&t["stamp"], t["child"].as_str()), (&o["stamp"], Some("cam_optical")));
         assert_eq!(t["translation"], o["position"]);
     }
     let path = &trajectory["path"];
-    assert_eq!(path["frame_id"], "odom", "{ctx}");
+    assert_eq!(path["frame_id"], "map", "{ctx}");
     assert!(path["stamps"].as_array().unwrap().len() >= 3, "keyframes on the chain: {ctx}");
 }
 

@@ -164,13 +164,13 @@ fn node_serves_parameters_rosout_sim_time_camera_info_debug_image_and_poses() {
         }
     }
     // Both pairs joined the keyframe chain: the keyframes' path (200, 201, 202) and the map, in
-    // odom, reach a late-joining reader (transient local). The frames after the pairs came after
+    // the map frame, reach a late-joining reader (transient local). The frames after the pairs came after
     // a reset (below), so nothing was tracked and no odometry or TF went out (publish_tf is on).
     let path = report["paths"].as_array().unwrap().last().unwrap_or_else(|| panic!("no path: {ctx}"));
-    assert_eq!(path["frame_id"], "odom", "{ctx}");
-    assert_eq!(path["poses"], json!([[200, "odom"], [201, "odom"], [202, "odom"]]), "{ctx}");
+    assert_eq!(path["frame_id"], "map", "{ctx}");
+    assert_eq!(path["poses"], json!([[200, "map"], [201, "map"], [202, "map"]]), "{ctx}");
     let map = report["maps"].as_array().unwrap().last().unwrap_or_else(|| panic!("no map: {ctx}"));
-    assert!(map["frame_id"] == "odom" && map["finite"] == true && map["width"].as_u64() > Some(100), "{ctx}");
+    assert!(map["frame_id"] == "map" && map["finite"] == true && map["width"].as_u64() > Some(100), "{ctx}");
     assert_eq!(report["tf"], json!([]), "{ctx}");
     let saved_points = map["width"].as_u64().unwrap();
     check_reset_and_save_map(&report, &dir.path().join("saved_map.ply"), saved_points, &ctx);
@@ -283,13 +283,13 @@ fn check_reset_and_save_map(report: &serde_json::Value, saved: &std::path::Path,
     let end = bytes.windows(11).position(|w| w == b"end_header\n").expect("a PLY header") + 11;
     let header = String::from_utf8_lossy(&bytes[..end]);
     assert!(header.starts_with("ply\nformat binary_little_endian 1.0\n"), "{header}");
-    assert!(header.contains(&format!("element vertex {points}\n")) && header.contains("in frame odom"), "{header}");
+    assert!(header.contains(&format!("element vertex {points}\n")) && header.contains("in frame map"), "{header}");
     assert_eq!(bytes.len() - end, points as usize * 19, "x y z confidence as float, r g b as uchar: {header}");
     assert_eq!(report["reset"][0], true, "{ctx}");
     let cleared = &report["after_reset"];
     assert_eq!(
         cleared["paths"],
-        json!([{"stamp": cleared["paths"][0]["stamp"], "frame_id": "odom", "poses": []}]),
+        json!([{"stamp": cleared["paths"][0]["stamp"], "frame_id": "map", "poses": []}]),
         "{ctx}"
     );
     assert_eq!(
@@ -301,7 +301,7 @@ fn check_reset_and_save_map(report: &serde_json::Value, saved: &std::path::Path,
     assert!(report["save_map_after_reset"][1].as_str().unwrap().contains("no map yet"), "{ctx}");
     assert!(report["kp_counts_after_reset"].as_array().unwrap().iter().all(|c| c.as_u64() > Some(0)), "{ctx}");
     let path = report["new_chain"]["paths"].as_array().unwrap().last().unwrap_or_else(|| panic!("no new path: {ctx}"));
-    assert_eq!(path["poses"], json!([[203, "odom"], [204, "odom"]]), "{ctx}");
+    assert_eq!(path["poses"], json!([[203, "map"], [204, "map"]]), "{ctx}");
     let map = report["new_chain"]["maps"].as_array().unwrap().last().unwrap_or_else(|| panic!("no new map: {ctx}"));
     assert!(map["width"].as_u64() > Some(100), "{ctx}");
     assert_eq!(

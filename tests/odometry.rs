@@ -20,7 +20,10 @@ use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::outputs::odom::{body_from_optical, UNKNOWN_VARIANCE};
 use sp_dust3r_core::sample::{FOCAL, FRAMES, HEIGHT, RATE, WIDTH};
 use sp_dust3r_core::superpoint::{Keypoints, PostParams, SuperPoint};
-use sp_dust3r_core::vo::odometry::{track_frame, NotAttached, Odometry, OdometryParams, PairView, TOriginFrame};
+use sp_dust3r_core::vo::odometry::{
+    track_frame, Attached, FramePose, NotAttached, OdomOrigin, Odometry, OdometryParams, PairView, TOdomFrame,
+    TOriginFrame,
+};
 use sp_dust3r_core::vo::tracking::NotTracked;
 
 const N: usize = 40;
@@ -59,7 +62,7 @@ impl Setup {
         Transform::new(t.rotation, t.translation)
     }
     /// Attaches the pair (a, b) to `odometry`.
-    fn attach(&self, odometry: &mut Odometry<usize>, a: usize, b: usize) -> Result<f64, NotAttached> {
+    fn attach(&self, odometry: &mut Odometry<usize>, a: usize, b: usize) -> Result<Attached, NotAttached> {
         let ((va, fa), (vb, fb)) = (self.view(a), self.view(b));
         let request = PairRequest {
             first: &fa,
@@ -70,7 +73,7 @@ impl Setup {
             lens: Lens::Pinhole,
         };
         let out = self.scene.reconstruct(&request).unwrap();
-        odometry.attach(va, vb, &out).map(|a| a.scale)
+        odometry.attach(va, vb, &out)
     }
 }
 
@@ -90,10 +93,10 @@ fn pairs_in_arbitrary_scales_join_the_chain_in_the_first_pairs_scale() {
     // chain by its shared keyframe's two pointmaps.
     let s = Setup::new(vec![1.0, 3.7, 0.4]);
     let mut odometry = Odometry::new(OdometryParams::default());
-    assert_eq!(s.attach(&mut odometry, 0, 6).unwrap(), 1.0);
-    let scale = s.attach(&mut odometry, 6, 12).unwrap();
+    assert_eq!(s.attach(&mut odometry, 0, 6).unwrap().scale, 1.0);
+    let scale = s.attach(&mut odometry, 6, 12).unwrap().scale;
     assert!((scale - 1.0 / 3.7).abs() < 1e-5, "{scale}");
-    let scale = s.attach(&mut odometry, 12, 18).unwrap();
+    let scale = s.attach(&mut odometry, 12, 18).unwrap().scale;
     assert!((scale - 1.0 / 0.4).abs() < 1e-5, "{scale}");
     // A pair that starts off the chain does not join it.
     assert_eq!(s.attach(&mut odometry, 3, 9).unwrap_err(), NotAttached::Unanchored);
@@ -136,9 +139,9 @@ fn every_frame_is_tracked_where_the_renderer_put_it_and_tracking_recovers_after_
         for k in [Some(intrinsics()), None] {
             let tracked = track_frame(odometry.anchor().as_deref(), &kp, k, &params.tracking)
                 .unwrap_or_else(|e| panic!("frame {i}: {e}"));
-            let truth = s.truth(0, i);
-            let dr = tracked.t_origin_frame.rotation_error_deg(&truth);
-            let dt = (tracked.t_origin_frame.translation - truth.translation).norm();
+            let (truth, got) = (s.truth(0, i), on_chain(&tracked));
+            let dr = got.rotation_error_deg(&truth);
+            let dt = (got.translation - truth.translation).norm();
             worst = (worst.0.max(dr), worst.1.max(dt));
             // The room is 2 to 6 m deep from the camera: 5 mm is 0.1-0.25 % of it (integer
             // keypoint positions: a few tenths of a pixel).
@@ -165,7 +168,71 @@ fn every_frame_is_tracked_where_the_renderer_put_it_and_tracking_recovers_after_
     );
     // The next frame of the sequence is tracked again.
     let back = track_frame(odometry.anchor().as_deref(), &s.keypoints(&s.scene.frame(17)), None, &params.tracking);
-    assert_close(&back.unwrap().t_origin_frame, &s.truth(0, 17), 5e-3, "frame 17");
+    assert_close(&on_chain(&back.unwrap()), &s.truth(0, 17), 5e-3, "frame 17");
+}
+
+/// A frame's odometry pose read on the chain: here no keyframe was tracked before its pair
+/// joined, so every keyframe's odometry pose is its chain pose and the two frames are one.
+fn on_chain(fp: &FramePose) -> TOriginFrame {
+    TOriginFrame::new(fp.t_odom_frame.rotation, fp.t_odom_frame.translation)
+}
+
+/// REP 105 on the chain: a keyframe that tracking placed off its pair's pose keeps tracking's
+/// pose in the odometry (frames tracked after it go on from there, no step), and the chain's
+/// correction, `map -> odom`, puts it and them where the pairs (here the renderer) say.
+#[test]
+fn a_keyframe_tracked_off_its_pair_pose_keeps_the_odometry_continuous_and_the_correction_moves_to_the_map() {
+    let s = Setup::new(vec![1.0, 2.0, 0.5]);
+    let params = OdometryParams::default();
+    let mut odometry = Odometry::new(params);
+    s.attach(&mut odometry, 0, 6).unwrap();
+    assert_close(&on_map(&odometry, &Transform::identity()), &Transform::identity(), 1e-9, "no correction yet");
+
+    // Tracking had drifted by 1 degree and 2 cm when keyframe 12 arrived.
+    let drift = Transform::<OdomOrigin, OdomOrigin>::new(
+        nalgebra::Rotation3::from_euler_angles(0.0, 1f64.to_radians(), 0.0),
+        Vector3::new(0.02, 0.0, 0.0),
+    );
+    let in_odom = |t: TOriginFrame| drift.compose(&TOdomFrame::new(t.rotation, t.translation));
+    let tracked = in_odom(s.truth(0, 12));
+    odometry.keyframe_tracked(12, tracked);
+    let joined = s.attach(&mut odometry, 6, 12).unwrap();
+    let (deg, _) = joined.disagreement.expect("keyframe 12 was tracked");
+    assert!((deg - 1.0).abs() < 0.01, "pair and tracking {deg} degrees apart");
+    let kf = odometry.keyframe(12).unwrap().clone();
+    assert_eq!((kf.t_odom_kf.rotation, kf.t_odom_kf.translation), (tracked.rotation, tracked.translation));
+    assert_close(
+        &TOriginFrame::new(kf.t_origin_kf.rotation, kf.t_origin_kf.translation),
+        &s.truth(0, 12),
+        1e-4,
+        "on the chain",
+    );
+
+    // A frame tracked against it: in the odometry where the drift put it, on the map where the
+    // renderer did.
+    let frame =
+        track_frame(odometry.anchor().as_deref(), &s.keypoints(&s.scene.frame(14)), None, &params.tracking).unwrap();
+    let want = in_odom(s.truth(0, 14));
+    let odom_error = (frame.t_odom_frame.translation - want.translation).norm();
+    assert!(odom_error < 5e-3 && frame.t_odom_frame.rotation_error_deg(&want) < 0.1, "in odom: {odom_error}");
+    assert_close(&on_map(&odometry, &frame.t_odom_frame), &s.truth(0, 14), 5e-3, "frame 14 on the map");
+
+    // A keyframe that joins untracked takes its pair's pose moved by the same correction.
+    s.attach(&mut odometry, 12, 18).unwrap();
+    let kf = odometry.keyframe(18).unwrap().clone();
+    let want = in_odom(s.truth(0, 18));
+    assert!((kf.t_odom_kf.translation - want.translation).norm() < 1e-4, "keyframe 18 in odom");
+    assert_close(
+        &on_map(&odometry, &Transform::new(kf.t_odom_kf.rotation, kf.t_odom_kf.translation)),
+        &s.truth(0, 18),
+        1e-4,
+        "keyframe 18 on the map",
+    );
+}
+
+/// A pose in the odometry placed on the chain by its newest correction.
+fn on_map(odometry: &Odometry<usize>, t_odom_frame: &TOdomFrame) -> TOriginFrame {
+    odometry.t_origin_odom().compose(t_odom_frame)
 }
 
 struct Odom;

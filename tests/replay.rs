@@ -107,13 +107,14 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     assert_eq!(r["/cam/pair_pose"]["stamps"], json!([[100, 0], [101, 0]]), "{r}");
     assert_eq!(r["/cam/pose"]["stamps"], json!([[100, 0], [101, 0]]), "{r}");
     // The keyframe chain: frame 103 is tracked against keyframe 101 (the first pair's second
-    // view); its odometry and TF carry its stamp, in odom; each pair that joined the chain sent
-    // the keyframes' path and the map.
+    // view); its odometry and TF (map -> odom -> camera) carry its stamp, in odom; each pair that
+    // joined the chain sent the keyframes' path and the map, in map.
     assert_eq!(summary["counters"]["frames_tracked"].as_u64(), Some(1), "{summary}");
     assert_eq!(r["/cam/odom"]["stamps"], json!([[103, 0]]), "{r}");
-    assert_eq!(r["/tf"]["stamps"], json!([[103, 0]]), "{r}");
+    assert_eq!((r["/tf"]["count"].as_u64(), &r["/tf"]["stamps"]), (Some(1), &json!([[103, 0], [103, 0]])), "{r}");
     assert_eq!(r["/cam/odom"]["frames"], json!(["odom"]), "{r}");
-    assert_eq!(r["/tf"]["frames"], json!(["odom>cam_optical"]), "{r}");
+    assert_eq!(r["/tf"]["frames"], json!(["map>odom", "odom>cam_optical"]), "{r}");
+    assert_eq!((&r["/cam/path"]["frames"], &r["/cam/cloud_map"]["frames"]), (&json!(["map"]), &json!(["map"])), "{r}");
     assert_eq!((r["/cam/path"]["count"].as_u64(), r["/cam/cloud_map"]["count"].as_u64()), (Some(2), Some(2)), "{r}");
     assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r/msg/Keypoints");
 
@@ -150,7 +151,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     let pose = &topics["/cam/pair_pose"]["poses"][0];
     assert_eq!(pose["view2_stamp"], json!([101, 0]));
     assert!(pose["position"].as_array().unwrap().iter().all(|v| v.as_f64().unwrap().is_finite()), "{pose}");
-    assert_eq!(topics["/tf"]["frames"], json!([["odom", "cam_optical"]]), "{f}");
+    assert_eq!(topics["/tf"]["frames"], json!([["map", "odom"], ["odom", "cam_optical"]]), "{f}");
 
     // --export-ply: each pair's cloud and the last map as PLY files, which PyPI plyfile reads
     // back with every point of the bag's clouds as rosbags decodes them.
@@ -179,7 +180,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
             "{e}"
         );
     }
-    assert!(p["map"]["comments"].to_string().contains("the map in frame odom"), "{p}");
+    assert!(p["map"]["comments"].to_string().contains("the map in frame map"), "{p}");
 
     // Deterministic: the same input gives the same keypoints again.
     let out2 = dir.path().join("again.mcap");

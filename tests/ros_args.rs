@@ -248,6 +248,12 @@ fn declared_parameters_check_type_and_range() {
         Err(ParamError::Type { expected: "bool", .. })
     ));
     assert!(matches!(with("keyframe_max_interval", ParamValue::Double(0.1)), Err(ParamError::Invalid { .. })));
+    // map -> odom on TF needs two frames with names.
+    for (name, frame) in [("map_frame", "odom"), ("map_frame", "/odom"), ("map_frame", ""), ("odom_frame", "")] {
+        let err = with(name, ParamValue::String(frame.into())).unwrap_err();
+        assert!(matches!(&err, ParamError::Invalid { name: n, .. } if n == name), "{name} {frame:?}: {err}");
+    }
+    assert!(with("map_frame", ParamValue::String("world".into())).is_ok());
     let err = with("nms_radius", ParamValue::Integer(65)).unwrap_err().to_string();
     assert!(err.contains("nms_radius") && err.contains("65") && err.contains("[0, 64]"), "{err}");
     // The names, all declared, each with a description.

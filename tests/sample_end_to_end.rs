@@ -46,7 +46,10 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
     // The trained SuperPoint matches the whole 8 s sequence too well for its match ratio to
     // call a keyframe: one every 2 s of input instead (the 5 s default would give one pair).
     let ros = RosArgs {
-        params: vec![("keyframe_max_interval".into(), sp_dust3r_core::params::args::ParamValue::Double(2.0))],
+        params: vec![
+            ("keyframe_max_interval".into(), sp_dust3r_core::params::args::ParamValue::Double(2.0)),
+            ("publish_tf".into(), sp_dust3r_core::params::args::ParamValue::Bool(true)),
+        ],
         ..RosArgs::default()
     };
     let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
@@ -93,7 +96,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
     assert_eq!((t.num_tracked, t.num_scored, t.num_frames), (tracked as usize, tracked as usize, 40));
     eprintln!("camera_info {camera_info}: {t}, keyframe gaps {:?}", summary.keyframe_gaps);
     assert!(t.ate_percent_of_path <= 0.5, "ATE {:?} over a {} m path", t.ate, t.path_length);
-    // Without base_frame, odom is frame 0's camera turned to REP 103's body axes (x forward =
+    // Without base_frame, map and odom start at frame 0's camera turned to REP 103's body axes (x forward =
     // optical z, y left = -optical x, z up = -optical y), and the child is the camera (checked
     // with CameraInfo; with the estimated focal the chain drifts by a few hundredths of a degree
     // per pair, see the AUC tests below).
@@ -210,6 +213,9 @@ fn rviz_config_fits_the_bag(bag_path: &Path, name: &str, topics: &[&str]) {
     let docs = yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let manager = &docs[0]["Visualization Manager"];
     let fixed = manager["Global Options"]["Fixed Frame"].as_str().unwrap();
+    let tf_edges: Vec<String> = bag["/tf"]["frames"]
+        .as_array()
+        .map_or(Vec::new(), |e| e.iter().filter_map(|f| f.as_str().map(str::to_string)).collect());
     let mut shown = Vec::new();
     for d in manager["Displays"].as_vec().unwrap() {
         let class = d["Class"].as_str().unwrap();
@@ -226,7 +232,15 @@ fn rviz_config_fits_the_bag(bag_path: &Path, name: &str, topics: &[&str]) {
         assert_eq!(entry["type"].as_str(), Some(drawn), "{class} on {topic}");
         assert!(entry["count"].as_u64() > Some(0), "{topic} has no messages");
         if class != "rviz_default_plugins/Image" {
-            assert_eq!(entry["frames"], serde_json::json!([fixed]), "{topic} is not in the fixed frame {fixed}");
+            // In the fixed frame, or in one the bag's /tf hangs directly below it.
+            let linked = |f: &serde_json::Value| {
+                f.as_str().is_some_and(|f| f == fixed || tf_edges.contains(&format!("{fixed}>{f}")))
+            };
+            let frames = entry["frames"].as_array().unwrap();
+            assert!(
+                frames.len() == 1 && linked(&frames[0]),
+                "{topic} in {frames:?}, not in the fixed frame {fixed} or below it"
+            );
         }
         shown.push(topic);
     }
@@ -314,6 +328,7 @@ fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform()
         params: vec![
             ("keyframe_max_interval".into(), double(2.0)),
             ("base_frame".into(), sp_dust3r_core::params::args::ParamValue::String("base_link".into())),
+            ("publish_tf".into(), sp_dust3r_core::params::args::ParamValue::Bool(true)),
         ],
         ..RosArgs::default()
     };
@@ -339,40 +354,43 @@ fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform()
     assert_eq!(checked, tracked as usize);
 }
 
-/// Checks every odometry message of a replay of the sample: in `odom`, of `child`, at the pose
-/// `t_odom_origin * (the renderer's camera motion since frame 0, the first keyframe) *
-/// t_cam_child` (5 mm, 0.1 degrees); returns how many there were.
+/// Checks every odometry message of a replay of the sample (made with `publish_tf`): in `odom`,
+/// of `child`; placed on the map by the TF `map -> odom` beside it, at the pose `t_fixed_origin *
+/// (the renderer's camera motion since frame 0, the first keyframe) * t_cam_child` (5 mm, 0.1
+/// degrees), and in odom, which drifts between the pairs' corrections, near it (2 cm, 0.5
+/// degrees). Returns how many there were.
 fn odometry_against_the_renderer(
     out: &Path,
     child: &str,
-    t_odom_origin: &Transform<Cam1, Cam2>,
+    t_fixed_origin: &Transform<Cam1, Cam2>,
     t_cam_child: &Transform<Cam2, Cam1>,
 ) -> usize {
     use sp_dust3r_core::msg::{from_cdr, nav_msgs};
     let gt = load_ground_truth(&GroundTruth::from_path(&sample_bag(), None, None)).unwrap();
-    let mut checked = 0;
     for m in McapFile::open(out).unwrap().messages() {
         let m = m.unwrap();
-        if m.topic != "/cam/odom" {
-            continue;
+        if m.topic == "/cam/odom" {
+            let o: nav_msgs::Odometry = from_cdr(&m.data).unwrap();
+            assert_eq!((o.header.frame_id.as_str(), o.child_frame_id.as_str()), ("odom", child));
         }
-        let o: nav_msgs::Odometry = from_cdr(&m.data).unwrap();
-        assert_eq!((o.header.frame_id.as_str(), o.child_frame_id.as_str()), ("odom", child));
-        let motion =
-            gt[0].pose.inverse().compose(&sp_dust3r_core::eval::pose_at(&gt, o.header.stamp.seconds(), 0.0).unwrap());
-        let motion = Transform::<Cam2, Cam2>::new(motion.rotation, motion.translation);
-        let want = t_odom_origin.compose(&motion).compose(t_cam_child);
-        let p = &o.pose.pose;
-        let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(
-            p.orientation.w,
-            p.orientation.x,
-            p.orientation.y,
-            p.orientation.z,
-        ));
-        let got = nalgebra::Vector3::new(p.position.x, p.position.y, p.position.z);
-        assert!((got - want.translation).norm() < 5e-3, "at {}: {got:?} vs {:?}", o.header.stamp.sec, want.translation);
-        assert!(q.to_rotation_matrix().angle_to(&want.rotation).to_degrees() < 0.1);
-        checked += 1;
     }
-    checked
+    let found = sp_dust3r_core::eval::bag::odometry_estimates(out).unwrap();
+    assert_eq!(found.map.len(), found.odom.len(), "map -> odom on /tf beside every odometry message");
+    let mut drift = (0.0f64, 0.0f64);
+    for (on_map, in_odom) in found.map.iter().zip(&found.odom) {
+        let motion = gt[0].pose.inverse().compose(&sp_dust3r_core::eval::pose_at(&gt, on_map.t, 0.0).unwrap());
+        let motion = Transform::<Cam2, Cam2>::new(motion.rotation, motion.translation);
+        let want = t_fixed_origin.compose(&motion).compose(t_cam_child);
+        let off = |got: &sp_dust3r_core::eval::StampedPose| {
+            let (r, t) = (got.pose.rotation, got.pose.translation);
+            ((t - want.translation).norm(), r.angle_to(&want.rotation).to_degrees())
+        };
+        let (dt, dr) = off(on_map);
+        assert!(dt < 5e-3 && dr < 0.1, "on the map at {}: {dt:.4}, {dr:.3} deg", on_map.t);
+        let (dt, dr) = off(in_odom);
+        assert!(dt < 2e-2 && dr < 0.5, "in odom at {}: {dt:.4}, {dr:.3} deg", in_odom.t);
+        drift = (drift.0.max(dt), drift.1.max(dr));
+    }
+    eprintln!("odom's drift from the renderer's path: at most {:.2} mm, {:.3} deg", drift.0 * 1e3, drift.1);
+    found.odom.len()
 }

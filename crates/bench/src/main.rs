@@ -883,6 +883,7 @@ fn carried_ms(
         mapping: *mapping,
         focal: camera.k.fx,
         t_origin_kf: sp_dust3r_core::geometry::Transform::identity(),
+        t_odom_kf: sp_dust3r_core::geometry::Transform::identity(),
         tracking_inflation: 1.0,
     };
     let (frame, params) = (std::sync::Arc::new(kp.clone()), TrackingParams::default());

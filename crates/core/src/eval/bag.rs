@@ -97,26 +97,75 @@ pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
     Ok(with_pose)
 }
 
-/// The tracked frames of a replay's output bag (its nav_msgs/Odometry topic: the pose of the
-/// child frame in odom at each frame's stamp), and how many frames it processed (its
-/// sp_dust3r/msg/Keypoints messages, one per frame).
-pub fn odometry_estimates(bag: &Path) -> Result<(Vec<StampedPose>, usize), EvalError> {
-    let mut poses = Vec::new();
-    let mut frames = 0;
+/// The tracked frames of a replay's output bag.
+#[derive(Clone, Debug, Default)]
+pub struct OdometryEstimates {
+    /// Its nav_msgs/Odometry topic: the pose of the child frame in odom at each frame's stamp.
+    pub odom: Vec<StampedPose>,
+    /// The same frames on the map: each odometry pose moved by the /tf transform to its frame
+    /// (`map -> odom`) at its stamp (none without TF).
+    pub map: Vec<StampedPose>,
+    /// How many frames it processed (its sp_dust3r/msg/Keypoints messages, one per frame).
+    pub frames: usize,
+}
+
+/// The tracked frames of a replay's output bag (see [`OdometryEstimates`]).
+pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
+    let mut found = OdometryEstimates::default();
+    let mut odometry = Vec::new();
+    let mut parents = std::collections::HashMap::new();
     for f in open_bag(bag)? {
         for m in f.messages() {
             let m = m?;
             if m.ros_type == nav_msgs::Odometry::ROS_TYPE {
                 let o: nav_msgs::Odometry = decode(&m.data, &m.topic)?;
                 let (r, t) = pose_of(&o.pose.pose);
-                poses.push(StampedPose { t: o.header.stamp.seconds(), pose: Transform::new(r, t) });
+                odometry.push((o.header, Transform::new(r, t)));
+            } else if m.ros_type == TF_MESSAGE {
+                let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
+                for t in tf.transforms {
+                    let tr = &t.transform.translation;
+                    let pose = Transform::new(rotation_of(&t.transform.rotation), Vector3::new(tr.x, tr.y, tr.z));
+                    parents.insert((t.child_frame_id, t.header.stamp.sec, t.header.stamp.nanosec), pose);
+                }
             } else if m.ros_type == node_msgs::Keypoints::ROS_TYPE {
-                frames += 1;
+                found.frames += 1;
             }
         }
     }
-    poses.sort_by(|a, b| a.t.total_cmp(&b.t));
-    Ok((poses, frames))
+    for (header, pose) in odometry {
+        let t = header.stamp.seconds();
+        if let Some(t_map_odom) = parents.get(&(header.frame_id, header.stamp.sec, header.stamp.nanosec)) {
+            let t_map_odom: &Transform<super::World, super::World> = t_map_odom;
+            found.map.push(StampedPose { t, pose: t_map_odom.compose(&pose) });
+        }
+        found.odom.push(StampedPose { t, pose });
+    }
+    found.odom.sort_by(|a, b| a.t.total_cmp(&b.t));
+    found.map.sort_by(|a, b| a.t.total_cmp(&b.t));
+    Ok(found)
+}
+
+/// The keyframes' poses on the map as a replay's output bag last gave them (its last
+/// nav_msgs/Path).
+pub fn keyframe_path(bag: &Path) -> Result<Vec<StampedPose>, EvalError> {
+    let mut last = None;
+    for f in open_bag(bag)? {
+        for m in f.messages() {
+            let m = m?;
+            if m.ros_type == nav_msgs::Path::ROS_TYPE {
+                last = Some(decode::<nav_msgs::Path>(&m.data, &m.topic)?);
+            }
+        }
+    }
+    let poses = last.map(|p| p.poses).unwrap_or_default();
+    Ok(poses
+        .iter()
+        .map(|p| {
+            let (r, t) = pose_of(&p.pose);
+            StampedPose { t: p.header.stamp.seconds(), pose: Transform::new(r, t) }
+        })
+        .collect())
 }
 
 /// The ground-truth trajectory, sorted by time.

@@ -289,7 +289,7 @@ pub fn evaluate_bag(
     tolerance: f64,
     delta: trajectory::RpeDelta,
 ) -> Result<Report, EvalError> {
-    let (odometry, frames) = bag::odometry_estimates(bag)?;
+    let bag::OdometryEstimates { odom: odometry, frames, .. } = bag::odometry_estimates(bag)?;
     // A bag with odometry but no pairs (a keypoints-and-odometry recording) is still scored.
     let pairs = match bag::pair_estimates(bag) {
         Err(EvalError::NoPairs(_)) if !odometry.is_empty() => Vec::new(),

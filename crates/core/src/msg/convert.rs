@@ -91,15 +91,15 @@ fn pose_of(t: &TCam1Cam2) -> geometry_msgs::Pose {
 }
 
 /// The map as `sensor_msgs/PointCloud2` in odom (the same fields as [`pointcloud_msg`]: x, y,
-/// z, rgb, confidence), its points moved from the chain's origin by `t_odom_origin`.
+/// z, rgb, confidence), its points moved from the chain's origin by `t_map_origin`.
 pub fn map_cloud_msg<A, B>(
     header: std_msgs::Header,
     points: &[MapPoint],
-    t_odom_origin: &Transform<A, B>,
+    t_map_origin: &Transform<A, B>,
 ) -> sensor_msgs::PointCloud2 {
     let mut data = Vec::with_capacity(points.len() * POINT_STEP as usize);
     for p in points {
-        let q = t_odom_origin.apply(&Vector3::new(p.xyz[0] as f64, p.xyz[1] as f64, p.xyz[2] as f64));
+        let q = t_map_origin.apply(&Vector3::new(p.xyz[0] as f64, p.xyz[1] as f64, p.xyz[2] as f64));
         push_point(&mut data, [q.x as f32, q.y as f32, q.z as f32], p.rgb, p.confidence);
     }
     cloud(header, data)

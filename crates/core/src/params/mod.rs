@@ -181,11 +181,14 @@ parameters! {
          points, 10.5 MB per pair, which stock subscribers get in ~0.2 s; 3: a ninth, at most 1.2 MB, for \
          slow or lossy links)";
     publish_tf: bool = false, Constraint::None, TUNABLE,
-        "Broadcast TF odom_frame -> the camera's frame (or base_frame) for every tracked frame, at its stamp (in \
-         metres with a metric scale_source, else in DUSt3R's scale)";
+        "Broadcast TF map_frame -> odom_frame -> the camera's frame (or base_frame) for every tracked frame, at its \
+         stamp (in metres with a metric scale_source, else in DUSt3R's scale)";
     odom_frame: String = "odom", Constraint::None, FIXED,
-        "Frame of odom, path and cloud_map: the first keyframe's camera turned to REP 103's axes (x forward, z up), or \
-         where base_frame was then";
+        "Frame of odom (REP 105: continuous, drifting): the first keyframe's camera turned to REP 103's axes \
+         (x forward, z up), or where base_frame was then";
+    map_frame: String = "map", Constraint::None, FIXED,
+        "Frame of path and cloud_map (REP 105: each pair corrects the drift, in steps): where odom_frame starts; \
+         TF map_frame -> odom_frame carries the correction";
     base_frame: String = "", Constraint::None, FIXED,
         "The robot's base frame: when set, odom, path and TF are the base's, through the static transform \
          base_frame -> camera frame from /tf_static (a bag's, in a replay), so the camera keeps its parent \
@@ -331,10 +334,12 @@ pub struct NodeParams {
     pub pose_confidence_threshold: f64,
     /// Publish every n-th pixel's point along rows and columns.
     pub cloud_stride: usize,
-    /// Broadcast TF odom -> camera (or base) for every tracked frame.
+    /// Broadcast TF map -> odom -> camera (or base) for every tracked frame.
     pub publish_tf: bool,
     /// The odometry frame.
     pub odom_frame: String,
+    /// The map frame.
+    pub map_frame: String,
     /// The robot's base frame, if odometry is of the base.
     pub base_frame: Option<String>,
     /// The images are rectified: CameraInfo's P, no lens.
@@ -461,6 +466,7 @@ impl NodeParams {
             cloud_stride: v.cloud_stride.max(1) as usize,
             publish_tf: v.publish_tf,
             odom_frame: v.odom_frame,
+            map_frame: v.map_frame,
             base_frame: Some(v.base_frame).filter(|b| !b.is_empty()),
             rectified_images: v.rectified_images,
             scale_source: ScaleSource::from_name(&v.scale_source).ok_or_else(|| ParamError::Invalid {
@@ -495,8 +501,22 @@ impl NodeParams {
                 ),
             });
         }
+        params.check_frames()?;
         params.check_odometry_source()?;
         Ok(params)
+    }
+
+    /// The map and odometry frames: named, and two (TF's `map -> odom` links them).
+    fn check_frames(&self) -> Result<(), ParamError> {
+        let (map, odom) = (self.map_frame.trim_start_matches('/'), self.odom_frame.trim_start_matches('/'));
+        let refuse = |name: &str, detail: String| Err(ParamError::Invalid { name: name.into(), detail });
+        if odom.is_empty() {
+            return refuse(name::odom_frame, "the odometry frame needs a name".into());
+        }
+        if map.is_empty() || map == odom {
+            return refuse(name::map_frame, format!("{map:?}: the map frame needs a name other than odom_frame's"));
+        }
+        Ok(())
     }
 
     /// With `scale_source: odometry`, the robot's odometry parents `base_frame` in /tf: the

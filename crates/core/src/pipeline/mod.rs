@@ -24,7 +24,7 @@ use crate::image::{Frame, ImageError};
 use crate::msg::convert::{cloud_points_of, CloudLayoutError};
 use crate::msg::tf_static::{transforms_between, StaticTransforms};
 use crate::msg::{builtin_interfaces, sensor_msgs, std_msgs, tf2_msgs};
-use crate::outputs::odom::{stamp_of, Base, Mount, OdomOutputs};
+use crate::outputs::odom::{stamp_of, Base, Frames, Mount, OdomOutputs};
 use crate::outputs::{
     check_camera_info, frame_outputs, known_camera, pair_messages, reconstruct_pair, Output, OutputKind, OutputSink,
 };
@@ -35,7 +35,7 @@ use crate::superpoint::Keypoints;
 use crate::vo::carried::CarriedTracker;
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::vo::map::{grow, VoxelMap};
-use crate::vo::odometry::{Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOriginFrame};
+use crate::vo::odometry::{Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOdomFrame};
 use crate::vo::robot_odometry::{RobotBase, RobotOdometry};
 use crate::vo::scale::{depth_scale, DepthView, OdometryScale, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
 use crate::vo::tracking::{FrameCam, NotTracked};
@@ -223,7 +223,7 @@ impl Pipeline {
     pub fn new(params: NodeParams) -> Self {
         let chain = Chain {
             odometry: Odometry::new(params.odometry_params()),
-            odom: OdomOutputs::new(&params.odom_frame, None),
+            odom: OdomOutputs::new(Frames { map: params.map_frame.clone(), odom: params.odom_frame.clone() }, None),
             id: ChainId::default(),
             scale: ScaleTrack::default(),
             robot_scale: OdometryScale::default(),
@@ -255,7 +255,7 @@ impl Pipeline {
         chain.odom.cleared(stamp)
     }
 
-    /// `~/save_map`: the last map that went out as a binary PLY at `path` (in `odom_frame`, in
+    /// `~/save_map`: the last map that went out as a binary PLY at `path` (in `map_frame`, in
     /// the chain's units). Returns how many points it holds.
     pub fn save_map(&self, path: &Path) -> Result<usize, SaveMapError> {
         let map = lock(&self.last_map).clone().ok_or(SaveMapError::NoMap)?;
@@ -447,8 +447,8 @@ impl Pipeline {
         }
     }
 
-    /// Places a frame on the chain and sends its odometry (and TF); counts what was not tracked
-    /// and why. Returns its pose on the chain.
+    /// Places a frame in the odometry and sends it (and TF); counts what was not tracked and
+    /// why. Returns its pose in the odometry.
     fn track<S: OutputSink>(
         &self,
         tracker: &mut CarriedTracker,
@@ -456,7 +456,7 @@ impl Pipeline {
         camera_info: Option<&sensor_msgs::CameraInfo>,
         p: &NodeParams,
         sink: &mut S,
-    ) -> Result<Option<TOriginFrame>, S::Error> {
+    ) -> Result<Option<TOdomFrame>, S::Error> {
         // The chain's lock is held to take its newest keyframe, not while tracking.
         let (anchor, chain) = {
             let chain = lock(&self.chain);
@@ -466,7 +466,7 @@ impl Pipeline {
         let header = &seen.header;
         let params = p.odometry_params().tracking;
         let (tracked, covariance) = match tracker.track(chain, anchor.as_deref(), &seen.keypoints, camera, &params) {
-            Ok(fp) => (fp.t_origin_frame, fp.covariance),
+            Ok(fp) => (fp.t_odom_frame, fp.covariance),
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);
                 return Ok(None);
@@ -489,7 +489,8 @@ impl Pipeline {
                 return Ok(Some(tracked));
             }
             let scale_sigma = if p.scale_source.is_metric() { chain.scale.relative_error() } else { 0.0 };
-            chain.odom.frame(header, &tracked, (covariance.as_ref(), scale_sigma), p.publish_tf)
+            let t_origin_odom = chain.odometry.t_origin_odom();
+            chain.odom.frame(header, (&tracked, &t_origin_odom), (covariance.as_ref(), scale_sigma), p.publish_tf)
         };
         self.stats.bump(Counter::FramesTracked);
         emit(sink, outputs)?;
@@ -517,7 +518,7 @@ impl Pipeline {
         &self,
         side: &mut FrameSide,
         seen: Observation,
-        tracked: Option<TOriginFrame>,
+        tracked: Option<TOdomFrame>,
         camera_info: Option<sensor_msgs::CameraInfo>,
     ) -> Option<PairJob> {
         let decision = side.keyframes.decide(seen.header.stamp.seconds(), &seen.keypoints, &seen);

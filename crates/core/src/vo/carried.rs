@@ -11,7 +11,7 @@ use std::sync::Arc;
 use nalgebra::{Vector2, Vector3};
 
 use super::matching::match_descriptors;
-use super::odometry::{ChainKeyframe, FramePose, Origin};
+use super::odometry::{ChainKeyframe, FramePose, OdomOrigin};
 use super::tracking::{point_at, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::{covariance_in, pose_covariance, solve_pnp_ransac};
@@ -33,7 +33,7 @@ pub struct CarriedTracker {
     last: Option<LastFrame>,
 }
 
-/// A frame's correspondences: chain points (origin frame), undistorted pixels, and which
+/// A frame's correspondences: points in the odometry's frame, undistorted pixels, and which
 /// keypoint each is.
 #[derive(Default)]
 struct Correspondences {
@@ -72,25 +72,25 @@ impl CarriedTracker {
         if c.world.len() < need {
             return Err(NotTracked::TooFewPoints { got: c.world.len(), need });
         }
-        let solution = solve_pnp_ransac::<FrameCam, Origin>(&c.world, &c.pixels, &camera.k, &params.ransac)?;
+        let solution = solve_pnp_ransac::<FrameCam, OdomOrigin>(&c.world, &c.pixels, &camera.k, &params.ransac)?;
         if solution.inliers < need {
             return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
         }
-        let t_frame_origin = solution.pose;
-        let points = carried_points(&c, &solution.is_inlier, &t_frame_origin, &camera, frame.len());
+        let t_frame_odom = solution.pose;
+        let points = carried_points(&c, &solution.is_inlier, &t_frame_odom, &camera, frame.len());
         self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
-        // PnP's covariance, here of a left perturbation in the origin's frame.
-        let raw = pose_covariance(&t_frame_origin, &c.world, &c.pixels, &camera.k, params.ransac.threshold_px);
-        let t_origin_frame = t_frame_origin.inverse();
+        // PnP's covariance, here of a left perturbation in the odometry's frame.
+        let raw = pose_covariance(&t_frame_odom, &c.world, &c.pixels, &camera.k, params.ransac.threshold_px);
+        let t_odom_frame = t_frame_odom.inverse();
         let tracked = Tracked {
-            t_kf_frame: kf.t_origin_kf.inverse().compose(&t_origin_frame),
+            t_kf_frame: kf.t_odom_kf.inverse().compose(&t_odom_frame),
             matches: c.matched,
             points: c.world.len(),
             inliers: solution.inliers,
-            covariance: raw.map(|cov| covariance_in(&kf.t_origin_kf.inverse(), &cov)),
+            covariance: raw.map(|cov| covariance_in(&kf.t_odom_kf.inverse(), &cov)),
         };
         let covariance = raw.map(|cov| cov * kf.tracking_inflation);
-        Ok(FramePose { t_origin_frame, keyframe: kf.stamp, tracked, covariance })
+        Ok(FramePose { t_odom_frame, keyframe: kf.stamp, tracked, covariance })
     }
 }
 
@@ -100,29 +100,28 @@ impl CarriedTracker {
 /// sightings, and fr1/rpy keeps its gain (see docs/benchmarks.md).
 const TOWARDS_SIGHTING: f64 = 0.5;
 
-/// The points `frame`'s keypoints carry on: each inlier's chain point, moved towards the
-/// frame's ray through the keypoint (placed at `t_frame_origin`), at the same depth, by
-/// [`TOWARDS_SIGHTING`].
+/// The points `frame`'s keypoints carry on: each inlier's point, moved towards the frame's ray
+/// through the keypoint (placed at `t_frame_odom`), at the same depth, by [`TOWARDS_SIGHTING`].
 fn carried_points(
     c: &Correspondences,
     is_inlier: &[bool],
-    t_frame_origin: &Transform<FrameCam, Origin>,
+    t_frame_odom: &Transform<FrameCam, OdomOrigin>,
     camera: &Camera,
     keypoints: usize,
 ) -> Vec<Option<Vector3<f64>>> {
-    let t_origin_frame = t_frame_origin.inverse();
+    let t_odom_frame = t_frame_odom.inverse();
     let mut points = vec![None; keypoints];
     for (((p, px), &q), &inlier) in c.world.iter().zip(&c.pixels).zip(&c.keypoint).zip(is_inlier) {
         if inlier {
-            let seen = t_origin_frame.apply(&(camera.k.ray(px.x, px.y) * t_frame_origin.apply(p).z));
+            let seen = t_odom_frame.apply(&(camera.k.ray(px.x, px.y) * t_frame_odom.apply(p).z));
             points[q] = Some(p + (seen - p) * TOWARDS_SIGHTING);
         }
     }
     points
 }
 
-/// The frame's keypoints with a chain point: from a match to the last frame (the point it
-/// carried), else from a match to the keyframe (its pointmap, moved onto the chain).
+/// The frame's keypoints with a point: from a match to the last frame (the point it carried),
+/// else from a match to the keyframe (its pointmap, placed at the keyframe's odometry pose).
 fn correspondences<F>(
     kf: &ChainKeyframe<F>,
     last: Option<&LastFrame>,
@@ -145,7 +144,7 @@ fn correspondences<F>(
         }
         let [x, y] = kf.keypoints.xy[m.train];
         if let Some(p) = point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, params.min_confidence) {
-            point[m.query] = Some(kf.t_origin_kf.apply(&p));
+            point[m.query] = Some(kf.t_odom_kf.apply(&p));
         }
     }
     let mut c = Correspondences { matched: matched.iter().filter(|&&m| m).count(), ..Correspondences::default() };
@@ -200,6 +199,7 @@ mod tests {
             mapping,
             focal: K.fx,
             t_origin_kf: Transform::identity(),
+            t_odom_kf: Transform::identity(),
             tracking_inflation: 1.0,
         }
     }
@@ -224,14 +224,14 @@ mod tests {
             .collect()
     }
 
-    /// The keyframe's keypoints' plane points seen from `t_origin_frame`: their pixels.
-    fn seen(kf: &ChainKeyframe<()>, t_origin_frame: &Transform<Origin, FrameCam>) -> Vec<[f32; 2]> {
+    /// The keyframe's keypoints' plane points seen from `t_odom_frame`: their pixels.
+    fn seen(kf: &ChainKeyframe<()>, t_odom_frame: &Transform<OdomOrigin, FrameCam>) -> Vec<[f32; 2]> {
         kf.keypoints
             .xy
             .iter()
             .map(|&[x, y]| {
                 let p = point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, 1.0).unwrap_or_default();
-                let q = K.project(&t_origin_frame.inverse().apply(&p)).unwrap_or_default();
+                let q = K.project(&t_odom_frame.inverse().apply(&p)).unwrap_or_default();
                 [q.x as f32, q.y as f32]
             })
             .collect()
@@ -246,7 +246,7 @@ mod tests {
         let d0: Vec<f32> = (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect();
         let kf = keyframe(&xy, d0.clone());
         let pose = |deg: f64, x: f64| {
-            Transform::<Origin, FrameCam>::new(
+            Transform::<OdomOrigin, FrameCam>::new(
                 nalgebra::Rotation3::from_euler_angles(0.0, deg.to_radians(), 0.0),
                 Vector3::new(x, 0.0, 0.0),
             )
@@ -254,20 +254,20 @@ mod tests {
         let (t1, t2) = (pose(1.0, 0.02), pose(2.0, 0.04));
         let (d1, camera) = (drifted(&d0, &mut rng), Some(Camera { k: K, lens: Lens::Pinhole }));
         let d2 = drifted(&d1, &mut rng);
-        let frame = |t: &Transform<Origin, FrameCam>, d: Vec<f32>| {
+        let frame = |t: &Transform<OdomOrigin, FrameCam>, d: Vec<f32>| {
             let xy = seen(&kf, t);
             Arc::new(Keypoints { scores: vec![1.0; xy.len()], xy, descriptors: d, descriptor_dim: 32 })
         };
         let (f1, f2) = (frame(&t1, d1), frame(&t2, d2));
         let params = TrackingParams::default();
         let error =
-            |fp: &FramePose, t: &Transform<Origin, FrameCam>| (fp.t_origin_frame.translation - t.translation).norm();
+            |fp: &FramePose, t: &Transform<OdomOrigin, FrameCam>| (fp.t_odom_frame.translation - t.translation).norm();
 
         // Frame 2 alone does not match the keyframe.
         assert!(matches!(track_frame(Some(&kf), &f2, camera, &params), Err(NotTracked::TooFewMatches { .. })));
         let mut tracker = CarriedTracker::default();
         let one = tracker.track(1, Some(&kf), &f1, camera, &params).unwrap();
-        assert!(error(&one, &t1) < 1e-3, "{:?}", one.t_origin_frame);
+        assert!(error(&one, &t1) < 1e-3, "{:?}", one.t_odom_frame);
         let two = tracker.track(1, Some(&kf), &f2, camera, &params).unwrap();
         assert!(error(&two, &t2) < 1e-3 && two.tracked.inliers >= 100, "{:?}", two.tracked);
         let t_kf_frame: Transform<KeyframeCam, FrameCam> = two.tracked.t_kf_frame;

@@ -6,12 +6,17 @@
 //! newest one that has a pointmap), so that keyframe has two pointmaps in its own frame: the
 //! chain's and the new pair's. Their depth ratio over pixels confident in both is the new
 //! pair's scale relative to the chain ([`depth_ratio`]); the pair's pose and view 2's points,
-//! multiplied by it, extend the chain. A keyframe's pose is the pair's (PairViewer's) pose: its
-//! pointmap is expressed relative to it, so frames tracked against it land where its points do.
-//! The pose tracking gave the same frame when it arrived is kept only to say how far the two
-//! are apart.
+//! multiplied by it, extend the chain.
 //!
-//! Knows no ROS: the driver maps the origin to its odometry frame.
+//! Every keyframe has two poses, as REP 105's `map` and `odom` frames do. Its pose on the chain
+//! ([`Origin`], the map) is its pair's (PairViewer's): globally the better, but each pair
+//! corrects tracking's drift at once, a step in the trajectory. Its pose in [`OdomOrigin`] is
+//! the one tracking gave it when it arrived (or, untracked, its chain pose moved by its anchor's
+//! correction): frames are tracked against keyframes placed there, so their poses run on without
+//! steps and drift slowly. The newest keyframe's two poses give the correction
+//! ([`Odometry::t_origin_odom`], REP 105's `map -> odom`).
+//!
+//! Knows no ROS: the driver maps the two origins to its map and odometry frames.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -26,14 +31,26 @@ use crate::geometry::pointmaps::{depth_ratio, scaled};
 use crate::geometry::{Intrinsics, NoPose, PairPose, Transform};
 use crate::superpoint::Keypoints;
 
-/// The chain's fixed frame: the camera of the first keyframe with a pointmap.
+/// The chain's fixed frame (the map): the camera of the first keyframe with a pointmap,
+/// keyframes placed by their pairs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Origin;
+
+/// Tracking's fixed frame (the odometry): the same camera, keyframes and frames placed by
+/// tracking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OdomOrigin;
 
 /// A keyframe's pose on the chain.
 pub type TOriginKeyframe = Transform<Origin, KeyframeCam>;
 /// A frame's pose on the chain.
 pub type TOriginFrame = Transform<Origin, FrameCam>;
+/// A keyframe's pose in the odometry.
+pub type TOdomKeyframe = Transform<OdomOrigin, KeyframeCam>;
+/// A frame's pose in the odometry.
+pub type TOdomFrame = Transform<OdomOrigin, FrameCam>;
+/// The odometry's drift as the chain corrects it (REP 105's `map -> odom`).
+pub type TOriginOdom = Transform<Origin, OdomOrigin>;
 
 /// A keyframe's input time, nanoseconds: its identity on the chain (keyframes are at least
 /// `keyframe_min_interval` apart, and time going backwards starts a new chain).
@@ -61,6 +78,8 @@ pub struct ChainKeyframe<F> {
     pub focal: f64,
     /// Its pose on the chain.
     pub t_origin_kf: TOriginKeyframe,
+    /// Its pose in the odometry (see the module's comment).
+    pub t_odom_kf: TOdomKeyframe,
     /// The factor tracking's covariance takes against this keyframe (see
     /// [`super::uncertainty`]), as the checks stood when it joined.
     pub tracking_inflation: f64,
@@ -70,6 +89,11 @@ impl<F> ChainKeyframe<F> {
     /// The camera as the pair saw it, for frames without CameraInfo.
     pub fn estimated_intrinsics(&self) -> Intrinsics {
         estimated_intrinsics(&self.mapping, &self.pointmap, self.focal)
+    }
+
+    /// The odometry's drift as this keyframe's pair corrected it.
+    pub fn t_origin_odom(&self) -> TOriginOdom {
+        self.t_origin_kf.compose(&self.t_odom_kf.inverse())
     }
 }
 
@@ -190,7 +214,7 @@ pub struct Odometry<F> {
     /// Every keyframe ever put on the chain: input time and pose.
     path: Vec<(Stamp, TOriginKeyframe)>,
     /// Poses tracking gave frames that became keyframes, until their pair arrives.
-    tracked_keyframes: BTreeMap<Stamp, TOriginFrame>,
+    tracked_keyframes: BTreeMap<Stamp, TOdomFrame>,
     /// The pairs' checks of tracking's covariance.
     inflation: Inflation,
 }
@@ -241,9 +265,14 @@ impl<F: Clone> Odometry<F> {
         &self.path
     }
 
-    /// Remembers the pose tracking gave a frame that became a keyframe, to compare with the
-    /// pose its pair gives it.
-    pub fn keyframe_tracked(&mut self, stamp: Stamp, pose: TOriginFrame) {
+    /// The odometry's drift as the newest pair corrected it (identity before the first).
+    pub fn t_origin_odom(&self) -> TOriginOdom {
+        self.anchor().map_or_else(Transform::identity, |a| a.t_origin_odom())
+    }
+
+    /// Remembers the pose tracking gave a frame that became a keyframe: its pose in the
+    /// odometry when its pair joins, and the pair's check of it.
+    pub fn keyframe_tracked(&mut self, stamp: Stamp, pose: TOdomFrame) {
         self.tracked_keyframes.insert(stamp, pose);
         while self.tracked_keyframes.len() > KEEP_KEYFRAMES {
             self.tracked_keyframes.pop_first();
@@ -307,6 +336,7 @@ impl<F: Clone> Odometry<F> {
                     mapping: out.mappings[0],
                     focal: pose.focal1,
                     t_origin_kf: Transform::identity(),
+                    t_odom_kf: Transform::identity(),
                     tracking_inflation: 1.0,
                 });
                 (origin, 1.0, true)
@@ -324,6 +354,8 @@ impl<F: Clone> Odometry<F> {
             mapping: out.mappings[1],
             focal: pose.focal2,
             t_origin_kf: anchor.t_origin_kf.compose(&t_a_b),
+            // Replaced by its tracked pose, if it has one, in `commit`.
+            t_odom_kf: anchor.t_odom_kf.compose(&t_a_b),
             tracking_inflation: anchor.tracking_inflation,
         };
         Ok(Joining { anchor, origin, second: b, scale, check })
@@ -336,6 +368,7 @@ impl<F: Clone> Odometry<F> {
             return Err(NotAttached::Known);
         }
         let mut added = Vec::new();
+        let t_origin_odom = j.anchor.t_origin_odom();
         if j.origin {
             if !self.keyframes.is_empty() {
                 return Err(NotAttached::Unanchored);
@@ -352,7 +385,9 @@ impl<F: Clone> Odometry<F> {
         second.tracking_inflation = self.inflation.factor();
         let t_origin_b = second.t_origin_kf;
         let disagreement = self.tracked_keyframes.remove(&second.stamp).map(|tracked| {
-            let tracked = TOriginKeyframe::new(tracked.rotation, tracked.translation);
+            second.t_odom_kf = TOdomKeyframe::new(tracked.rotation, tracked.translation);
+            // Tracking's pose on the chain, as the anchor's pair corrected the odometry.
+            let tracked = t_origin_odom.compose(&second.t_odom_kf);
             (tracked.rotation_error_deg(&t_origin_b), (tracked.translation - t_origin_b.translation).norm())
         });
         added.push(second.stamp);
@@ -373,16 +408,16 @@ impl<F: Clone> Odometry<F> {
     }
 }
 
-/// A frame placed on the chain.
+/// A frame placed by tracking.
 #[derive(Clone, Debug)]
 pub struct FramePose {
-    /// Its pose on the chain.
-    pub t_origin_frame: TOriginFrame,
+    /// Its pose in the odometry.
+    pub t_odom_frame: TOdomFrame,
     /// The keyframe it was tracked against.
     pub keyframe: Stamp,
     /// Tracking's evidence.
     pub tracked: Tracked,
-    /// The uncertainty of `t_origin_frame` (a left perturbation in the origin's frame):
+    /// The uncertainty of `t_odom_frame` (a left perturbation in the odometry's frame):
     /// tracking's against its keyframe, scaled by the keyframe's `tracking_inflation`; the
     /// keyframe's pose is taken as known (the chain's drift is not in it).
     pub covariance: Option<Covariance6>,
@@ -401,13 +436,8 @@ pub fn track_frame<F>(
     let camera = camera.unwrap_or_else(|| Camera { k: kf.estimated_intrinsics(), lens: Lens::Pinhole });
     let target = TrackTarget { keypoints: &kf.keypoints, pointmap: &kf.pointmap, mapping: &kf.mapping };
     let tracked = track(frame, &target, &camera, params)?;
-    let covariance = tracked.covariance.map(|c| covariance_in(&kf.t_origin_kf, &(c * kf.tracking_inflation)));
-    Ok(FramePose {
-        t_origin_frame: kf.t_origin_kf.compose(&tracked.t_kf_frame),
-        keyframe: kf.stamp,
-        tracked,
-        covariance,
-    })
+    let covariance = tracked.covariance.map(|c| covariance_in(&kf.t_odom_kf, &(c * kf.tracking_inflation)));
+    Ok(FramePose { t_odom_frame: kf.t_odom_kf.compose(&tracked.t_kf_frame), keyframe: kf.stamp, tracked, covariance })
 }
 
 /// The pair's second view tracked against its first view's pointmap (with `camera`, or a
