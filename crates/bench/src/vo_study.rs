@@ -6,7 +6,8 @@
 //! translation, median and 90th percentile), and the error of the motion between two
 //! consecutive frames tracked against the same keyframe (the per-frame RPE such frames get).
 //! Then the error against the angular-velocity difference between frame and keyframe (a
-//! rolling shutter's signature).
+//! rolling shutter's signature), and the trajectory error a tracker gets whose every frame is
+//! placed against an exact keyframe d frames back (a floor for the ATE on this data).
 
 use nalgebra::{Vector2, Vector3};
 
@@ -317,6 +318,37 @@ impl Study {
         row
     }
 
+    /// Every frame tracked against the frame d before it, placed on the motion capture's pose of
+    /// that frame: the trajectory's ATE and RPE as `bench vo` scores them.
+    fn floor_rows(&self, base: &TrackingParams) -> anyhow::Result<()> {
+        use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta};
+        for d in [1, 8] {
+            let mut poses = Vec::new();
+            for i in d..self.frames.len() {
+                let (kf, f) = (&self.frames[i - d], &self.frames[i]);
+                let (Some(a), Some(b)) = (self.truth_at(kf.t), self.truth_at(f.t)) else { continue };
+                let t = a.inverse().compose(&b);
+                let truth = Transform::<CamFrame, CamFrame>::new(t.rotation, t.translation);
+                let mut scratch = Row::default();
+                if let Some(est) = study_one((f, kf), &truth, &self.camera, base, Variant::Pipeline, &mut scratch) {
+                    let on_kf = Transform::<World, CamFrame>::new(a.rotation, a.translation).compose(&est);
+                    poses.push(sp_dust3r_core::eval::StampedPose { t: f.t, pose: on_kf });
+                }
+            }
+            let r = evaluate_trajectory(&poses, self.frames.len() - d, &self.gt, 0.02, RpeDelta::Frames(1))?;
+            println!(
+                "  every frame against the exact keyframe d = {d} back: {} frames, ATE (Sim(3)) {:.1} mm = {:.2} % of the {:.3} m path, RPE median {:.2} mm / {:.3} deg",
+                poses.len(),
+                r.ate.rmse * 1e3,
+                r.ate_percent_of_path,
+                r.path_length,
+                r.rpe_translation.median * 1e3,
+                r.rpe_rotation_deg.median
+            );
+        }
+        Ok(())
+    }
+
     /// Rolling shutter's share: the rotation error against how far the frame's angular velocity
     /// is from its keyframe's.
     fn velocity_rows(&self, base: &TrackingParams) {
@@ -396,5 +428,5 @@ pub fn study(seq: &TumSequence, features: &dyn FeatureExtractor, post: &PostPara
             .print(&format!("d = {d}, motion capture {offset_ms:+} ms"));
     }
     study.velocity_rows(&base);
-    Ok(())
+    study.floor_rows(&base)
 }
