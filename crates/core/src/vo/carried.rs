@@ -12,9 +12,9 @@ use nalgebra::{Vector2, Vector3};
 
 use super::matching::match_descriptors;
 use super::odometry::{ChainKeyframe, FramePose, OdomOrigin};
-use super::tracking::{point_at, FrameCam, NotTracked, Tracked, TrackingParams};
+use super::tracking::{point_at, solve, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
-use crate::geometry::pnp::{covariance_in, pose_covariance, solve_pnp_ransac};
+use crate::geometry::pnp::covariance_in;
 use crate::geometry::Transform;
 use crate::superpoint::Keypoints;
 
@@ -69,18 +69,11 @@ impl CarriedTracker {
         if c.matched < need {
             return Err(NotTracked::TooFewMatches { got: c.matched, need });
         }
-        if c.world.len() < need {
-            return Err(NotTracked::TooFewPoints { got: c.world.len(), need });
-        }
-        let solution = solve_pnp_ransac::<FrameCam, OdomOrigin>(&c.world, &c.pixels, &camera.k, &params.ransac)?;
-        if solution.inliers < need {
-            return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
-        }
+        // PnP's covariance, here of a left perturbation in the odometry's frame.
+        let (solution, raw) = solve::<OdomOrigin>(&c.world, &c.pixels, &camera, params)?;
         let t_frame_odom = solution.pose;
         let points = carried_points(&c, &solution.is_inlier, &t_frame_odom, &camera, frame.len());
         self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
-        // PnP's covariance, here of a left perturbation in the odometry's frame.
-        let raw = pose_covariance(&t_frame_odom, &c.world, &c.pixels, &camera.k, params.ransac.threshold_px);
         let t_odom_frame = t_frame_odom.inverse();
         let tracked = Tracked {
             t_kf_frame: kf.t_odom_kf.inverse().compose(&t_odom_frame),

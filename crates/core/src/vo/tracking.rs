@@ -10,7 +10,7 @@ use nalgebra::{Vector2, Vector3};
 use super::matching::{match_descriptors, MatchParams};
 use crate::dust3r::{InputMapping, Pointmap};
 use crate::geometry::lens::Camera;
-use crate::geometry::pnp::{pose_covariance, solve_pnp_ransac, Covariance6};
+use crate::geometry::pnp::{pose_covariance, solve_pnp_ransac, Covariance6, PnpSolution};
 use crate::geometry::{PnpError, RansacParams, Transform};
 use crate::superpoint::Keypoints;
 
@@ -157,6 +157,27 @@ pub fn point_at(map: &Pointmap, mapping: &InputMapping, x: f64, y: f64, min_conf
     usable(u.round(), v.round())
 }
 
+/// PnP-RANSAC of a frame's undistorted keypoints `pixels` against their points `world` (in
+/// frame `W`), with at least `min_inliers` (6 at the least) points and inliers; the pose and
+/// PnP's covariance (a left perturbation in `W`).
+pub fn solve<W>(
+    world: &[Vector3<f64>],
+    pixels: &[Vector2<f64>],
+    camera: &Camera,
+    params: &TrackingParams,
+) -> Result<(PnpSolution<FrameCam, W>, Option<Covariance6>), NotTracked> {
+    let need = params.min_inliers.max(6);
+    if world.len() < need {
+        return Err(NotTracked::TooFewPoints { got: world.len(), need });
+    }
+    let solution = solve_pnp_ransac::<FrameCam, W>(world, pixels, &camera.k, &params.ransac)?;
+    if solution.inliers < need {
+        return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
+    }
+    let covariance = pose_covariance(&solution.pose, world, pixels, &camera.k, params.ransac.threshold_px);
+    Ok((solution, covariance))
+}
+
 /// The pose of the frame whose keypoints are `frame` (seen by `camera`, in its pixels) against
 /// `target`. The frame's keypoints are undistorted for PnP; the keyframe's are looked up in its
 /// pointmap where they are, since DUSt3R saw the image as it arrived.
@@ -183,14 +204,7 @@ pub fn track(
             pixels.push(Vector2::new(u, v));
         }
     }
-    if world.len() < need {
-        return Err(NotTracked::TooFewPoints { got: world.len(), need });
-    }
-    let solution = solve_pnp_ransac::<FrameCam, KeyframeCam>(&world, &pixels, &camera.k, &params.ransac)?;
-    if solution.inliers < need {
-        return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
-    }
-    let covariance = pose_covariance(&solution.pose, &world, &pixels, &camera.k, params.ransac.threshold_px);
+    let (solution, covariance) = solve::<KeyframeCam>(&world, &pixels, camera, params)?;
     Ok(Tracked {
         covariance,
         t_kf_frame: solution.pose.inverse(),
