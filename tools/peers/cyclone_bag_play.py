@@ -146,7 +146,8 @@ def main():
         for m in tf.take(N=50):
             for t in m.transforms:
                 trajectory["tf"].append({"stamp": [t.header.stamp.sec, t.header.stamp.nanosec], "parent": t.header.frame_id,
-                                         "child": t.child_frame_id, "translation": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z]})
+                                         "child": t.child_frame_id, "translation": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z],
+                                         "rotation": quat(t.transform.rotation)})
         for p in path.take(N=10):
             trajectory["path"] = {"frame_id": p.header.frame_id, "stamps": [[q.header.stamp.sec, q.header.stamp.nanosec] for q in p.poses]}
 

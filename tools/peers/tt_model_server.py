@@ -10,7 +10,11 @@ tt-server backends. It is not a model: answers come from data with a known truth
   `--sample-bag BAG` (the project's rendered sample, data/sample/sequence.mcap) it answers as a
   perfect DUSt3R instead: it recognises each image among the bag's frames and returns the room's
   exact points seen through that camera (the renderer's geometry, src/sample.rs, re-derived here
-  from its published formulas) and the true relative pose.
+  from its published formulas) and the true relative pose. With `--tum DIR` (a TUM RGB-D
+  sequence: associations.txt, groundtruth.txt, intrinsics.json) it answers for that sequence's
+  frames (recognised as the nearest in pixels, since JPEG decoders differ in the last bit) with
+  the points of their registered depth (nearest pixel, the plumb_bob lens undone by fixed-point
+  iteration) and the motion capture's relative pose.
 
 Behaviour a client must handle, by flag: `--starting S` (/health "starting" and /predict 503 for
 the first S seconds), `--faults a,b,...` (the next /predict requests, in order, get: 400, 500,
@@ -28,6 +32,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 
@@ -112,6 +117,94 @@ def sample_points(pose, pre, size=512):
     return d_cam * depth[..., None], np.where(inside, 10.0, 1.0)
 
 
+class Tum:
+    """A TUM RGB-D sequence as a perfect DUSt3R sees it."""
+
+    def __init__(self, folder):
+        from PIL import Image
+        d = Path(folder)
+        cam = json.loads((d / "intrinsics.json").read_text())
+        self.k = np.array([[cam["fx"], 0, cam["cx"]], [0, cam["fy"], cam["cy"]], [0, 0, 1.0]])
+        self.dist, self.depth_scale = np.array(cam["dist"]), cam["depth_scale"]
+        gt = np.loadtxt(d / "groundtruth.txt")
+        self.frames = []
+        for line in (d / "associations.txt").read_text().split("\n"):
+            f = line.split()
+            if len(f) < 4 or not gt[0, 0] <= float(f[0]) <= gt[-1, 0]:
+                continue
+            rgb = np.asarray(Image.open(d / f[1]).convert("RGB"), np.int16)
+            depth = np.asarray(Image.open(d / f[3]), np.float64) / self.depth_scale
+            self.frames.append((rgb[::8, ::8], depth, self.pose(gt, float(f[0]))))
+        h, w = self.frames[0][1].shape
+        v, u = np.mgrid[0:h, 0:w].astype(np.float64)
+        self.rays = self.undistort(u, v)
+
+    def undistort(self, u, v):
+        """The rays (z = 1) through pixels (u, v) of the plumb_bob lens."""
+        (fx, cx), (fy, cy) = self.k[0, [0, 2]], self.k[1, [1, 2]]
+        k1, k2, p1, p2, k3 = self.dist
+        xd, yd = (u - cx) / fx, (v - cy) / fy
+        x, y = xd.copy(), yd.copy()
+        for _ in range(50):
+            r2 = x * x + y * y
+            radial = 1 + k1 * r2 + k2 * r2 * r2 + k3 * r2 ** 3
+            x = (xd - (2 * p1 * x * y + p2 * (r2 + 2 * x * x))) / radial
+            y = (yd - (p1 * (r2 + 2 * y * y) + 2 * p2 * x * y)) / radial
+        return np.stack([x, y, np.ones_like(x)], -1)
+
+    @staticmethod
+    def pose(gt, t):
+        """(R, t) of the camera in the world at time t (the nearest motion-capture sample)."""
+        row = gt[np.argmin(np.abs(gt[:, 0] - t))]
+        x, y, z, w = row[4:8] / np.linalg.norm(row[4:8])
+        r = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                      [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+        return r, row[1:4]
+
+    def index(self, png):
+        from PIL import Image
+        px = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), np.int16)[::8, ::8]
+        diffs = [np.abs(f[0] - px).mean() if f[0].shape == px.shape else np.inf for f in self.frames]
+        best = int(np.argmin(diffs))
+        return best if diffs[best] < 4.0 else None
+
+    def points(self, i, pre, size=512):
+        """Frame i's depth points through each grid pixel of an image prepared as `pre`, in its
+        camera's frame; confidence 10 where there is depth, 1 elsewhere."""
+        depth = self.frames[i][1]
+        h, w = depth.shape
+        v, u = np.mgrid[0:size, 0:size].astype(np.float64)
+        x, y = np.rint(u / pre["scale"] - pre["offx"]).astype(int), np.rint(v / pre["scale"] - pre["offy"]).astype(int)
+        inside = (x >= 0) & (y >= 0) & (x < w) & (y < h)
+        xc, yc = np.clip(x, 0, w - 1), np.clip(y, 0, h - 1)
+        z = np.where(inside, depth[yc, xc], 0.0)
+        pts = self.rays[yc, xc] * z[..., None]
+        pts[z <= 0] = np.nan
+        return pts, np.where(z > 0, 10.0, 1.0)
+
+
+def tum_answer(st, body, pre):
+    """The perfect DUSt3R of a TUM frame pair: both views' depth points in camera 1's frame and
+    the motion capture's pose (X_cam2 = R X_cam1 + t); a frame not of the sequence: HTTP 400."""
+    index = [st.tum.index(base64.b64decode(body[k])) for k in ["image1", "image2"]]
+    if None in index:
+        return None
+    (r1, t1), (r2, t2) = st.tum.frames[index[0]][2], st.tum.frames[index[1]][2]
+    p1, c1 = st.tum.points(index[0], pre[0])
+    p2_own, c2 = st.tum.points(index[1], pre[1])
+    p2 = (p2_own @ r2.T + t2 - t1) @ r1
+    R, t = r2.T @ r1, r2.T @ (t1 - t2)
+    out = {"npz_b64": npz_b64(pts3d1=p1.astype(np.float32), pts3d2=p2.astype(np.float32),
+                              conf1=c1.astype(np.float16), conf2=c2.astype(np.float16)),
+           "preprocess": pre, "timing_ms": {"total": 0}}
+    if body.get("return_pose"):
+        known = body.get("intrinsics") is not None
+        f = float(body["intrinsics"][0][0]) if known else float(st.tum.k[0, 0])
+        out["pose"] = {"R": R.tolist(), "t": t.tolist(), "focal_1": f, "focal_2": f, "used_known_intrinsics": known}
+    return out
+
+
 def decode_grey_png(data):
     """The pixels of a PNG (PIL, which evo brings into the test venv)."""
     from PIL import Image
@@ -132,6 +225,8 @@ class State:
             # The server answers with scores descending (keypoints and descriptors in that order).
             order = np.argsort(-ref["scores"], kind="stable")
             self.kp, self.scores, self.desc = ref["keypoints_xy"][order], ref["scores"][order], ref["descriptors"][order]
+        elif args.tum:
+            self.tum = Tum(args.tum)
         elif args.sample_bag:
             from pathlib import Path
             from rosbags.highlevel import AnyReader
@@ -202,6 +297,8 @@ def dust3r_answer(st, body, sizes, badshape=False):
         pre.append({"orig_w": w, "orig_h": h, "offx": (s - w) // 2, "offy": (s - h) // 2, "pad_side": s, "out_size": 512, "scale": 512.0 / s})
     if st.args.sample_bag:
         return sample_answer(st, body, pre)
+    if st.args.tum:
+        return tum_answer(st, body, pre)
     conf1 = np.full((512, 512), 5.0, np.float16)
     conf2 = np.full((512, 512), 4.0, np.float16)
     conf2[:, :64] = 1.5  # a low-confidence band
@@ -313,6 +410,7 @@ def main():
     ap.add_argument("--faults", default="")
     ap.add_argument("--die-after", type=int, default=0)
     ap.add_argument("--sample-bag", help="answer DUSt3R requests with the true geometry of this sample bag's frames")
+    ap.add_argument("--tum", help="answer DUSt3R requests with the depth and motion capture of this TUM sequence's frames")
     ap.add_argument("--info-revision", default="734450e9ffe229074f5998494ddc615475cdb20a", help="weights revision /info reports")
     args = ap.parse_args()
     st = State(args)
