@@ -190,9 +190,16 @@ def tum_answer(st, body, pre):
     index = [st.tum.index(base64.b64decode(body[k])) for k in ["image1", "image2"]]
     if None in index:
         return None
-    (r1, t1), (r2, t2) = st.tum.frames[index[0]][2], st.tum.frames[index[1]][2]
-    p1, c1 = st.tum.points(index[0], pre[0])
-    p2_own, c2 = st.tum.points(index[1], pre[1])
+    views = [(st.tum.frames[i][2], st.tum.points(i, p)) for i, p in zip(index, pre)]
+    return true_answer(body, views, pre, float(st.tum.k[0, 0]))
+
+
+def true_answer(body, views, pre, focal):
+    """The answer of a perfect DUSt3R: views [((R, t) of the camera in the world, (its points
+    in its own frame, their confidence))] for view 1 and 2; both views' points in camera 1's
+    frame, the pose X_cam2 = R X_cam1 + t, and `focal` unless the request knows it."""
+    ((r1, t1), (p1, c1)), ((r2, t2), (p2_own, c2)) = views
+    # Camera 2's points in camera 1's frame: r1^T (r2 x + t2 - t1).
     p2 = (p2_own @ r2.T + t2 - t1) @ r1
     R, t = r2.T @ r1, r2.T @ (t1 - t2)
     out = {"npz_b64": npz_b64(pts3d1=p1.astype(np.float32), pts3d2=p2.astype(np.float32),
@@ -200,7 +207,7 @@ def tum_answer(st, body, pre):
            "preprocess": pre, "timing_ms": {"total": 0}}
     if body.get("return_pose"):
         known = body.get("intrinsics") is not None
-        f = float(body["intrinsics"][0][0]) if known else float(st.tum.k[0, 0])
+        f = float(body["intrinsics"][0][0]) if known else focal
         out["pose"] = {"R": R.tolist(), "t": t.tolist(), "focal_1": f, "focal_2": f, "used_known_intrinsics": known}
     return out
 
@@ -274,20 +281,8 @@ def sample_answer(st, body, pre):
         if not found:
             return None
         index.append(found[0])
-    (r1, t1), (r2, t2) = sample_pose(index[0], n), sample_pose(index[1], n)
-    p1, c1 = sample_points((r1, t1), pre[0])
-    p2_own, c2 = sample_points((r2, t2), pre[1])
-    # Camera 2's points in camera 1's frame: r1^T (r2 x + t2 - t1).
-    p2 = (p2_own @ r2.T + t2 - t1) @ r1
-    R, t = r2.T @ r1, r2.T @ (t1 - t2)
-    out = {"npz_b64": npz_b64(pts3d1=p1.astype(np.float32), pts3d2=p2.astype(np.float32),
-                              conf1=c1.astype(np.float16), conf2=c2.astype(np.float16)),
-           "preprocess": pre, "timing_ms": {"total": 0}}
-    if body.get("return_pose"):
-        known = body.get("intrinsics") is not None
-        f = float(body["intrinsics"][0][0]) if known else SAMPLE_F
-        out["pose"] = {"R": R.tolist(), "t": t.tolist(), "focal_1": f, "focal_2": f, "used_known_intrinsics": known}
-    return out
+    poses = [sample_pose(i, n) for i in index]
+    return true_answer(body, [(pose, sample_points(pose, p)) for pose, p in zip(poses, pre)], pre, SAMPLE_F)
 
 
 def dust3r_answer(st, body, sizes, badshape=False):
