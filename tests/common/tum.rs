@@ -41,7 +41,13 @@ pub fn rpy(len: usize) -> Sequence {
 impl Sequence {
     /// The sequence as the library reads it.
     pub fn open(&self) -> TumSequence {
-        TumSequence { dir: super::real_dir().join(self.dir), camera: self.camera(), first: self.first, len: self.len }
+        TumSequence {
+            dir: super::real_dir().join(self.dir),
+            camera: self.camera(),
+            first: self.first,
+            len: self.len,
+            step: 1,
+        }
     }
 
     /// (rgb timestamp, rgb file, depth timestamp, depth file) per frame used, in time order.

@@ -21,9 +21,9 @@ import numpy as np
 MIN_INLIERS = 15
 
 
-def frames_of(tum, first, count):
+def frames_of(tum, first, count, every=1):
     rows = [l.split() for l in open(os.path.join(tum, "associations.txt")) if l.strip() and not l.startswith("#")]
-    return [(float(r[0]), os.path.join(tum, r[1]), os.path.join(tum, r[3])) for r in rows][first:first + count]
+    return [(float(r[0]), os.path.join(tum, r[1]), os.path.join(tum, r[3])) for r in rows][first::every][:count]
 
 
 def quaternion(r):
@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--dist", type=float, nargs=5, default=[0.0] * 5)
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--frames", type=int, default=1 << 30)
+    ap.add_argument("--every", type=int, default=1, help="every n-th frame only")
     ap.add_argument("--depth-scale", type=float, default=5000.0)
     a = ap.parse_args()
     cv2.setNumThreads(1)
@@ -84,7 +85,7 @@ def main():
     orb = cv2.ORB_create(nfeatures=1000)
     matcher = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
     poses, lost, times, prev, pose = [], [], [], None, np.eye(4)
-    for t, rgb, depth_file in frames_of(a.tum, a.first, a.frames):
+    for t, rgb, depth_file in frames_of(a.tum, a.first, a.frames, a.every):
         gray = cv2.imread(rgb, cv2.IMREAD_GRAYSCALE)
         depth = cv2.imread(depth_file, cv2.IMREAD_UNCHANGED).astype(np.float64) / a.depth_scale
         start = time.perf_counter()

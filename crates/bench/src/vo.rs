@@ -38,6 +38,10 @@ pub struct VoArgs {
     /// How many frames.
     #[arg(long, default_value_t = usize::MAX)]
     frames: usize,
+    /// Every n-th frame only (both odometries): the spacing a live node that cannot keep up with
+    /// the camera sees.
+    #[arg(long, default_value_t = 1)]
+    every: usize,
     /// SuperPoint's folder (resolved as for `superpoint`): trained weights.
     #[arg(long)]
     weights: Option<PathBuf>,
@@ -99,7 +103,13 @@ struct Scored {
 }
 
 pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
-    let seq = TumSequence { dir: args.tum.clone(), camera: camera_of(&args)?, first: args.first, len: args.frames };
+    let seq = TumSequence {
+        dir: args.tum.clone(),
+        camera: camera_of(&args)?,
+        first: args.first,
+        len: args.frames,
+        step: args.every,
+    };
     let gt = seq.ground_truth()?;
     let frames = seq.frames()?.len();
     if let Some(dir) = &args.save {
@@ -219,6 +229,7 @@ fn run_orb(
     a.push("--dist".into());
     a.extend(d.map(|v| v.to_string()));
     a.extend(["--first".into(), seq.first.to_string(), "--frames".into(), frames.to_string()]);
+    a.extend(["--every".into(), seq.step.to_string()]);
     let os: Vec<&std::ffi::OsStr> = a.iter().map(std::ffi::OsStr::new).collect();
     let out = crate::run_peer(ORB_PEER, "vo_orb_opencv.py", python, &os)?;
     let poses: Vec<StampedPose> = out["poses"]

@@ -134,6 +134,9 @@ pub struct TumSequence {
     pub first: usize,
     /// How many frames from `first` at most.
     pub len: usize,
+    /// Every `step`-th frame from `first` (1: all; more: the spacing a node that cannot keep up
+    /// with the camera sees).
+    pub step: usize,
 }
 
 impl TumSequence {
@@ -152,7 +155,7 @@ impl TumSequence {
             let (t, t_depth) = (t.parse().map_err(|_| bad())?, t_depth.parse().map_err(|_| bad())?);
             frames.push(TumFrame { t, rgb: self.dir.join(rgb), t_depth, depth: self.dir.join(depth) });
         }
-        Ok(frames.into_iter().skip(self.first).take(self.len).collect())
+        Ok(frames.into_iter().skip(self.first).step_by(self.step.max(1)).take(self.len).collect())
     }
 
     /// The motion capture (camera-to-world poses of the colour camera).

@@ -32,7 +32,7 @@ use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
 use crate::ply::{save_ply, PlyError};
 use crate::superpoint::Keypoints;
-use crate::vo::carried::CarriedTracker;
+use crate::vo::carried::{CarriedTracker, TRY_KEYFRAMES};
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
 use crate::vo::map::{grow, VoxelMap};
 use crate::vo::odometry::{Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOdomFrame};
@@ -460,12 +460,12 @@ impl Pipeline {
         // The chain's lock is held to take its newest keyframe, not while tracking.
         let (anchor, chain) = {
             let chain = lock(&self.chain);
-            (chain.odometry.anchor(), chain.id.0)
+            (chain.odometry.newest(TRY_KEYFRAMES), chain.id.0)
         };
         let camera = known_camera(camera_info, &seen.frame, p.rectified_images);
         let header = &seen.header;
         let params = p.odometry_params().tracking;
-        let (tracked, covariance) = match tracker.track(chain, anchor.as_deref(), &seen.keypoints, camera, &params) {
+        let (tracked, covariance) = match tracker.track_any(chain, &anchor, &seen.keypoints, camera, &params) {
             Ok(fp) => (fp.t_odom_frame, fp.covariance),
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);

@@ -87,6 +87,32 @@ impl CarriedTracker {
     }
 }
 
+/// Keyframes a frame is tried against, newest first, when the newest does not place it: the
+/// view of a handheld camera comes back to where an earlier keyframe saw it.
+pub const TRY_KEYFRAMES: usize = 4;
+
+impl CarriedTracker {
+    /// [`CarriedTracker::track`] against `keyframes` (newest first) in turn until one places the
+    /// frame; none: the newest's reason.
+    pub fn track_any<F>(
+        &mut self,
+        chain: u64,
+        keyframes: &[Arc<ChainKeyframe<F>>],
+        frame: &Arc<Keypoints>,
+        camera: Option<Camera>,
+        params: &TrackingParams,
+    ) -> Result<FramePose, NotTracked> {
+        let mut first = None;
+        for kf in keyframes {
+            match self.track(chain, Some(kf), frame, camera, params) {
+                Ok(pose) => return Ok(pose),
+                Err(e) => first = first.or(Some(e)),
+            }
+        }
+        Err(first.unwrap_or(NotTracked::NoMap))
+    }
+}
+
 /// How far a carried point moves towards where the frame saw it. All the way, keypoint noise
 /// walks the points (and the poses placed on them) away from exact pointmaps: on the rendered
 /// sample the odometry left its 5 mm bound; half way, a point is an average of its recent
@@ -273,5 +299,44 @@ mod tests {
         assert!(other.track(2, Some(&kf), &f2, camera, &params).is_err());
         tracker.forget();
         assert!(tracker.track(1, Some(&kf), &f2, camera, &params).is_err());
+    }
+
+    #[test]
+    fn a_frame_the_newest_keyframe_does_not_place_is_tracked_against_an_earlier_one() {
+        let mut rng = SplitMix64::new(5);
+        let xy: Vec<[f32; 2]> = (0..150)
+            .map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32])
+            .collect();
+        let mut descriptors =
+            || -> Vec<f32> { (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect() };
+        let (seen_before, elsewhere) = (descriptors(), descriptors());
+        let earlier = Arc::new(keyframe(&xy, seen_before.clone()));
+        let mut newest = keyframe(&xy, elsewhere);
+        newest.stamp = 1;
+        let newest = Arc::new(newest);
+        let t = Transform::<OdomOrigin, FrameCam>::new(
+            nalgebra::Rotation3::from_euler_angles(0.0, 0.02, 0.0),
+            Vector3::new(0.03, 0.0, 0.0),
+        );
+        let pixels = seen(&earlier, &t);
+        let frame = Arc::new(Keypoints {
+            scores: vec![1.0; pixels.len()],
+            xy: pixels,
+            descriptors: seen_before,
+            descriptor_dim: 32,
+        });
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+
+        let mut tracker = CarriedTracker::default();
+        let alone = tracker.track_any(1, std::slice::from_ref(&newest), &frame, camera, &params);
+        assert!(matches!(alone, Err(NotTracked::TooFewMatches { .. })), "{alone:?}");
+        let placed = tracker.track_any(1, &[newest, earlier], &frame, camera, &params).unwrap();
+        assert_eq!(placed.keyframe, 0);
+        assert!((placed.t_odom_frame.translation - t.translation).norm() < 1e-3, "{:?}", placed.t_odom_frame);
+        let none: &[Arc<ChainKeyframe<()>>] = &[];
+        assert_eq!(
+            CarriedTracker::default().track_any(1, none, &frame, camera, &params).unwrap_err(),
+            NotTracked::NoMap
+        );
     }
 }

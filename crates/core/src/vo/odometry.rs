@@ -255,6 +255,15 @@ impl<F: Clone> Odometry<F> {
         self.keyframes.iter().max_by_key(|k| k.stamp).cloned()
     }
 
+    /// The `n` newest keyframes on the chain, newest first: what a frame is tracked against,
+    /// the newest first and the others when it fails.
+    pub fn newest(&self, n: usize) -> Vec<Arc<ChainKeyframe<F>>> {
+        let mut kept: Vec<_> = self.keyframes.iter().cloned().collect();
+        kept.sort_by_key(|k| std::cmp::Reverse(k.stamp));
+        kept.truncate(n);
+        kept
+    }
+
     /// The keyframe at `stamp`, if it is on the chain (and still kept).
     pub fn keyframe(&self, stamp: Stamp) -> Option<&Arc<ChainKeyframe<F>>> {
         self.keyframes.iter().find(|k| k.stamp == stamp)
