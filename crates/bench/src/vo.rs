@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::diagnostics::Counter;
-use sp_dust3r_core::eval::bag::{keyframe_path, odometry_estimates};
+use sp_dust3r_core::eval::bag::odometry_estimates;
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::tum::{camera_from_json, published_camera, write_bag, DepthOracle, TumSequence};
 use sp_dust3r_core::eval::StampedPose;
@@ -183,14 +183,12 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     if let Some(dir) = &args.save {
         write_tum(&dir.join("sp_dust3r.txt"), &found.odom)?;
         write_tum(&dir.join("sp_dust3r_map.txt"), &found.map)?;
+        write_tum(&dir.join("sp_dust3r_keyframes.txt"), &found.keyframes)?;
     }
     let report = evaluate_trajectory(&found.odom, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
     let map = evaluate_trajectory(&found.map, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
-    let keyframes = keyframe_path(&out_path)?;
-    if let Some(dir) = &args.save {
-        write_tum(&dir.join("sp_dust3r_keyframes.txt"), &keyframes)?;
-    }
-    let chain = evaluate_trajectory(&keyframes, keyframes.len(), gt, 0.02, RpeDelta::Frames(1))?;
+    let keyframes = &found.keyframes;
+    let chain = evaluate_trajectory(keyframes, keyframes.len(), gt, 0.02, RpeDelta::Frames(1))?;
     println!(
         "  the chain's {} keyframes alone: ATE (Sim(3)) {:.1} mm = {:.2} % of their {:.3} m path",
         keyframes.len(),

@@ -9,7 +9,7 @@ use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
 use super::{parse_tum, EvalError, PairEstimate, StampedPose};
 use crate::bag::open_bag;
 use crate::geometry::{TCam1Cam2, Transform};
-use crate::msg::{from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, tf2_msgs, RosMessage};
+use crate::msg::{from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, RosMessage};
 use crate::params::topics::POINTCLOUD;
 
 const POSE_STAMPED: &str = geometry_msgs::PoseStamped::ROS_TYPE;
@@ -50,6 +50,17 @@ fn decode<T: serde::de::DeserializeOwned>(data: &[u8], topic: &str) -> Result<T,
 
 fn rotation_of(q: &geometry_msgs::Quaternion) -> Rotation3<f64> {
     UnitQuaternion::from_quaternion(Quaternion::new(q.w, q.x, q.y, q.z)).to_rotation_matrix()
+}
+
+/// A pose with its header's stamp.
+fn stamped(header: &std_msgs::Header, pose: &geometry_msgs::Pose) -> StampedPose {
+    let (r, t) = pose_of(pose);
+    StampedPose { t: header.stamp.seconds(), pose: Transform::new(r, t) }
+}
+
+/// A TF transform as a rotation and a translation.
+fn transform_of(t: &geometry_msgs::Transform) -> (Rotation3<f64>, Vector3<f64>) {
+    (rotation_of(&t.rotation), Vector3::new(t.translation.x, t.translation.y, t.translation.z))
 }
 
 fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
@@ -107,6 +118,8 @@ pub struct OdometryEstimates {
     pub map: Vec<StampedPose>,
     /// How many frames it processed (its sp_dust3r/msg/Keypoints messages, one per frame).
     pub frames: usize,
+    /// The keyframes' poses on the map as its last nav_msgs/Path gave them.
+    pub keyframes: Vec<StampedPose>,
 }
 
 /// The tracked frames of a replay's output bag (see [`OdometryEstimates`]).
@@ -124,10 +137,13 @@ pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
             } else if m.ros_type == TF_MESSAGE {
                 let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
                 for t in tf.transforms {
-                    let tr = &t.transform.translation;
-                    let pose = Transform::new(rotation_of(&t.transform.rotation), Vector3::new(tr.x, tr.y, tr.z));
-                    parents.insert((t.child_frame_id, t.header.stamp.sec, t.header.stamp.nanosec), pose);
+                    let (r, v) = transform_of(&t.transform);
+                    parents
+                        .insert((t.child_frame_id, t.header.stamp.sec, t.header.stamp.nanosec), Transform::new(r, v));
                 }
+            } else if m.ros_type == nav_msgs::Path::ROS_TYPE {
+                let path: nav_msgs::Path = decode(&m.data, &m.topic)?;
+                found.keyframes = path.poses.iter().map(|p| stamped(&p.header, &p.pose)).collect();
             } else if m.ros_type == node_msgs::Keypoints::ROS_TYPE {
                 found.frames += 1;
             }
@@ -144,28 +160,6 @@ pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
     found.odom.sort_by(|a, b| a.t.total_cmp(&b.t));
     found.map.sort_by(|a, b| a.t.total_cmp(&b.t));
     Ok(found)
-}
-
-/// The keyframes' poses on the map as a replay's output bag last gave them (its last
-/// nav_msgs/Path).
-pub fn keyframe_path(bag: &Path) -> Result<Vec<StampedPose>, EvalError> {
-    let mut last = None;
-    for f in open_bag(bag)? {
-        for m in f.messages() {
-            let m = m?;
-            if m.ros_type == nav_msgs::Path::ROS_TYPE {
-                last = Some(decode::<nav_msgs::Path>(&m.data, &m.topic)?);
-            }
-        }
-    }
-    let poses = last.map(|p| p.poses).unwrap_or_default();
-    Ok(poses
-        .iter()
-        .map(|p| {
-            let (r, t) = pose_of(&p.pose);
-            StampedPose { t: p.header.stamp.seconds(), pose: Transform::new(r, t) }
-        })
-        .collect())
 }
 
 /// The ground-truth trajectory, sorted by time.
@@ -230,16 +224,12 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
             }
             if m.ros_type == POSE_STAMPED {
                 let p: geometry_msgs::PoseStamped = decode(&m.data, &m.topic)?;
-                let (r, t) = pose_of(&p.pose);
-                poses.push(StampedPose { t: p.header.stamp.seconds(), pose: Transform::new(r, t) });
+                poses.push(stamped(&p.header, &p.pose));
             } else if let Some((parent, child)) = frames {
                 let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
                 for t in tf.transforms.iter().filter(|t| &t.header.frame_id == parent && &t.child_frame_id == child) {
-                    let tr = &t.transform.translation;
-                    poses.push(StampedPose {
-                        t: t.header.stamp.seconds(),
-                        pose: Transform::new(rotation_of(&t.transform.rotation), Vector3::new(tr.x, tr.y, tr.z)),
-                    });
+                    let (r, v) = transform_of(&t.transform);
+                    poses.push(StampedPose { t: t.header.stamp.seconds(), pose: Transform::new(r, v) });
                 }
             }
         }
