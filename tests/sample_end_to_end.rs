@@ -63,7 +63,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
         &input,
         &cameras,
         &mut out,
-        Models { features: &features, pairs: Some(&truth) },
+        Models { features: &features, pairs: Some(&truth), pair_lag: 0 },
         &params,
         &Cancel::new(),
         |_| {},
@@ -105,7 +105,7 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
             nalgebra::Rotation3::from_matrix(&nalgebra::Matrix3::new(0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.0, -1.0, 0.0)),
             nalgebra::Vector3::zeros(),
         );
-        let checked = odometry_against_the_renderer(&out_path, "cam_optical", &body, &Transform::identity());
+        let checked = odometry_against_the_renderer(&out_path, "cam_optical", &body, &Transform::identity(), 5e-3);
         assert_eq!(checked, tracked as usize);
     }
     if camera_info {
@@ -337,7 +337,7 @@ fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform()
     let truth = TruePointmaps::new(40);
     let out_path = dir.path().join("out.mcap");
     let mut out = BagWriter::create(&out_path).unwrap();
-    let models = Models { features: &features, pairs: Some(&truth) };
+    let models = Models { features: &features, pairs: Some(&truth), pair_lag: 0 };
     let (summary, _) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
     out.finish().unwrap();
     let tracked = summary.get(Counter::FramesTracked);
@@ -350,20 +350,77 @@ fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform()
     // Without a metric scale_source the mount's offset (metres) is not composed with the chain
     // (DUSt3R's scale): the base's axes, at the camera.
     let axes = Transform::<Cam1, Cam2>::new(mount.rotation, nalgebra::Vector3::zeros());
-    let checked = odometry_against_the_renderer(&out_path, "base_link", &axes, &axes.inverse());
+    let checked = odometry_against_the_renderer(&out_path, "base_link", &axes, &axes.inverse(), 5e-3);
     assert_eq!(checked, tracked as usize);
+}
+
+/// The sample replayed with a keyframe every 0.6 s and pairs that take `pair_lag` frames, as a
+/// live node's DUSt3R does: its summary and output bag.
+fn replay_with_late_pairs(pair_lag: usize, dir: &Path) -> (sp_dust3r_core::bag::replay::ReplaySummary, PathBuf) {
+    let input = vec![McapFile::open(&sample_bag()).unwrap()];
+    let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
+    let cameras = choose_topics(&topics, None, None).unwrap();
+    let value = sp_dust3r_core::params::args::ParamValue::Double;
+    let ros = RosArgs {
+        params: vec![
+            ("keyframe_max_interval".into(), value(0.6)),
+            ("publish_tf".into(), sp_dust3r_core::params::args::ParamValue::Bool(true)),
+        ],
+        ..RosArgs::default()
+    };
+    let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
+    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
+    let truth = TruePointmaps::new(40);
+    let out_path = dir.join(format!("lag{pair_lag}.mcap"));
+    let mut out = BagWriter::create(&out_path).unwrap();
+    let models = Models { features: &features, pairs: Some(&truth), pair_lag };
+    let (summary, stopped) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
+    out.finish().unwrap();
+    assert!(stopped.is_none());
+    (summary, out_path)
+}
+
+/// Pairs that answer seven frames late, one at a time, with the newest waiting one winning (three
+/// keyframes are decided before the first pair joins): every pair that runs joins the chain, the
+/// map comes exactly seven frames later than with pairs that answer at once, and every frame
+/// after it is tracked where the renderer put the camera (1 cm, 0.1 degrees).
+#[test]
+fn pairs_that_answer_late_join_the_chain_and_every_frame_after_the_first_is_tracked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (at_once, _) = replay_with_late_pairs(0, dir.path());
+    let (late, out) = replay_with_late_pairs(7, dir.path());
+    let counts = |s: &sp_dust3r_core::bag::replay::ReplaySummary| {
+        [Counter::Keyframes, Counter::PairsDone, Counter::PairDrops, Counter::PairsUnchained, Counter::FramesBeforeMap]
+            .map(|c| s.get(c))
+    };
+    let ([kf0, pairs0, drops0, unchained0, before0], [kf, pairs, drops, unchained, before]) =
+        (counts(&at_once), counts(&late));
+    eprintln!("at once {:?}\nlate {:?}", at_once.counters(), late.counters());
+    assert_eq!((kf, drops0, unchained0), (kf0, 0, 0), "the same keyframes; at once nothing waits");
+    assert!(drops >= 1 && pairs < pairs0, "late, a waiting pair is replaced: {drops} dropped");
+    assert_eq!(unchained, 0, "every pair that ran joined the chain");
+    assert_eq!(before, before0 + 7);
+    assert_eq!(late.get(Counter::FramesTracked), 40 - before, "{:?}", late.counters());
+    let body = Transform::<Cam1, Cam2>::new(
+        nalgebra::Rotation3::from_matrix(&nalgebra::Matrix3::new(0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.0, -1.0, 0.0)),
+        nalgebra::Vector3::zeros(),
+    );
+    // Frames are placed against keyframes further back than when pairs answer at once (5 mm).
+    let checked = odometry_against_the_renderer(&out, "cam_optical", &body, &Transform::identity(), 1e-2);
+    assert_eq!(checked, 40 - before as usize);
 }
 
 /// Checks every odometry message of a replay of the sample (made with `publish_tf`): in `odom`,
 /// of `child`; placed on the map by the TF `map -> odom` beside it, at the pose `t_fixed_origin *
-/// (the renderer's camera motion since frame 0, the first keyframe) * t_cam_child` (5 mm, 0.1
-/// degrees), and in odom, which drifts between the pairs' corrections, near it (2 cm, 0.5
-/// degrees). Returns how many there were.
+/// (the renderer's camera motion since frame 0, the first keyframe) * t_cam_child`
+/// (`on_map_within_m`, 0.1 degrees), and in odom, which drifts between the pairs' corrections,
+/// near it (2 cm, 0.5 degrees). Returns how many there were.
 fn odometry_against_the_renderer(
     out: &Path,
     child: &str,
     t_fixed_origin: &Transform<Cam1, Cam2>,
     t_cam_child: &Transform<Cam2, Cam1>,
+    on_map_within_m: f64,
 ) -> usize {
     use sp_dust3r_core::msg::{from_cdr, nav_msgs};
     let gt = load_ground_truth(&GroundTruth::from_path(&sample_bag(), None, None)).unwrap();
@@ -386,7 +443,7 @@ fn odometry_against_the_renderer(
             ((t - want.translation).norm(), r.angle_to(&want.rotation).to_degrees())
         };
         let (dt, dr) = off(on_map);
-        assert!(dt < 5e-3 && dr < 0.1, "on the map at {}: {dt:.4}, {dr:.3} deg", on_map.t);
+        assert!(dt < on_map_within_m && dr < 0.1, "on the map at {}: {dt:.4}, {dr:.3} deg", on_map.t);
         let (dt, dr) = off(in_odom);
         assert!(dt < 2e-2 && dr < 0.5, "in odom at {}: {dt:.4}, {dr:.3} deg", in_odom.t);
         drift = (drift.0.max(dt), drift.1.max(dr));

@@ -243,7 +243,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             s.poses()
         ));
     };
-    let models = Models { features: features.as_ref(), pairs: dust3r.as_deref() };
+    let models = Models { features: features.as_ref(), pairs: dust3r.as_deref(), pair_lag: 0 };
     let result = replay(&files, &cameras, &mut out, models, &params, &cancel, show);
     bar.finish_and_clear();
     // The output is finished in every case, so what was written is a readable bag.

@@ -114,7 +114,7 @@ pub fn replay_tum(
     );
     let input = vec![sp_dust3r_core::bag::McapFile::open(bag).unwrap()];
     let mut writer = BagWriter::create(out).unwrap();
-    let models = Models { features: &features, pairs: Some(double) };
+    let models = Models { features: &features, pairs: Some(double), pair_lag: 0 };
     let cancel = sp_dust3r_core::cancel::Cancel::new();
     let (summary, stopped) = replay(&input, cameras, &mut writer, models, &params, &cancel, |_| {}).unwrap();
     writer.finish().unwrap();

@@ -42,6 +42,10 @@ pub struct VoArgs {
     /// the camera sees.
     #[arg(long, default_value_t = 1)]
     every: usize,
+    /// Frames each DUSt3R pair takes to join (one at a time, the newest waiting wins): the
+    /// latency a live node's pairs have; 0, right after their keyframe.
+    #[arg(long, default_value_t = 0)]
+    pair_lag: usize,
     /// SuperPoint's folder (resolved as for `superpoint`): trained weights.
     #[arg(long)]
     weights: Option<PathBuf>,
@@ -172,7 +176,7 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     let topics: Vec<(String, String)> = input[0].topics()?.into_iter().collect();
     let cameras = choose_topics(&topics, None, None)?;
     let mut writer = BagWriter::create(&out_path)?;
-    let models = Models { features: &features, pairs: Some(&oracle) };
+    let models = Models { features: &features, pairs: Some(&oracle), pair_lag: args.pair_lag };
     let cancel = sp_dust3r_core::cancel::Cancel::new();
     let (summary, stopped) = replay(&input, &cameras, &mut writer, models, &params, &cancel, |_| {})?;
     writer.finish()?;

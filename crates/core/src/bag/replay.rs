@@ -1,6 +1,7 @@
 //! The offline driver: every frame of a recorded bag, in order, through the live node's
-//! pipeline ([`Pipeline`]), each pair right after the keyframe that starts it; outputs written
-//! to a bag with the input stamps. Deterministic (no drops, no wall clock).
+//! pipeline ([`Pipeline`]), each pair right after the keyframe that starts it (or, with
+//! [`Models::pair_lag`], as late as a live node's DUSt3R would answer); outputs written to a bag
+//! with the input stamps. Deterministic (no wall clock).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use crate::msg::{from_cdr, sensor_msgs, tf2_msgs, CdrError, RosMessage};
 use crate::outputs::{Output, OutputKind, OutputSink};
 use crate::params::topics::{TF, TF_STATIC};
 use crate::params::NodeParams;
-use crate::pipeline::{CameraImage, FrameSide, PairDone, PairSide, Pipeline};
+use crate::pipeline::{CameraImage, FrameSide, PairDone, PairJob, PairSide, Pipeline};
 
 /// Which input topics are the camera.
 #[derive(Clone, Debug, PartialEq)]
@@ -220,6 +221,10 @@ pub struct Models<'a> {
     pub features: &'a dyn FeatureExtractor,
     /// DUSt3R; `None`: keypoints only.
     pub pairs: Option<&'a dyn PairReconstructor>,
+    /// Frames a pair takes: 0, it joins right after the keyframe that starts it; n, after n more
+    /// frames, one pair at a time and the newest waiting one wins, as on a live node whose DUSt3R
+    /// takes n frame periods (a pair still running when the input ends is left, as at shutdown).
+    pub pair_lag: usize,
 }
 
 /// The replay's pipeline and where it is.
@@ -230,6 +235,10 @@ struct Replay<'a> {
     models: Models<'a>,
     cancel: &'a Cancel,
     summary: ReplaySummary,
+    /// The pair DUSt3R is on and the frames it still takes (with `pair_lag`).
+    running: Option<(PairJob, usize)>,
+    /// The pair that waits for it (newest wins).
+    waiting: Option<PairJob>,
 }
 
 /// Replays `input` into `out`. Returns the summary, and the error that stopped it early (a
@@ -252,8 +261,16 @@ pub fn replay(
     }
     let pipeline = Pipeline::new(params.clone());
     let frames = pipeline.frame_side();
-    let mut r =
-        Replay { pipeline, frames, pairs: PairSide::default(), models, cancel, summary: ReplaySummary::default() };
+    let mut r = Replay {
+        pipeline,
+        frames,
+        pairs: PairSide::default(),
+        models,
+        cancel,
+        summary: ReplaySummary::default(),
+        running: None,
+        waiting: None,
+    };
     // The robot's odometry on /tf, when it gives the scale (the node then broadcasts no TF).
     let robot_odometry = params.scale_source == crate::vo::scale::ScaleSource::Odometry;
     for file in input {
@@ -311,11 +328,10 @@ pub fn replay(
 }
 
 impl Replay<'_> {
-    /// A camera image through the pipeline, and the pair it starts right after it.
+    /// A camera image through the pipeline, then the pair that is due.
     fn image(&mut self, msg: CameraImage, sink: &mut BagSink<'_>) -> Result<(), BagError> {
         let Some((header, frame)) = self.pipeline.on_image(msg) else { return Ok(()) };
-        let (p, s) = (&self.pipeline, &mut self.summary);
-        let done = p.on_frame(
+        let done = self.pipeline.on_frame(
             &mut self.frames,
             header,
             Arc::new(frame),
@@ -323,9 +339,30 @@ impl Replay<'_> {
             self.models.pairs.is_some(),
             sink,
         )?;
-        s.superpoint_ms.extend(done.superpoint.map(ms));
-        let (Some(job), Some(model)) = (done.pair, self.models.pairs) else { return Ok(()) };
-        match p.on_pair(&mut self.pairs, &job, model, self.cancel, sink)? {
+        self.summary.superpoint_ms.extend(done.superpoint.map(ms));
+        if done.pair.is_some_and(|job| self.waiting.replace(job).is_some()) {
+            self.pipeline.stats().bump(Counter::PairDrops);
+        }
+        if let Some((_, left)) = &mut self.running {
+            *left = left.saturating_sub(1);
+        }
+        if self.running.is_none() {
+            self.running = self.waiting.take().map(|job| (job, self.models.pair_lag));
+        }
+        match self.running.take() {
+            Some((job, 0)) => self.pair(&job, sink),
+            running => {
+                self.running = running;
+                Ok(())
+            }
+        }
+    }
+
+    /// A pair through the pipeline.
+    fn pair(&mut self, job: &PairJob, sink: &mut BagSink<'_>) -> Result<(), BagError> {
+        let Some(model) = self.models.pairs else { return Ok(()) };
+        let s = &mut self.summary;
+        match self.pipeline.on_pair(&mut self.pairs, job, model, self.cancel, sink)? {
             PairDone::Done { took, keyframe_gap } => {
                 s.dust3r_ms.push(ms(took));
                 s.keyframe_gaps.extend(keyframe_gap);

@@ -162,12 +162,17 @@ struct Chain {
     scale: ScaleTrack,
     /// The running scale from the robot's odometry (`scale_source: odometry`).
     robot_scale: OdometryScale,
+    /// The keyframe the chain starts from: until a pair has joined, every pair starts there, so
+    /// whichever joins first starts the chain and the others join it (a pair from there that
+    /// cannot start it moves it to that pair's second keyframe).
+    origin: Option<Observation>,
 }
 
 impl Chain {
     /// Forgets the chain (its keyframes, odometry and scale); a pair made for it will not join
-    /// the next.
-    fn start_new(&mut self) {
+    /// the next, which starts at `origin` (`None`: at the next keyframe).
+    fn start_new(&mut self, origin: Option<Observation>) {
+        self.origin = origin;
         self.odometry.reset();
         self.odom.reset();
         self.scale = ScaleTrack::default();
@@ -227,6 +232,7 @@ impl Pipeline {
             id: ChainId::default(),
             scale: ScaleTrack::default(),
             robot_scale: OdometryScale::default(),
+            origin: None,
         };
         Self {
             params: Mutex::new(Arc::new(params)),
@@ -247,7 +253,7 @@ impl Pipeline {
     /// to go out.
     pub fn reset(&self, stamp: builtin_interfaces::Time) -> Vec<Output> {
         let mut chain = lock(&self.chain);
-        chain.start_new();
+        chain.start_new(None);
         self.forget_keyframe.store(true, Ordering::Release);
         *lock(&self.last_map) = None;
         self.stats.bump(Counter::Resets);
@@ -465,7 +471,14 @@ impl Pipeline {
         let camera = known_camera(camera_info, &seen.frame, p.rectified_images);
         let header = &seen.header;
         let params = p.odometry_params().tracking;
-        let (tracked, covariance) = match tracker.track_any(chain, &anchor, &seen.keypoints, camera, &params) {
+        let (tracked, covariance) = match tracker.track_any(
+            chain,
+            &anchor,
+            &seen.keypoints,
+            seen.stamp(),
+            camera,
+            &params,
+        ) {
             Ok(fp) => (fp.t_odom_frame, fp.covariance),
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);
@@ -530,7 +543,7 @@ impl Pipeline {
             KeyframeDecision::Skip { .. } => None,
             KeyframeDecision::First => {
                 self.stats.bump(Counter::Keyframes);
-                lock(&self.chain).start_new();
+                lock(&self.chain).start_new(Some(seen));
                 None
             }
             KeyframeDecision::New { previous, .. } => {
@@ -539,7 +552,10 @@ impl Pipeline {
                 if let Some(pose) = tracked {
                     chain.odometry.keyframe_tracked(seen.stamp(), pose);
                 }
-                let first = chain.odometry.anchor().map_or(previous, |a| a.payload.clone());
+                let first = match chain.odometry.anchor() {
+                    Some(a) => a.payload.clone(),
+                    None => chain.origin.clone().unwrap_or(previous),
+                };
                 Some(PairJob { first, second: seen, camera_info, chain: chain.id })
             }
         }
@@ -746,6 +762,10 @@ impl Pipeline {
             Err(e) => {
                 self.stats.bump(Counter::PairsUnchained);
                 crate::warn_throttled!("the pair does not join the keyframe chain: {e}");
+                if chain.odometry.anchor().is_none() {
+                    // No chain yet: the next pairs start from the newest keyframe DUSt3R saw.
+                    chain.origin = Some(job.second.clone());
+                }
                 return Ok(None);
             }
         };

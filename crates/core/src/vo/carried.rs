@@ -6,12 +6,13 @@
 //! along, so a frame is placed mostly relative to its predecessors' view, as a frame-to-frame
 //! odometry does, and keyframe matches hold it to the map. PnP's outliers drop their points.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use nalgebra::{Vector2, Vector3};
 
 use super::matching::match_descriptors;
-use super::odometry::{ChainKeyframe, FramePose, OdomOrigin};
+use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Stamp};
 use super::tracking::{point_at, solve, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::covariance_in;
@@ -27,10 +28,24 @@ struct LastFrame {
     points: Vec<Option<Vector3<f64>>>,
 }
 
-/// The frame side's tracker: what the last tracked frame saw.
+/// A frame seen recently, tracked or not: a keyframe whose pair joins after it is tracked
+/// through them (see [`CarriedTracker::track_any`]).
+struct Seen {
+    stamp: Stamp,
+    keypoints: Arc<Keypoints>,
+    camera: Option<Camera>,
+}
+
+/// The most recent frames kept for catching up (bounds the work when a pair joins late).
+const CATCH_UP_FRAMES: usize = 30;
+
+/// The frame side's tracker: what the last tracked frame saw, and the frames seen since the
+/// newest keyframe it caught up from.
 #[derive(Default)]
 pub struct CarriedTracker {
     last: Option<LastFrame>,
+    recent: VecDeque<Seen>,
+    caught_up_from: Option<(u64, Stamp)>,
 }
 
 /// A frame's correspondences: points in the odometry's frame, undistorted pixels, and which
@@ -45,9 +60,11 @@ struct Correspondences {
 }
 
 impl CarriedTracker {
-    /// Forgets the last frame (a new chain, a reset).
+    /// Forgets the last frame and the recent ones (a new chain, a reset).
     pub fn forget(&mut self) {
         self.last = None;
+        self.recent.clear();
+        self.caught_up_from = None;
     }
 
     /// Places `frame` on chain `chain` against `anchor` (its newest keyframe) and the last
@@ -92,9 +109,29 @@ impl CarriedTracker {
 pub const TRY_KEYFRAMES: usize = 4;
 
 impl CarriedTracker {
-    /// [`CarriedTracker::track`] against `keyframes` (newest first) in turn until one places the
-    /// frame; none: the newest's reason.
+    /// [`CarriedTracker::track`] of `frame` (stamped `stamp`) against `keyframes` (newest first)
+    /// in turn until one places it; none: the newest's reason. A newest keyframe whose pair
+    /// joined after frames that came after it is first caught up from (see
+    /// [`CarriedTracker::catch_up`]).
     pub fn track_any<F>(
+        &mut self,
+        chain: u64,
+        keyframes: &[Arc<ChainKeyframe<F>>],
+        frame: &Arc<Keypoints>,
+        stamp: Stamp,
+        camera: Option<Camera>,
+        params: &TrackingParams,
+    ) -> Result<FramePose, NotTracked> {
+        self.catch_up(chain, keyframes, params);
+        let placed = self.try_each(chain, keyframes, frame, camera, params);
+        if self.recent.len() == CATCH_UP_FRAMES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Seen { stamp, keypoints: frame.clone(), camera });
+        placed
+    }
+
+    fn try_each<F>(
         &mut self,
         chain: u64,
         keyframes: &[Arc<ChainKeyframe<F>>],
@@ -110,6 +147,32 @@ impl CarriedTracker {
             }
         }
         Err(first.unwrap_or(NotTracked::NoMap))
+    }
+
+    /// Once per newest keyframe: when frames came after it before its pair joined (a live
+    /// node's DUSt3R answers late), the last frame becomes the keyframe, its keypoints carrying
+    /// their pointmap points, and the frames since are tracked again in turn. The next frame
+    /// is then placed against points carried over one frame's motion from the keyframe, not
+    /// matched across the whole time its pair took.
+    fn catch_up<F>(&mut self, chain: u64, keyframes: &[Arc<ChainKeyframe<F>>], params: &TrackingParams) {
+        let Some(kf) = keyframes.first() else { return };
+        if self.caught_up_from.replace((chain, kf.stamp)) == Some((chain, kf.stamp)) {
+            return;
+        }
+        let since: Vec<(Arc<Keypoints>, Option<Camera>)> =
+            self.recent.iter().filter(|s| s.stamp > kf.stamp).map(|s| (s.keypoints.clone(), s.camera)).collect();
+        if since.is_empty() {
+            return;
+        }
+        let points = (kf.keypoints.xy.iter())
+            .map(|&[x, y]| point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, params.min_confidence))
+            .map(|p| p.map(|p| kf.t_odom_kf.apply(&p)))
+            .collect();
+        self.last = Some(LastFrame { chain, keypoints: Arc::new(kf.keypoints.clone()), points });
+        for (frame, camera) in since {
+            // A frame that was lost may be placed now; one that is not keeps the last in place.
+            let _ = self.try_each(chain, keyframes, &frame, camera, params);
+        }
     }
 }
 
@@ -328,15 +391,67 @@ mod tests {
         let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
 
         let mut tracker = CarriedTracker::default();
-        let alone = tracker.track_any(1, std::slice::from_ref(&newest), &frame, camera, &params);
+        let alone = tracker.track_any(1, std::slice::from_ref(&newest), &frame, 0, camera, &params);
         assert!(matches!(alone, Err(NotTracked::TooFewMatches { .. })), "{alone:?}");
-        let placed = tracker.track_any(1, &[newest, earlier], &frame, camera, &params).unwrap();
+        let placed = tracker.track_any(1, &[newest, earlier], &frame, 0, camera, &params).unwrap();
         assert_eq!(placed.keyframe, 0);
         assert!((placed.t_odom_frame.translation - t.translation).norm() < 1e-3, "{:?}", placed.t_odom_frame);
         let none: &[Arc<ChainKeyframe<()>>] = &[];
         assert_eq!(
-            CarriedTracker::default().track_any(1, none, &frame, camera, &params).unwrap_err(),
+            CarriedTracker::default().track_any(1, none, &frame, 0, camera, &params).unwrap_err(),
             NotTracked::NoMap
         );
+    }
+
+    #[test]
+    fn a_keyframe_whose_pair_joins_late_is_tracked_through_the_frames_that_came_after_it() {
+        let mut rng = SplitMix64::new(11);
+        let xy: Vec<[f32; 2]> = (0..150)
+            .map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32])
+            .collect();
+        let d0: Vec<f32> = (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect();
+        let mut kf = keyframe(&xy, d0.clone());
+        kf.stamp = 100;
+        let kf = Arc::new(kf);
+        let pose = |i: f64| {
+            Transform::<OdomOrigin, FrameCam>::new(
+                nalgebra::Rotation3::from_euler_angles(0.0, (0.7 * i).to_radians(), 0.0),
+                Vector3::new(0.015 * i, 0.0, 0.0),
+            )
+        };
+        // Three frames after the keyframe, each looking like the one before it only.
+        let mut descriptors = d0;
+        let frames: Vec<(Transform<OdomOrigin, FrameCam>, Arc<Keypoints>)> = (1..=3)
+            .map(|i| {
+                descriptors = drifted(&descriptors, &mut rng);
+                let t = pose(i as f64);
+                let xy = seen(&kf, &t);
+                let kp =
+                    Keypoints { scores: vec![1.0; xy.len()], xy, descriptors: descriptors.clone(), descriptor_dim: 32 };
+                (t, Arc::new(kp))
+            })
+            .collect();
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+        let (before, after) = (&frames[..2], &frames[2]);
+        let none: &[Arc<ChainKeyframe<()>>] = &[];
+        let with = std::slice::from_ref(&kf);
+
+        // The third frame alone does not match the keyframe.
+        let alone = CarriedTracker::default().track_any(1, with, &after.1, 103, camera, &params);
+        assert!(matches!(alone, Err(NotTracked::TooFewMatches { .. })), "{alone:?}");
+        // The pair joins after the first two frames came (no map for them, one from before the
+        // keyframe is not caught up on); the third is placed through them.
+        let mut tracker = CarriedTracker::default();
+        let early = tracker.track_any(1, none, &before[1].1, 99, camera, &params);
+        assert_eq!(early.unwrap_err(), NotTracked::NoMap);
+        for (i, (_, kp)) in before.iter().enumerate() {
+            assert_eq!(
+                tracker.track_any(1, none, kp, 101 + i as Stamp, camera, &params).unwrap_err(),
+                NotTracked::NoMap
+            );
+        }
+        let placed = tracker.track_any(1, with, &after.1, 103, camera, &params).unwrap();
+        let error = (placed.t_odom_frame.translation - after.0.translation).norm();
+        assert!(error < 1e-3 && placed.keyframe == 100, "{error} {:?}", placed.t_odom_frame);
     }
 }
