@@ -410,6 +410,61 @@ fn pairs_that_answer_late_join_the_chain_and_every_frame_after_the_first_is_trac
     assert_eq!(checked, 40 - before as usize);
 }
 
+/// The scene's true pointmaps, except that the first pair has no pose (as when DUSt3R's pair
+/// is too ambiguous for PairViewer).
+struct FirstPairWithoutPose(TruePointmaps);
+
+impl sp_dust3r_core::backend::PairReconstructor for FirstPairWithoutPose {
+    fn reconstruct(
+        &self,
+        r: &sp_dust3r_core::backend::PairRequest<'_>,
+    ) -> Result<sp_dust3r_core::backend::PairOutput, sp_dust3r_core::backend::BackendError> {
+        let first = self.0.asked() == 0;
+        let mut out = self.0.reconstruct(r)?;
+        if first {
+            (out.pose, out.view2) = (Err(sp_dust3r_core::geometry::NoPose::TooFewPoints { got: 0, need: 3 }), None);
+        }
+        Ok(out)
+    }
+    fn describe(&self) -> String {
+        "the scene's true pointmaps, the first pair without a pose".into()
+    }
+    fn health(&self) -> Vec<sp_dust3r_core::backend::BackendHealth> {
+        Vec::new()
+    }
+}
+
+/// A first pair without a pose starts no chain; the next pair starts at its second keyframe
+/// (the newest DUSt3R saw, not the first keyframe, which the camera may have left), and the
+/// chain, the path and the tracking start there.
+#[test]
+fn after_a_first_pair_without_a_pose_the_chain_starts_at_its_second_keyframe() {
+    let input = vec![McapFile::open(&sample_bag()).unwrap()];
+    let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
+    let cameras = choose_topics(&topics, None, None).unwrap();
+    let ros = RosArgs {
+        params: vec![("keyframe_max_interval".into(), sp_dust3r_core::params::args::ParamValue::Double(2.0))],
+        ..RosArgs::default()
+    };
+    let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
+    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
+    let double = FirstPairWithoutPose(TruePointmaps::new(40));
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("out.mcap");
+    let mut out = BagWriter::create(&out_path).unwrap();
+    let models = Models { features: &features, pairs: Some(&double), pair_lag: 0 };
+    let (summary, _) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
+    out.finish().unwrap();
+    let c = |k: Counter| summary.get(k);
+    assert_eq!((c(Counter::NoPose), c(Counter::PairsUnchained)), (1, 1), "{:?}", summary.counters());
+    // Keyframes every 2 s of the 5 Hz sample: 0, 10, 20, 30; the chain starts at frame 10.
+    let found = sp_dust3r_core::eval::bag::odometry_estimates(&out_path).unwrap();
+    let starts = found.keyframes.first().map(|k| k.t);
+    assert_eq!(starts, Some(1002.0), "the path's first keyframe: {:?}", found.keyframes);
+    assert_eq!(c(Counter::FramesBeforeMap), 21, "no map before the second pair (frame 20) joined");
+    assert_eq!(c(Counter::FramesTracked), 19);
+}
+
 /// Checks every odometry message of a replay of the sample (made with `publish_tf`): in `odom`,
 /// of `child`; placed on the map by the TF `map -> odom` beside it, at the pose `t_fixed_origin *
 /// (the renderer's camera motion since frame 0, the first keyframe) * t_cam_child`

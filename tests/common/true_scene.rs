@@ -44,6 +44,11 @@ impl TruePointmaps {
         Self { grey, frames, lens, scales: Vec::new(), asked: Mutex::new(0) }
     }
 
+    /// How many pairs it was asked for.
+    pub fn asked(&self) -> usize {
+        *self.asked.lock().unwrap()
+    }
+
     /// Which rendered frame this is.
     pub fn index_of(&self, frame: &Frame) -> usize {
         let rgb = frame.to_rgb8();

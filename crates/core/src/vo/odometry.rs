@@ -252,7 +252,7 @@ impl<F: Clone> Odometry<F> {
     /// The newest keyframe on the chain: what frames are tracked against and new keyframes
     /// pair with.
     pub fn anchor(&self) -> Option<Arc<ChainKeyframe<F>>> {
-        self.keyframes.iter().max_by_key(|k| k.stamp).cloned()
+        self.newest(1).pop()
     }
 
     /// The `n` newest keyframes on the chain, newest first: what a frame is tracked against,
