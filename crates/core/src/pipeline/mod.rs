@@ -162,17 +162,12 @@ struct Chain {
     scale: ScaleTrack,
     /// The running scale from the robot's odometry (`scale_source: odometry`).
     robot_scale: OdometryScale,
-    /// The keyframe the chain starts from: until a pair has joined, every pair starts there, so
-    /// whichever joins first starts the chain and the others join it (a pair from there that
-    /// cannot start it moves it to that pair's second keyframe).
-    origin: Option<Observation>,
 }
 
 impl Chain {
     /// Forgets the chain (its keyframes, odometry and scale); a pair made for it will not join
-    /// the next, which starts at `origin` (`None`: at the next keyframe).
-    fn start_new(&mut self, origin: Option<Observation>) {
-        self.origin = origin;
+    /// the next.
+    fn start_new(&mut self) {
         self.odometry.reset();
         self.odom.reset();
         self.scale = ScaleTrack::default();
@@ -232,7 +227,6 @@ impl Pipeline {
             id: ChainId::default(),
             scale: ScaleTrack::default(),
             robot_scale: OdometryScale::default(),
-            origin: None,
         };
         Self {
             params: Mutex::new(Arc::new(params)),
@@ -253,7 +247,7 @@ impl Pipeline {
     /// to go out.
     pub fn reset(&self, stamp: builtin_interfaces::Time) -> Vec<Output> {
         let mut chain = lock(&self.chain);
-        chain.start_new(None);
+        chain.start_new();
         self.forget_keyframe.store(true, Ordering::Release);
         *lock(&self.last_map) = None;
         self.stats.bump(Counter::Resets);
@@ -543,7 +537,7 @@ impl Pipeline {
             KeyframeDecision::Skip { .. } => None,
             KeyframeDecision::First => {
                 self.stats.bump(Counter::Keyframes);
-                lock(&self.chain).start_new(Some(seen));
+                lock(&self.chain).start_new();
                 None
             }
             KeyframeDecision::New { previous, .. } => {
@@ -552,10 +546,7 @@ impl Pipeline {
                 if let Some(pose) = tracked {
                     chain.odometry.keyframe_tracked(seen.stamp(), pose);
                 }
-                let first = match chain.odometry.anchor() {
-                    Some(a) => a.payload.clone(),
-                    None => chain.origin.clone().unwrap_or(previous),
-                };
+                let first = chain.odometry.anchor().map_or(previous, |a| a.payload.clone());
                 Some(PairJob { first, second: seen, camera_info, chain: chain.id })
             }
         }
@@ -575,6 +566,8 @@ impl Pipeline {
         if job.chain != side.chain {
             (side.map, side.chain) = (None, job.chain);
         }
+        let retargeted = self.retarget(job);
+        let job = retargeted.as_ref().unwrap_or(job);
         let p = self.params();
         let t = Instant::now();
         let (a, b) = (&job.first, &job.second);
@@ -610,6 +603,27 @@ impl Pipeline {
         }
         let keyframe_gap = self.place_pair(side, job, out.geometry, &p, sink)?;
         Ok(PairDone::Done { took, keyframe_gap })
+    }
+
+    /// The pair as it should start now: a keyframe pairs with the chain's newest when it is
+    /// decided, but when pairs answer late the one it pairs with may since have been left out (a
+    /// waiting pair that a newer one replaced, or one that did not join); then the new keyframe
+    /// pairs with the chain's newest instead, so that the pair can join. `None`: as it is.
+    fn retarget(&self, job: &PairJob) -> Option<PairJob> {
+        let chain = lock(&self.chain);
+        if chain.id != job.chain || chain.odometry.keyframe(job.first.stamp()).is_some() {
+            return None;
+        }
+        let anchor = chain.odometry.anchor().filter(|a| a.stamp < job.second.stamp())?;
+        let (s1, s2) = job.stamps();
+        let now = anchor.payload.header.stamp.seconds();
+        tracing::debug!("DUSt3R: pair {s1:.3} -> {s2:.3} starts at {now:.3} instead: {s1:.3} is not on the chain");
+        Some(PairJob {
+            first: anchor.payload.clone(),
+            second: job.second.clone(),
+            camera_info: job.camera_info.clone(),
+            chain: job.chain,
+        })
     }
 
     /// The pair in the units it joins the chain in, and how it joins: with a metric
@@ -762,10 +776,6 @@ impl Pipeline {
             Err(e) => {
                 self.stats.bump(Counter::PairsUnchained);
                 crate::warn_throttled!("the pair does not join the keyframe chain: {e}");
-                if chain.odometry.anchor().is_none() {
-                    // No chain yet: the next pairs start from the newest keyframe DUSt3R saw.
-                    chain.origin = Some(job.second.clone());
-                }
                 return Ok(None);
             }
         };
