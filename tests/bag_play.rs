@@ -434,11 +434,16 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
     }
     let sent = report["sent"].as_array().unwrap().len();
     let received = report["received"].as_array().unwrap().len();
+    // The frames the node took before the first pair joined have no map to be tracked on (its
+    // own count, from /diagnostics).
+    let counter = |key: &str| report["diagnostics"][key].as_str().and_then(|v| v.parse::<usize>().ok());
+    let before_map = counter("frames_before_first_pair").unwrap_or_else(|| panic!("no counters: {ctx}"));
+    let trackable = received.saturating_sub(before_map);
     let gt = seq.ground_truth();
     let scored = |poses: &[StampedPose]| evaluate_trajectory(poses, received, &gt, 0.02, RpeDelta::Frames(1)).unwrap();
     let (in_odom, on_map) = (scored(&odom), scored(&map));
     eprintln!(
-        "fr1/rpy live: {sent} frames played, {received} taken, {} tracked; odom RPE median {:.2} mm / {:.3} deg (between tracked frames); map ATE {:.1} mm = {:.2} % of {:.3} m",
+        "fr1/rpy live: {sent} frames played, {received} taken, {before_map} before the first pair joined, {} of the {trackable} after it tracked; odom RPE median {:.2} mm / {:.3} deg (between tracked frames); map ATE {:.1} mm = {:.2} % of {:.3} m",
         odom.len(),
         in_odom.rpe_translation.median * 1e3,
         in_odom.rpe_rotation_deg.median,
@@ -447,13 +452,13 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
         on_map.path_length
     );
     // Measured on 2 cores (AMD EPYC, 2026-12-05; the player, the double and the node share
-    // them): 29-31 of 198 frames taken (SuperPoint on the CPU, about 5 Hz), 17 to 20 of them
-    // tracked, the rest too far from the last tracked frame and the recent keyframes on the
-    // chain at this motion (see docs/benchmarks.md); map ATE 13-17 mm. Not yet issue 35's bar
-    // (every taken frame tracked): the bounds say that the node keeps up, tracks, and tracks the
-    // camera's path.
+    // them): 29-32 of 198 frames taken (SuperPoint on the CPU, about 5 Hz), of which 5-12 came
+    // before the first pair joined; of those after, 83-92 % tracked (15 of 17, 22 of 26, 19 of
+    // 23, 24 of 26; see docs/benchmarks.md); map ATE 10-14 mm. Not yet issue 35's bar (every
+    // frame after the first pair tracked): the bounds say that the node keeps up, tracks most
+    // frames it can (before catching up from late pairs, about half), and follows the camera.
     assert_eq!(sent, 198, "{ctx}");
-    assert!(received >= 15, "{received} frames taken: {ctx}");
-    assert!(odom.len() >= 5 && odom.len() * 6 >= received, "{} of {received} tracked: {ctx}", odom.len());
+    assert!(received >= 15 && trackable >= 10, "{received} frames taken, {before_map} before the map: {ctx}");
+    assert!(odom.len() * 3 >= trackable * 2, "{} of {trackable} tracked: {ctx}", odom.len());
     assert!(on_map.ate.rmse < 0.03, "{:?}: {ctx}", on_map.ate);
 }

@@ -176,7 +176,7 @@ def main():
                 clock.write(Clock(Time(sec=t // 1_000_000_000, nanosec=t % 1_000_000_000)))
                 time.sleep(0.01)
         threading.Thread(target=tick, daemon=True).start()
-        sent, got, diag_stamps = [], {}, []
+        sent, got, diag_stamps, last_diagnostics = [], {}, [], {}
         wall0 = time.time()
         for c, t, raw in messages:
             # Recorded pace: 1 s of bag time per 1 s of wall time.
@@ -201,6 +201,7 @@ def main():
                 got[(kp.header.stamp.sec, kp.header.stamp.nanosec)] = len(kp.x)
             for d in diags.take(N=20):
                 diag_stamps.append(d.header.stamp.sec + d.header.stamp.nanosec * 1e-9)
+                last_diagnostics = diagnostics_report(d)
             collect_trajectory()
         t0 = time.time()
         while len(got) < len(sent) and time.time() - t0 < 5:
@@ -208,6 +209,7 @@ def main():
                 got[(kp.header.stamp.sec, kp.header.stamp.nanosec)] = len(kp.x)
             for d in diags.take(N=20):
                 diag_stamps.append(d.header.stamp.sec + d.header.stamp.nanosec * 1e-9)
+                last_diagnostics = diagnostics_report(d)
             time.sleep(0.05)
         # The last pairs may still be joining the chain.
         t0 = time.time()
@@ -219,6 +221,7 @@ def main():
             recorder.drain(1.0)
             trajectory["outputs"] = recorder.outputs
         print(json.dumps({"sent": sent, "received": sorted([list(k) for k in got]), "diagnostics_stamps": diag_stamps,
+                          "diagnostics": last_diagnostics,
                           "bag_start_s": bag_start / 1e9, "bag_end_s": messages[-1][1] / 1e9, "trajectory": trajectory}))
 
 

@@ -605,19 +605,20 @@ impl Pipeline {
         Ok(PairDone::Done { took, keyframe_gap })
     }
 
-    /// The pair as it should start now: a keyframe pairs with the chain's newest when it is
-    /// decided, but when pairs answer late the one it pairs with may since have been left out (a
-    /// waiting pair that a newer one replaced, or one that did not join); then the new keyframe
-    /// pairs with the chain's newest instead, so that the pair can join. `None`: as it is.
+    /// The pair as it should start now: a new keyframe pairs with the chain's newest, which,
+    /// when pairs answer late, may have changed since the keyframe was decided (a newer one
+    /// joined), or the one it paired with may have been left out (a waiting pair that a newer
+    /// one replaced, or one that did not join, which could not join now). `None`: as it is.
     fn retarget(&self, job: &PairJob) -> Option<PairJob> {
         let chain = lock(&self.chain);
-        if chain.id != job.chain || chain.odometry.keyframe(job.first.stamp()).is_some() {
+        if chain.id != job.chain {
             return None;
         }
-        let anchor = chain.odometry.anchor().filter(|a| a.stamp < job.second.stamp())?;
+        let anchor =
+            chain.odometry.anchor().filter(|a| a.stamp != job.first.stamp() && a.stamp < job.second.stamp())?;
         let (s1, s2) = job.stamps();
         let now = anchor.payload.header.stamp.seconds();
-        tracing::debug!("DUSt3R: pair {s1:.3} -> {s2:.3} starts at {now:.3} instead: {s1:.3} is not on the chain");
+        tracing::debug!("DUSt3R: pair {s1:.3} -> {s2:.3} starts at the chain's newest keyframe {now:.3} instead");
         Some(PairJob {
             first: anchor.payload.clone(),
             second: job.second.clone(),
