@@ -354,30 +354,34 @@ fn with_base_frame_the_odometry_is_the_bases_through_the_bags_static_transform()
     assert_eq!(checked, tracked as usize);
 }
 
-/// The sample replayed with a keyframe every 0.6 s and pairs that take `pair_lag` frames, as a
-/// live node's DUSt3R does: its summary and output bag.
-fn replay_with_late_pairs(pair_lag: usize, dir: &Path) -> (sp_dust3r_core::bag::replay::ReplaySummary, PathBuf) {
+/// The sample replayed with the trained SuperPoint, node parameters `params`, and `pairs`
+/// taking `pair_lag` frames (as a live node's DUSt3R does), into `out`.
+fn replay_sample(
+    params: Vec<(&str, sp_dust3r_core::params::args::ParamValue)>,
+    pairs: &dyn sp_dust3r_core::backend::PairReconstructor,
+    pair_lag: usize,
+    out: &Path,
+) -> sp_dust3r_core::bag::replay::ReplaySummary {
     let input = vec![McapFile::open(&sample_bag()).unwrap()];
     let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
     let cameras = choose_topics(&topics, None, None).unwrap();
-    let value = sp_dust3r_core::params::args::ParamValue::Double;
-    let ros = RosArgs {
-        params: vec![
-            ("keyframe_max_interval".into(), value(0.6)),
-            ("publish_tf".into(), sp_dust3r_core::params::args::ParamValue::Bool(true)),
-        ],
-        ..RosArgs::default()
-    };
+    let ros = RosArgs { params: params.into_iter().map(|(k, v)| (k.into(), v)).collect(), ..RosArgs::default() };
     let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
     let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
-    let truth = TruePointmaps::new(40);
-    let out_path = dir.join(format!("lag{pair_lag}.mcap"));
-    let mut out = BagWriter::create(&out_path).unwrap();
-    let models = Models { features: &features, pairs: Some(&truth), pair_lag };
-    let (summary, stopped) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
-    out.finish().unwrap();
+    let mut writer = BagWriter::create(out).unwrap();
+    let models = Models { features: &features, pairs: Some(pairs), pair_lag };
+    let (summary, stopped) = replay(&input, &cameras, &mut writer, models, &params, &Cancel::new(), |_| {}).unwrap();
+    writer.finish().unwrap();
     assert!(stopped.is_none());
-    (summary, out_path)
+    summary
+}
+
+/// The sample with a keyframe every 0.6 s and pairs of true pointmaps `pair_lag` frames late.
+fn replay_with_late_pairs(pair_lag: usize, dir: &Path) -> (sp_dust3r_core::bag::replay::ReplaySummary, PathBuf) {
+    use sp_dust3r_core::params::args::ParamValue;
+    let out = dir.join(format!("lag{pair_lag}.mcap"));
+    let params = vec![("keyframe_max_interval", ParamValue::Double(0.6)), ("publish_tf", ParamValue::Bool(true))];
+    (replay_sample(params, &TruePointmaps::new(40), pair_lag, &out), out)
 }
 
 /// Pairs that answer seven frames late, one at a time, with the newest waiting one winning (three
@@ -439,22 +443,10 @@ impl sp_dust3r_core::backend::PairReconstructor for FirstPairWithoutPose {
 /// chain, the path and the tracking start there.
 #[test]
 fn after_a_first_pair_without_a_pose_the_chain_starts_at_its_second_keyframe() {
-    let input = vec![McapFile::open(&sample_bag()).unwrap()];
-    let topics: Vec<(String, String)> = input[0].topics().unwrap().into_iter().collect();
-    let cameras = choose_topics(&topics, None, None).unwrap();
-    let ros = RosArgs {
-        params: vec![("keyframe_max_interval".into(), sp_dust3r_core::params::args::ParamValue::Double(2.0))],
-        ..RosArgs::default()
-    };
-    let (params, _) = NodeParams::resolve(&ros, "/sp_dust3r").unwrap();
-    let features = CpuFeatures(SuperPoint::load(&common::real_dir().join("superpoint")).unwrap());
-    let double = FirstPairWithoutPose(TruePointmaps::new(40));
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("out.mcap");
-    let mut out = BagWriter::create(&out_path).unwrap();
-    let models = Models { features: &features, pairs: Some(&double), pair_lag: 0 };
-    let (summary, _) = replay(&input, &cameras, &mut out, models, &params, &Cancel::new(), |_| {}).unwrap();
-    out.finish().unwrap();
+    let params = vec![("keyframe_max_interval", sp_dust3r_core::params::args::ParamValue::Double(2.0))];
+    let summary = replay_sample(params, &FirstPairWithoutPose(TruePointmaps::new(40)), 0, &out_path);
     let c = |k: Counter| summary.get(k);
     assert_eq!((c(Counter::NoPose), c(Counter::PairsUnchained)), (1, 1), "{:?}", summary.counters());
     // Keyframes every 2 s of the 5 Hz sample: 0, 10, 20, 30; the chain starts at frame 10.

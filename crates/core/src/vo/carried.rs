@@ -291,6 +291,16 @@ mod tests {
         v.iter().map(|x| (x / n) as f32).collect()
     }
 
+    /// 150 keypoints scattered over the image, away from its border.
+    fn scattered(rng: &mut SplitMix64) -> Vec<[f32; 2]> {
+        (0..150).map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32]).collect()
+    }
+
+    /// 150 random unit descriptors.
+    fn descriptors(rng: &mut SplitMix64) -> Vec<f32> {
+        (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect()
+    }
+
     /// Each descriptor turned by 40 degrees towards a random direction: similarity 0.77 to the
     /// one before, about 0.59 to the one before that (below the 0.7 a match needs).
     fn drifted(d: &[f32], rng: &mut SplitMix64) -> Vec<f32> {
@@ -322,10 +332,7 @@ mod tests {
     #[test]
     fn a_frame_that_no_longer_matches_its_keyframe_is_tracked_through_the_last_frame() {
         let mut rng = SplitMix64::new(3);
-        let xy: Vec<[f32; 2]> = (0..150)
-            .map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32])
-            .collect();
-        let d0: Vec<f32> = (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect();
+        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng));
         let kf = keyframe(&xy, d0.clone());
         let pose = |deg: f64, x: f64| {
             Transform::<OdomOrigin, FrameCam>::new(
@@ -367,12 +374,8 @@ mod tests {
     #[test]
     fn a_frame_the_newest_keyframe_does_not_place_is_tracked_against_an_earlier_one() {
         let mut rng = SplitMix64::new(5);
-        let xy: Vec<[f32; 2]> = (0..150)
-            .map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32])
-            .collect();
-        let mut descriptors =
-            || -> Vec<f32> { (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect() };
-        let (seen_before, elsewhere) = (descriptors(), descriptors());
+        let xy = scattered(&mut rng);
+        let (seen_before, elsewhere) = (descriptors(&mut rng), descriptors(&mut rng));
         let earlier = Arc::new(keyframe(&xy, seen_before.clone()));
         let mut newest = keyframe(&xy, elsewhere);
         newest.stamp = 1;
@@ -406,10 +409,7 @@ mod tests {
     #[test]
     fn a_keyframe_whose_pair_joins_late_is_tracked_through_the_frames_that_came_after_it() {
         let mut rng = SplitMix64::new(11);
-        let xy: Vec<[f32; 2]> = (0..150)
-            .map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32])
-            .collect();
-        let d0: Vec<f32> = (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect();
+        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng));
         let mut kf = keyframe(&xy, d0.clone());
         kf.stamp = 100;
         let kf = Arc::new(kf);
