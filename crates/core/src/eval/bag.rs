@@ -58,9 +58,9 @@ fn stamped(header: &std_msgs::Header, pose: &geometry_msgs::Pose) -> StampedPose
     StampedPose { t: header.stamp.seconds(), pose: Transform::new(r, t) }
 }
 
-/// A TF transform as a rotation and a translation.
-fn transform_of(t: &geometry_msgs::Transform) -> (Rotation3<f64>, Vector3<f64>) {
-    (rotation_of(&t.rotation), Vector3::new(t.translation.x, t.translation.y, t.translation.z))
+/// A TF transform as a typed one.
+fn transform_of<A, B>(t: &geometry_msgs::Transform) -> Transform<A, B> {
+    Transform::new(rotation_of(&t.rotation), Vector3::new(t.translation.x, t.translation.y, t.translation.z))
 }
 
 fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
@@ -137,9 +137,10 @@ pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
             } else if m.ros_type == TF_MESSAGE {
                 let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
                 for t in tf.transforms {
-                    let (r, v) = transform_of(&t.transform);
-                    parents
-                        .insert((t.child_frame_id, t.header.stamp.sec, t.header.stamp.nanosec), Transform::new(r, v));
+                    parents.insert(
+                        (t.child_frame_id, t.header.stamp.sec, t.header.stamp.nanosec),
+                        transform_of(&t.transform),
+                    );
                 }
             } else if m.ros_type == nav_msgs::Path::ROS_TYPE {
                 let path: nav_msgs::Path = decode(&m.data, &m.topic)?;
@@ -228,8 +229,7 @@ pub fn load_ground_truth(source: &GroundTruth) -> Result<Vec<StampedPose>, EvalE
             } else if let Some((parent, child)) = frames {
                 let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
                 for t in tf.transforms.iter().filter(|t| &t.header.frame_id == parent && &t.child_frame_id == child) {
-                    let (r, v) = transform_of(&t.transform);
-                    poses.push(StampedPose { t: t.header.stamp.seconds(), pose: Transform::new(r, v) });
+                    poses.push(StampedPose { t: t.header.stamp.seconds(), pose: transform_of(&t.transform) });
                 }
             }
         }

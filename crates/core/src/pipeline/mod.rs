@@ -457,8 +457,8 @@ impl Pipeline {
         p: &NodeParams,
         sink: &mut S,
     ) -> Result<Option<TOdomFrame>, S::Error> {
-        // The chain's lock is held to take its newest keyframe, not while tracking.
-        let (anchor, chain) = {
+        // The chain's lock is held to take its newest keyframes, not while tracking.
+        let (keyframes, chain) = {
             let chain = lock(&self.chain);
             (chain.odometry.newest(TRY_KEYFRAMES), chain.id.0)
         };
@@ -467,7 +467,7 @@ impl Pipeline {
         let params = p.odometry_params().tracking;
         let (tracked, covariance) = match tracker.track_any(
             chain,
-            &anchor,
+            &keyframes,
             &seen.keypoints,
             seen.stamp(),
             camera,

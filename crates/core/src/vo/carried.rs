@@ -13,7 +13,7 @@ use nalgebra::{Vector2, Vector3};
 
 use super::matching::match_descriptors;
 use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Stamp};
-use super::tracking::{point_at, solve, FrameCam, NotTracked, Tracked, TrackingParams};
+use super::tracking::{solve, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::covariance_in;
 use crate::geometry::Transform;
@@ -164,10 +164,7 @@ impl CarriedTracker {
         if since.is_empty() {
             return;
         }
-        let points = (kf.keypoints.xy.iter())
-            .map(|&[x, y]| point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, params.min_confidence))
-            .map(|p| p.map(|p| kf.t_odom_kf.apply(&p)))
-            .collect();
+        let points = (0..kf.keypoints.len()).map(|i| kf.odom_point(i, params.min_confidence)).collect();
         self.last = Some(LastFrame { chain, keypoints: Arc::new(kf.keypoints.clone()), points });
         for (frame, camera) in since {
             // A frame that was lost may be placed now; one that is not keeps the last in place.
@@ -224,10 +221,7 @@ fn correspondences<F>(
         if point[m.query].is_some() {
             continue;
         }
-        let [x, y] = kf.keypoints.xy[m.train];
-        if let Some(p) = point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, params.min_confidence) {
-            point[m.query] = Some(kf.t_odom_kf.apply(&p));
-        }
+        point[m.query] = kf.odom_point(m.train, params.min_confidence);
     }
     let mut c = Correspondences { matched: matched.iter().filter(|&&m| m).count(), ..Correspondences::default() };
     for (q, p) in point.iter().enumerate() {
@@ -248,7 +242,7 @@ mod tests {
     use crate::geometry::{Intrinsics, Transform};
     use crate::rng::SplitMix64;
     use crate::vo::odometry::track_frame;
-    use crate::vo::tracking::KeyframeCam;
+    use crate::vo::tracking::{point_at, KeyframeCam};
 
     const W: usize = 320;
     const H: usize = 240;

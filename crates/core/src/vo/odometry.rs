@@ -21,6 +21,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use nalgebra::Vector3;
+
 use super::tracking::{track, FrameCam, KeyframeCam, NotTracked, TrackTarget, Tracked, TrackingParams};
 use super::uncertainty::{mahalanobis2, Inflation};
 use crate::backend::PairOutput;
@@ -89,6 +91,14 @@ impl<F> ChainKeyframe<F> {
     /// The camera as the pair saw it, for frames without CameraInfo.
     pub fn estimated_intrinsics(&self) -> Intrinsics {
         estimated_intrinsics(&self.mapping, &self.pointmap, self.focal)
+    }
+
+    /// Where its keypoint `i` lies in the odometry: its pointmap's point there (see
+    /// [`super::tracking::point_at`]) placed at the keyframe's odometry pose.
+    pub fn odom_point(&self, i: usize, min_confidence: f32) -> Option<Vector3<f64>> {
+        let [x, y] = *self.keypoints.xy.get(i)?;
+        let p = super::tracking::point_at(&self.pointmap, &self.mapping, x as f64, y as f64, min_confidence)?;
+        Some(self.t_odom_kf.apply(&p))
     }
 
     /// The odometry's drift as this keyframe's pair corrected it.
