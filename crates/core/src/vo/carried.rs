@@ -5,17 +5,22 @@
 //! point keeps the depth its keyframe gave it but moves towards the ray the last frame saw it
 //! along, so a frame is placed mostly relative to its predecessors' view, as a frame-to-frame
 //! odometry does, and keyframe matches hold it to the map. PnP's outliers drop their points.
+//! A tracked frame's keypoints without a point get one seeded at the depth of the plane through
+//! their neighbours' points, so a camera that turns away from every keyframe's pointmap (or
+//! whose pair answers late) keeps points to be placed against; a pointmap point always takes a
+//! keypoint's place over a seed, and a seed's depth follows its pointmap neighbours' when it has
+//! them.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use nalgebra::{Vector2, Vector3};
+use nalgebra::{Matrix3, Vector2, Vector3};
 
 use super::matching::match_descriptors;
 use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Stamp};
-use super::tracking::{solve, FrameCam, NotTracked, Tracked, TrackingParams};
+use super::tracking::{solve_pose, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
-use crate::geometry::pnp::covariance_in;
+use crate::geometry::pnp::{covariance_in, pose_covariance, Covariance6};
 use crate::geometry::Transform;
 use crate::superpoint::Keypoints;
 
@@ -25,7 +30,15 @@ struct LastFrame {
     /// The chain it was placed on (points of another chain mean nothing here).
     chain: u64,
     keypoints: Arc<Keypoints>,
-    points: Vec<Option<Vector3<f64>>>,
+    points: Vec<Option<CarriedPoint>>,
+}
+
+/// A point a keypoint carries: from a keyframe's pointmap (moved since by its sightings), or
+/// seeded between keyframes from the depth of its neighbours (see [`Neighbours`]).
+#[derive(Clone, Copy, Debug)]
+struct CarriedPoint {
+    point: Vector3<f64>,
+    seeded: bool,
 }
 
 /// A frame seen recently, tracked or not: a keyframe whose pair joins after it is tracked
@@ -55,8 +68,64 @@ struct Correspondences {
     world: Vec<Vector3<f64>>,
     pixels: Vec<Vector2<f64>>,
     keypoint: Vec<usize>,
+    /// Which points were seeded between keyframes.
+    seeded: Vec<bool>,
     /// Keypoints matched to the keyframe or the last frame.
     matched: usize,
+}
+
+/// A frame placed by [`Correspondences::place`].
+struct Placed {
+    t_frame_odom: Transform<FrameCam, OdomOrigin>,
+    inliers: usize,
+    /// Which correspondences agree with the pose.
+    is_inlier: Vec<bool>,
+    /// Whether seeds placed it (the pointmaps' points alone did not).
+    by_seeds: bool,
+}
+
+impl Correspondences {
+    /// The points and pixels of the correspondences from pointmaps (`true`) or of all.
+    fn points(&self, from_pointmaps: bool) -> (Vec<Vector3<f64>>, Vec<Vector2<f64>>) {
+        let keep = |i: &usize| !(from_pointmaps && self.seeded[*i]);
+        let world = (0..self.world.len()).filter(keep).map(|i| self.world[i]).collect();
+        (world, (0..self.world.len()).filter(keep).map(|i| self.pixels[i]).collect())
+    }
+
+    /// The frame's pose from the points that came from pointmaps, and from the seeds too only
+    /// when those do not place it: a seed's depth is its neighbours', so it stands in for them
+    /// and never outvotes them. Which correspondences agree with it: PnP's inliers, and the
+    /// seeds it did not use that reproject within RANSAC's threshold.
+    fn place(&self, camera: &Camera, params: &TrackingParams) -> Result<Placed, NotTracked> {
+        let (world, pixels) = self.points(true);
+        let solution = match solve_pose::<OdomOrigin>(&world, &pixels, camera, params) {
+            Err(_) if world.len() < self.world.len() => {
+                let all = solve_pose::<OdomOrigin>(&self.world, &self.pixels, camera, params)?;
+                let (t_frame_odom, inliers, is_inlier) = (all.pose, all.inliers, all.is_inlier);
+                return Ok(Placed { t_frame_odom, inliers, is_inlier, by_seeds: true });
+            }
+            placed => placed?,
+        };
+        let threshold = params.ransac.threshold_px;
+        let mut used = solution.is_inlier.iter();
+        let is_inlier = (0..self.world.len())
+            .map(|i| match self.seeded[i] {
+                false => used.next() == Some(&true),
+                true => camera
+                    .k
+                    .project(&solution.pose.apply(&self.world[i]))
+                    .is_some_and(|p| (p - self.pixels[i]).norm() <= threshold),
+            })
+            .collect();
+        Ok(Placed { t_frame_odom: solution.pose, inliers: solution.inliers, is_inlier, by_seeds: false })
+    }
+
+    /// PnP's covariance of a pose `place` gave (a left perturbation in the odometry's frame),
+    /// from the points that placed it: a seed's depth is its neighbours', no news of its own.
+    fn covariance(&self, placed: &Placed, camera: &Camera, params: &TrackingParams) -> Option<Covariance6> {
+        let (world, pixels) = self.points(!placed.by_seeds);
+        pose_covariance(&placed.t_frame_odom, &world, &pixels, &camera.k, params.ransac.threshold_px)
+    }
 }
 
 impl CarriedTracker {
@@ -86,17 +155,17 @@ impl CarriedTracker {
         if c.matched < need {
             return Err(NotTracked::TooFewMatches { got: c.matched, need });
         }
-        // PnP's covariance, here of a left perturbation in the odometry's frame.
-        let (solution, raw) = solve::<OdomOrigin>(&c.world, &c.pixels, &camera, params)?;
-        let t_frame_odom = solution.pose;
-        let points = carried_points(&c, &solution.is_inlier, &t_frame_odom, &camera, frame.len());
+        let placed = c.place(&camera, params)?;
+        let raw = c.covariance(&placed, &camera, params);
+        let Placed { t_frame_odom, inliers, is_inlier, .. } = placed;
+        let points = carried_points(&c, &is_inlier, &t_frame_odom, &camera, frame);
         self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
         let t_odom_frame = t_frame_odom.inverse();
         let tracked = Tracked {
             t_kf_frame: kf.t_odom_kf.inverse().compose(&t_odom_frame),
             matches: c.matched,
             points: c.world.len(),
-            inliers: solution.inliers,
+            inliers,
             covariance: raw.map(|cov| covariance_in(&kf.t_odom_kf.inverse(), &cov)),
         };
         let covariance = raw.map(|cov| cov * kf.tracking_inflation);
@@ -164,7 +233,9 @@ impl CarriedTracker {
         if since.is_empty() {
             return;
         }
-        let points = (0..kf.keypoints.len()).map(|i| kf.odom_point(i, params.min_confidence)).collect();
+        let points = (0..kf.keypoints.len())
+            .map(|i| kf.odom_point(i, params.min_confidence).map(|point| CarriedPoint { point, seeded: false }))
+            .collect();
         self.last = Some(LastFrame { chain, keypoints: Arc::new(kf.keypoints.clone()), points });
         for (frame, camera) in since {
             // A frame that was lost may be placed now; one that is not keeps the last in place.
@@ -180,23 +251,123 @@ impl CarriedTracker {
 const TOWARDS_SIGHTING: f64 = 0.5;
 
 /// The points `frame`'s keypoints carry on: each inlier's point, moved towards the frame's ray
-/// through the keypoint (placed at `t_frame_odom`), at the same depth, by [`TOWARDS_SIGHTING`].
+/// through the keypoint (placed at `t_frame_odom`), at the same depth, by [`TOWARDS_SIGHTING`]
+/// (a seeded point's depth moves as far towards its pointmap neighbours' when it has them); and
+/// for the other keypoints, a point seeded at their inlier neighbours' depth.
 fn carried_points(
     c: &Correspondences,
     is_inlier: &[bool],
     t_frame_odom: &Transform<FrameCam, OdomOrigin>,
     camera: &Camera,
-    keypoints: usize,
-) -> Vec<Option<Vector3<f64>>> {
+    frame: &Keypoints,
+) -> Vec<Option<CarriedPoint>> {
     let t_odom_frame = t_frame_odom.inverse();
-    let mut points = vec![None; keypoints];
-    for (((p, px), &q), &inlier) in c.world.iter().zip(&c.pixels).zip(&c.keypoint).zip(is_inlier) {
-        if inlier {
-            let seen = t_odom_frame.apply(&(camera.k.ray(px.x, px.y) * t_frame_odom.apply(p).z));
-            points[q] = Some(p + (seen - p) * TOWARDS_SIGHTING);
+    let mut inliers: Vec<(usize, f64)> = (0..c.world.len())
+        .filter(|&i| is_inlier.get(i) == Some(&true))
+        .map(|i| (i, t_frame_odom.apply(&c.world[i]).z))
+        .collect();
+    let anchored = Neighbours::new(inliers.iter().filter(|(i, _)| !c.seeded[*i]).map(|&(i, z)| (c.pixels[i], z)));
+    for (i, z) in inliers.iter_mut().filter(|(i, _)| c.seeded[*i]) {
+        if let Some(pointmap_z) = anchored.depth_at(&c.pixels[*i]) {
+            *z += (pointmap_z - *z) * TOWARDS_SIGHTING;
         }
     }
+    let at = |px: &Vector2<f64>, z: f64| t_odom_frame.apply(&(camera.k.ray(px.x, px.y) * z));
+    let mut points = vec![None; frame.len()];
+    for &(i, z) in &inliers {
+        let p = c.world[i];
+        let point = p + (at(&c.pixels[i], z) - p) * TOWARDS_SIGHTING;
+        points[c.keypoint[i]] = Some(CarriedPoint { point, seeded: c.seeded[i] });
+    }
+    let all = Neighbours::new(inliers.iter().map(|&(i, z)| (c.pixels[i], z)));
+    for (q, &[x, y]) in frame.xy.iter().enumerate() {
+        let Some((u, v)) = camera.undistort_pixel(x as f64, y as f64).filter(|_| points[q].is_none()) else {
+            continue;
+        };
+        let px = Vector2::new(u, v);
+        points[q] = all.depth_at(&px).map(|z| CarriedPoint { point: at(&px, z), seeded: true });
+    }
     points
+}
+
+/// How far (undistorted pixels) a frame's inlier may be from a keypoint to seed its depth.
+const SEED_RADIUS_PX: f64 = 50.0;
+/// How many of the nearest such inliers a seed's plane is fitted to.
+const SEED_NEIGHBOURS: usize = 10;
+/// Fewest of them: one more than a plane needs, so a keypoint between two surfaces shows as a
+/// bad fit.
+const SEED_MIN_NEIGHBOURS: usize = 4;
+/// Each neighbour's inverse depth must be within this fraction of the plane's: else they are
+/// not one surface, and the keypoint may lie on an edge, where no depth of theirs is its own.
+const SEED_FIT_TOLERANCE: f64 = 0.05;
+/// Neighbours on a line (spread less than this across it) leave a plane's slope across it to
+/// noise: such a keypoint gets no seed.
+const SEED_MIN_SPREAD_PX: f64 = 3.0;
+
+/// A frame's inliers (undistorted pixel, depth in the frame), bucketed in cells of
+/// [`SEED_RADIUS_PX`] so a keypoint's neighbours are in the 3x3 cells around its own.
+struct Neighbours {
+    cells: HashMap<(i64, i64), Vec<Sighting>>,
+}
+
+/// An inlier as its frame saw it: undistorted pixel and depth.
+type Sighting = (Vector2<f64>, f64);
+
+impl Neighbours {
+    fn new(seen: impl Iterator<Item = Sighting>) -> Self {
+        let mut cells: HashMap<(i64, i64), Vec<Sighting>> = HashMap::new();
+        for (px, z) in seen.filter(|(_, z)| *z > 0.0) {
+            cells.entry(cell(&px)).or_default().push((px, z));
+        }
+        Self { cells }
+    }
+
+    /// The depth at `px` of the plane through its nearest inliers (see [`SEED_NEIGHBOURS`]),
+    /// when they fit it (see [`SEED_FIT_TOLERANCE`]). A plane's inverse depth is linear in the
+    /// pixel, so the fit is linear too, and a keypoint whose neighbours all lie on one side
+    /// (at the image's edge) still gets its own depth on a slope.
+    fn depth_at(&self, px: &Vector2<f64>) -> Option<f64> {
+        let (cu, cv) = cell(px);
+        let mut near: Vec<(f64, Vector3<f64>, f64)> = (cu - 1..=cu + 1)
+            .flat_map(|u| (cv - 1..=cv + 1).map(move |v| (u, v)))
+            .filter_map(|k| self.cells.get(&k))
+            .flatten()
+            .map(|(q, z)| ((q - px).norm(), Vector3::new(1.0, q.x - px.x, q.y - px.y), 1.0 / z))
+            .filter(|(d, _, _)| *d <= SEED_RADIUS_PX)
+            .collect();
+        if near.len() < SEED_MIN_NEIGHBOURS {
+            return None;
+        }
+        near.sort_by(|a, b| a.0.total_cmp(&b.0));
+        near.truncate(SEED_NEIGHBOURS);
+        if !spans_a_plane(near.iter().map(|(_, row, _)| Vector2::new(row.y, row.z))) {
+            return None;
+        }
+        let mut normal = Matrix3::zeros();
+        let mut rhs = Vector3::zeros();
+        for (_, row, w) in &near {
+            normal += row * row.transpose();
+            rhs += row * *w;
+        }
+        let plane = normal.cholesky()?.solve(&rhs);
+        let fits = near.iter().all(|(_, row, w)| (w - plane.dot(row)).abs() <= SEED_FIT_TOLERANCE * plane.x);
+        (plane.x > 0.0 && fits).then(|| 1.0 / plane.x)
+    }
+}
+
+/// Whether pixel offsets spread over an area, not along a line, so a plane through them has a
+/// slope in every direction (their scatter's least eigenvalue, per point, is at least
+/// [`SEED_MIN_SPREAD_PX`] squared).
+fn spans_a_plane(offsets: impl Iterator<Item = Vector2<f64>> + Clone) -> bool {
+    let n = offsets.clone().count() as f64;
+    let mean = offsets.clone().sum::<Vector2<f64>>() / n;
+    let scatter = offsets.map(|d| (d - mean) * (d - mean).transpose()).sum::<nalgebra::Matrix2<f64>>() / n;
+    let (half_trace, det) = (scatter.trace() / 2.0, scatter.determinant());
+    half_trace - (half_trace * half_trace - det).max(0.0).sqrt() >= SEED_MIN_SPREAD_PX * SEED_MIN_SPREAD_PX
+}
+
+fn cell(px: &Vector2<f64>) -> (i64, i64) {
+    ((px.x / SEED_RADIUS_PX).floor() as i64, (px.y / SEED_RADIUS_PX).floor() as i64)
 }
 
 /// The frame's keypoints with a point: from a match to the last frame (the point it carried),
@@ -208,7 +379,7 @@ fn correspondences<F>(
     camera: &Camera,
     params: &TrackingParams,
 ) -> Correspondences {
-    let mut point: Vec<Option<Vector3<f64>>> = vec![None; frame.len()];
+    let mut point: Vec<Option<CarriedPoint>> = vec![None; frame.len()];
     let mut matched = vec![false; frame.len()];
     if let Some(last) = last {
         for m in match_descriptors(frame, &last.keypoints, &params.matching) {
@@ -218,16 +389,19 @@ fn correspondences<F>(
     }
     for m in match_descriptors(frame, &kf.keypoints, &params.matching) {
         matched[m.query] = true;
-        if point[m.query].is_some() {
+        if point[m.query].is_some_and(|p| !p.seeded) {
             continue;
         }
-        point[m.query] = kf.odom_point(m.train, params.min_confidence);
+        if let Some(p) = kf.odom_point(m.train, params.min_confidence) {
+            point[m.query] = Some(CarriedPoint { point: p, seeded: false });
+        }
     }
     let mut c = Correspondences { matched: matched.iter().filter(|&&m| m).count(), ..Correspondences::default() };
     for (q, p) in point.iter().enumerate() {
         let [x, y] = frame.xy[q];
         if let (Some(p), Some((u, v))) = (p, camera.undistort_pixel(x as f64, y as f64)) {
-            c.world.push(*p);
+            c.world.push(p.point);
+            c.seeded.push(p.seeded);
             c.pixels.push(Vector2::new(u, v));
             c.keypoint.push(q);
         }
@@ -251,10 +425,15 @@ mod tests {
     /// The keyframe (at the origin) looking at a plane 2 m away: a pointmap on a grid that is
     /// the image itself, 150 keypoints on it with descriptors `descriptors`.
     fn keyframe(xy: &[[f32; 2]], descriptors: Vec<f32>) -> ChainKeyframe<()> {
+        keyframe_over(xy, descriptors, |u| 2.0 + 0.002 * u)
+    }
+
+    /// The keyframe (at the origin) seeing depth `depth(u)` at pixel column `u`.
+    fn keyframe_over(xy: &[[f32; 2]], descriptors: Vec<f32>, depth: impl Fn(f64) -> f64) -> ChainKeyframe<()> {
         let mut points = Vec::with_capacity(W * H * 3);
         for v in 0..H {
             for u in 0..W {
-                let z = 2.0 + 0.002 * u as f64;
+                let z = depth(u as f64);
                 points.extend([((u as f64 - K.cx) / K.fx * z) as f32, ((v as f64 - K.cy) / K.fy * z) as f32, z as f32]);
             }
         }
@@ -447,5 +626,84 @@ mod tests {
         let placed = tracker.track_any(1, with, &after.1, 103, camera, &params).unwrap();
         let error = (placed.t_odom_frame.translation - after.0.translation).norm();
         assert!(error < 1e-3 && placed.keyframe == 100, "{error} {:?}", placed.t_odom_frame);
+    }
+
+    /// A wall `z = 2 + 0.1 x` (odometry frame) with 900 points, each with its own descriptor;
+    /// the keypoints a camera at `(x, 0, 0)` looking along z sees of them (pixels, descriptors).
+    struct Wall {
+        points: Vec<Vector3<f64>>,
+        descriptors: Vec<f32>,
+    }
+
+    impl Wall {
+        fn new(rng: &mut SplitMix64) -> Self {
+            let points = (0..900)
+                .map(|_| {
+                    let (x, y) = (-1.2 + rng.next_f64() * 4.8, -0.85 + rng.next_f64() * 1.7);
+                    Vector3::new(x, y, 2.0 + 0.1 * x)
+                })
+                .collect();
+            let descriptors = (0..900).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect();
+            Self { points, descriptors }
+        }
+
+        fn seen_from(&self, x: f64) -> Keypoints {
+            let (mut xy, mut descriptors) = (Vec::new(), Vec::new());
+            for (i, p) in self.points.iter().enumerate() {
+                let Some(q) = K.project(&(p - Vector3::new(x, 0.0, 0.0))) else { continue };
+                if q.x > 8.0 && q.x < W as f64 - 8.0 && q.y > 8.0 && q.y < H as f64 - 8.0 {
+                    xy.push([q.x as f32, q.y as f32]);
+                    descriptors.extend_from_slice(&self.descriptors[i * 32..i * 32 + 32]);
+                }
+            }
+            Keypoints { scores: vec![1.0; xy.len()], xy, descriptors, descriptor_dim: 32 }
+        }
+    }
+
+    #[test]
+    fn a_camera_that_leaves_its_keyframes_view_is_tracked_on_points_seeded_from_their_neighbours() {
+        let mut rng = SplitMix64::new(17);
+        let wall = Wall::new(&mut rng);
+        let first = wall.seen_from(0.0);
+        let kf = Arc::new(keyframe_over(&first.xy, first.descriptors, |u| 2.0 / (1.0 - 0.1 * (u - K.cx) / K.fx)));
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+        let mut tracker = CarriedTracker::default();
+        // 5 cm a frame: the last frames see nothing the keyframe saw.
+        for i in 1..=48 {
+            let x = 0.05 * i as f64;
+            let frame = Arc::new(wall.seen_from(x));
+            let placed = tracker.track_any(1, std::slice::from_ref(&kf), &frame, i, camera, &params);
+            let placed = placed.unwrap_or_else(|e| panic!("frame {i} at x = {x:.2} m: {e}"));
+            let truth = Transform::new(nalgebra::Rotation3::identity(), Vector3::new(x, 0.0, 0.0));
+            let error = (placed.t_odom_frame.translation - truth.translation).norm();
+            let turned = placed.t_odom_frame.rotation_error_deg(&truth);
+            assert!(error < 1e-4 && turned < 1e-3, "frame {i} at x = {x:.2} m: {error} m off, turned {turned} deg");
+        }
+        let last = wall.seen_from(2.4);
+        let shared = last.descriptors.chunks(32).filter(|d| kf.keypoints.descriptors.chunks(32).any(|k| k == *d));
+        assert_eq!((shared.count(), last.len() > 150), (0, true), "the last view shares nothing with the keyframe's");
+    }
+
+    #[test]
+    fn a_seed_takes_the_depth_of_the_plane_its_neighbours_lie_on_and_none_between_two_surfaces() {
+        // A wall whose inverse depth is 0.5 + 0.001 u - 0.0005 v, seen at 12 pixels around and
+        // right of (100, 100), as at the image's edge.
+        let offsets: Vec<Vector2<f64>> = (0..12)
+            .map(|i| Vector2::new(5.0 + 3.0 * i as f64, if i % 2 == 0 { -8.0 } else { 9.0 } + i as f64))
+            .collect();
+        let depth = |px: &Vector2<f64>| 1.0 / (0.5 + 0.001 * px.x - 0.0005 * px.y);
+        let at = Vector2::new(100.0, 100.0);
+        let wall = Neighbours::new(offsets.iter().map(|d| (at + d, depth(&(at + d)))));
+        assert!((wall.depth_at(&at).unwrap() - depth(&at)).abs() < 1e-9);
+        // Those more than 20 px to the right on a surface in front of it: an edge, no seed.
+        let edge =
+            Neighbours::new(offsets.iter().map(|d| (at + d, depth(&(at + d)) * if d.x > 20.0 { 0.8 } else { 1.0 })));
+        assert_eq!(edge.depth_at(&at), None);
+        // On a line, or too few, or too far: no seed.
+        let line = Neighbours::new((0..8).map(|i| (at + Vector2::new(4.0 * i as f64, 0.0), 2.0)));
+        assert_eq!(line.depth_at(&at), None);
+        let few = Neighbours::new(offsets.iter().take(3).map(|d| (at + d, 2.0)));
+        assert_eq!(few.depth_at(&at), None);
+        assert_eq!(wall.depth_at(&Vector2::new(300.0, 100.0)), None);
     }
 }
