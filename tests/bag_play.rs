@@ -451,14 +451,14 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
         on_map.ate_percent_of_path,
         on_map.path_length
     );
-    // Measured on 2 cores (AMD EPYC, 2026-12-05; the player, the double and the node share
-    // them): 29-32 of 198 frames taken (SuperPoint on the CPU, about 5 Hz), of which 5-12 came
-    // before the first pair joined; of those after, 83-92 % tracked (15 of 17, 22 of 26, 19 of
-    // 23, 24 of 26; see docs/benchmarks.md); map ATE 10-14 mm. Not yet issue 35's bar (every
-    // frame after the first pair tracked): the bounds say that the node keeps up, tracks most
-    // frames it can (before catching up from late pairs, about half), and follows the camera.
+    // Measured on 2 cores (Intel Xeon, 2026-12-05; the player, the double and the node share
+    // them): 28-35 of 198 frames taken (SuperPoint on the CPU, about 5 Hz), of which 5-9 came
+    // before the first pair joined; of those after, with points seeded between keyframes, 23 of
+    // 24 and 24 to 27 of as many tracked in four runs (without seeds 90-100 % in three runs
+    // here, 83-92 % on an AMD EPYC; see docs/benchmarks.md); map ATE 13-23 mm. The bounds say
+    // that the node keeps up, tracks the frames it can, and follows the camera.
     assert_eq!(sent, 198, "{ctx}");
     assert!(received >= 15 && trackable >= 10, "{received} frames taken, {before_map} before the map: {ctx}");
-    assert!(odom.len() * 3 >= trackable * 2, "{} of {trackable} tracked: {ctx}", odom.len());
+    assert!(odom.len() * 6 >= trackable * 5, "{} of {trackable} tracked: {ctx}", odom.len());
     assert!(on_map.ate.rmse < 0.03, "{:?}: {ctx}", on_map.ate);
 }
