@@ -18,9 +18,9 @@ use nalgebra::{Matrix3, Vector2, Vector3};
 
 use super::matching::match_descriptors;
 use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Stamp};
-use super::tracking::{solve_pose, FrameCam, NotTracked, Tracked, TrackingParams};
+use super::tracking::{solve, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
-use crate::geometry::pnp::{covariance_in, pose_covariance, Covariance6};
+use crate::geometry::pnp::{covariance_in, Covariance6};
 use crate::geometry::Transform;
 use crate::superpoint::Keypoints;
 
@@ -80,33 +80,29 @@ struct Placed {
     inliers: usize,
     /// Which correspondences agree with the pose.
     is_inlier: Vec<bool>,
-    /// Whether seeds placed it (the pointmaps' points alone did not).
-    by_seeds: bool,
+    /// PnP's covariance (a left perturbation in the odometry's frame) from the points that
+    /// placed it: a seed's depth is its neighbours', no news of its own.
+    covariance: Option<Covariance6>,
 }
 
 impl Correspondences {
-    /// The points and pixels of the correspondences from pointmaps (`true`) or of all.
-    fn points(&self, from_pointmaps: bool) -> (Vec<Vector3<f64>>, Vec<Vector2<f64>>) {
-        let keep = |i: &usize| !(from_pointmaps && self.seeded[*i]);
-        let world = (0..self.world.len()).filter(keep).map(|i| self.world[i]).collect();
-        (world, (0..self.world.len()).filter(keep).map(|i| self.pixels[i]).collect())
-    }
-
     /// The frame's pose from the points that came from pointmaps, and from the seeds too only
     /// when those do not place it: a seed's depth is its neighbours', so it stands in for them
     /// and never outvotes them. Which correspondences agree with it: PnP's inliers, and the
     /// seeds it did not use that reproject within RANSAC's threshold.
     fn place(&self, camera: &Camera, params: &TrackingParams) -> Result<Placed, NotTracked> {
-        let (world, pixels) = self.points(true);
-        let solution = match solve_pose::<OdomOrigin>(&world, &pixels, camera, params) {
+        let threshold = params.ransac.threshold_px;
+        let anchored = |i: &usize| !self.seeded[*i];
+        let world: Vec<Vector3<f64>> = (0..self.world.len()).filter(anchored).map(|i| self.world[i]).collect();
+        let pixels: Vec<Vector2<f64>> = (0..self.world.len()).filter(anchored).map(|i| self.pixels[i]).collect();
+        let (solution, covariance) = match solve::<OdomOrigin>(&world, &pixels, camera, params) {
             Err(_) if world.len() < self.world.len() => {
-                let all = solve_pose::<OdomOrigin>(&self.world, &self.pixels, camera, params)?;
+                let (all, covariance) = solve::<OdomOrigin>(&self.world, &self.pixels, camera, params)?;
                 let (t_frame_odom, inliers, is_inlier) = (all.pose, all.inliers, all.is_inlier);
-                return Ok(Placed { t_frame_odom, inliers, is_inlier, by_seeds: true });
+                return Ok(Placed { t_frame_odom, inliers, is_inlier, covariance });
             }
             placed => placed?,
         };
-        let threshold = params.ransac.threshold_px;
         let mut used = solution.is_inlier.iter();
         let is_inlier = (0..self.world.len())
             .map(|i| match self.seeded[i] {
@@ -117,14 +113,7 @@ impl Correspondences {
                     .is_some_and(|p| (p - self.pixels[i]).norm() <= threshold),
             })
             .collect();
-        Ok(Placed { t_frame_odom: solution.pose, inliers: solution.inliers, is_inlier, by_seeds: false })
-    }
-
-    /// PnP's covariance of a pose `place` gave (a left perturbation in the odometry's frame),
-    /// from the points that placed it: a seed's depth is its neighbours', no news of its own.
-    fn covariance(&self, placed: &Placed, camera: &Camera, params: &TrackingParams) -> Option<Covariance6> {
-        let (world, pixels) = self.points(!placed.by_seeds);
-        pose_covariance(&placed.t_frame_odom, &world, &pixels, &camera.k, params.ransac.threshold_px)
+        Ok(Placed { t_frame_odom: solution.pose, inliers: solution.inliers, is_inlier, covariance })
     }
 }
 
@@ -155,9 +144,7 @@ impl CarriedTracker {
         if c.matched < need {
             return Err(NotTracked::TooFewMatches { got: c.matched, need });
         }
-        let placed = c.place(&camera, params)?;
-        let raw = c.covariance(&placed, &camera, params);
-        let Placed { t_frame_odom, inliers, is_inlier, .. } = placed;
+        let Placed { t_frame_odom, inliers, is_inlier, covariance: raw } = c.place(&camera, params)?;
         let points = carried_points(&c, &is_inlier, &t_frame_odom, &camera, frame);
         self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
         let t_odom_frame = t_frame_odom.inverse();
@@ -469,9 +456,9 @@ mod tests {
         (0..150).map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32]).collect()
     }
 
-    /// 150 random unit descriptors.
-    fn descriptors(rng: &mut SplitMix64) -> Vec<f32> {
-        (0..150).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect()
+    /// `n` random unit descriptors.
+    fn descriptors(rng: &mut SplitMix64, n: usize) -> Vec<f32> {
+        (0..n).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect()
     }
 
     /// Each descriptor turned by 40 degrees towards a random direction: similarity 0.77 to the
@@ -505,7 +492,7 @@ mod tests {
     #[test]
     fn a_frame_that_no_longer_matches_its_keyframe_is_tracked_through_the_last_frame() {
         let mut rng = SplitMix64::new(3);
-        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng));
+        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng, 150));
         let kf = keyframe(&xy, d0.clone());
         let pose = |deg: f64, x: f64| {
             Transform::<OdomOrigin, FrameCam>::new(
@@ -548,7 +535,7 @@ mod tests {
     fn a_frame_the_newest_keyframe_does_not_place_is_tracked_against_an_earlier_one() {
         let mut rng = SplitMix64::new(5);
         let xy = scattered(&mut rng);
-        let (seen_before, elsewhere) = (descriptors(&mut rng), descriptors(&mut rng));
+        let (seen_before, elsewhere) = (descriptors(&mut rng, 150), descriptors(&mut rng, 150));
         let earlier = Arc::new(keyframe(&xy, seen_before.clone()));
         let mut newest = keyframe(&xy, elsewhere);
         newest.stamp = 1;
@@ -582,7 +569,7 @@ mod tests {
     #[test]
     fn a_keyframe_whose_pair_joins_late_is_tracked_through_the_frames_that_came_after_it() {
         let mut rng = SplitMix64::new(11);
-        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng));
+        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng, 150));
         let mut kf = keyframe(&xy, d0.clone());
         kf.stamp = 100;
         let kf = Arc::new(kf);
@@ -643,8 +630,7 @@ mod tests {
                     Vector3::new(x, y, 2.0 + 0.1 * x)
                 })
                 .collect();
-            let descriptors = (0..900).flat_map(|_| unit((0..32).map(|_| rng.normal()).collect())).collect();
-            Self { points, descriptors }
+            Self { points, descriptors: descriptors(rng, 900) }
         }
 
         fn seen_from(&self, x: f64) -> Keypoints {

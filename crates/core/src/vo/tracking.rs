@@ -166,18 +166,6 @@ pub fn solve<W>(
     camera: &Camera,
     params: &TrackingParams,
 ) -> Result<(PnpSolution<FrameCam, W>, Option<Covariance6>), NotTracked> {
-    let solution = solve_pose(world, pixels, camera, params)?;
-    let covariance = pose_covariance(&solution.pose, world, pixels, &camera.k, params.ransac.threshold_px);
-    Ok((solution, covariance))
-}
-
-/// [`solve`] without the covariance.
-pub fn solve_pose<W>(
-    world: &[Vector3<f64>],
-    pixels: &[Vector2<f64>],
-    camera: &Camera,
-    params: &TrackingParams,
-) -> Result<PnpSolution<FrameCam, W>, NotTracked> {
     let need = params.min_inliers.max(6);
     if world.len() < need {
         return Err(NotTracked::TooFewPoints { got: world.len(), need });
@@ -186,7 +174,8 @@ pub fn solve_pose<W>(
     if solution.inliers < need {
         return Err(NotTracked::TooFewInliers { got: solution.inliers, need });
     }
-    Ok(solution)
+    let covariance = pose_covariance(&solution.pose, world, pixels, &camera.k, params.ransac.threshold_px);
+    Ok((solution, covariance))
 }
 
 /// The pose of the frame whose keypoints are `frame` (seen by `camera`, in its pixels) against
