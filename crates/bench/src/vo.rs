@@ -12,6 +12,7 @@ use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::odometry_estimates;
+use sp_dust3r_core::eval::hat::shared_error;
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::tum::{camera_from_json, published_camera, write_bag, DepthOracle, TumSequence};
 use sp_dust3r_core::eval::StampedPose;
@@ -104,6 +105,8 @@ struct Scored {
     trackable: u64,
     /// Why frames were not tracked, by kind.
     lost: Vec<(String, u64)>,
+    /// The poses `report` scored.
+    poses: Vec<StampedPose>,
 }
 
 pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
@@ -139,6 +142,7 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
         ratio(ours.report.rpe_rotation_deg.median, orb.report.rpe_rotation_deg.median),
         ratio(ours_ate, orb.report.ate.rmse)
     );
+    print_shared(&ours, &orb, &gt);
     Ok(())
 }
 
@@ -210,7 +214,8 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     let counters = summary.counters();
     let lost = counters.into_iter().filter(|(k, v)| k.starts_with("errors_tracking_") && *v > 0).collect();
     let trackable = summary.get(Counter::FramesIn) - summary.get(Counter::FramesBeforeMap);
-    Ok(Scored { report, map: Some(map), tracked: summary.get(Counter::FramesTracked), trackable, lost })
+    let tracked = summary.get(Counter::FramesTracked);
+    Ok(Scored { report, map: Some(map), tracked, trackable, lost, poses: found.odom })
 }
 
 fn run_orb(
@@ -258,7 +263,27 @@ fn run_orb(
         tracked,
         trackable: frames.saturating_sub(1) as u64,
         lost: vec![("lost".into(), lost)],
+        poses,
     })
+}
+
+/// How much of the two odometries' per-frame error they share (the motion capture's, and what
+/// both see alike) and how much is each one's own (see `eval::hat`).
+fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose]) {
+    let s = shared_error((&ours.poses, ours.report.scale), (&orb.poses, orb.report.scale), gt, 0.02);
+    let (r, t) = (s.rotation_deg, s.translation);
+    println!(
+        "per-frame error (rms over {} motions both tracked): rotation shared {:.3} deg, ours {:.3}, ORB {:.3}; \
+         translation shared {:.2} mm, ours {:.2}, ORB {:.2}; rotation errors' correlation {:.2}",
+        s.motions,
+        r.shared,
+        r.own_a,
+        r.own_b,
+        t.shared * 1e3,
+        t.own_a * 1e3,
+        t.own_b * 1e3,
+        s.rotation_correlation
+    );
 }
 
 fn print_scored(name: &str, s: &Scored) {

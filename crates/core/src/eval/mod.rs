@@ -5,6 +5,7 @@
 //! report it.
 
 pub mod bag;
+pub mod hat;
 pub mod plot;
 pub mod trajectory;
 pub mod tum;
