@@ -125,7 +125,8 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
     println!("vo: {} ({frames} frames), lens {:?}", args.tum.display(), seq.camera.lens);
     if args.study {
         let params = node_params(&args)?;
-        return crate::vo_study::study(&seq, &features(&args)?, &params.post_params());
+        let chained = crate::vo_study::study(&seq, &features(&args)?, &params.post_params())?;
+        return study_against_orb(chained, &seq, &gt, python, frames, args.no_peer);
     }
     let ours = run_ours(&args, &seq, &gt)?;
     print_scored("sp_dust3r (true pointmaps)", &ours);
@@ -143,6 +144,29 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
         ratio(ours_ate, orb.report.ate.rmse)
     );
     print_shared(&ours, &orb, &gt);
+    Ok(())
+}
+
+/// The study's frame-to-frame odometry on each frame's own depth scored as `vo` scores, and
+/// split against the ORB baseline's (both frame to frame on fresh depth: what differs is the
+/// features and the solver).
+fn study_against_orb(
+    poses: Vec<StampedPose>,
+    seq: &TumSequence,
+    gt: &[StampedPose],
+    python: &Path,
+    frames: usize,
+    no_peer: bool,
+) -> anyhow::Result<()> {
+    let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
+    let tracked = report.num_tracked as u64;
+    let ours = Scored { report, map: None, tracked, trackable: frames as u64 - 1, lost: Vec::new(), poses };
+    print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
+    if !no_peer {
+        let orb = run_orb(seq, gt, python, frames, None)?;
+        print_scored("ORB + solvePnPRansac, frame to frame", &orb);
+        print_shared(&ours, &orb, gt);
+    }
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use nalgebra::{Vector2, Vector3};
 use sp_dust3r_core::backend::FeatureExtractor;
 use sp_dust3r_core::dust3r::{prepare, InputMapping, Pointmap, PrepMode};
 use sp_dust3r_core::eval::tum::{depth_metres, DepthOracle, TumSequence};
-use sp_dust3r_core::eval::{pose_at, Camera as CamFrame, World};
+use sp_dust3r_core::eval::{pose_at, Camera as CamFrame, StampedPose, World};
 use sp_dust3r_core::geometry::lens::{Camera, Lens};
 use sp_dust3r_core::geometry::pnp::solve_pnp_ransac;
 use sp_dust3r_core::geometry::Transform;
@@ -260,7 +260,7 @@ fn carried(
 /// The frames, the motion capture and the camera a study runs on.
 struct Study {
     frames: Vec<StudyFrame>,
-    gt: Vec<sp_dust3r_core::eval::StampedPose>,
+    gt: Vec<StampedPose>,
     camera: Camera,
 }
 
@@ -332,7 +332,7 @@ impl Study {
                 let mut scratch = Row::default();
                 if let Some(est) = study_one((f, kf), &truth, &self.camera, base, Variant::Pipeline, &mut scratch) {
                     let on_kf = Transform::<World, CamFrame>::new(a.rotation, a.translation).compose(&est);
-                    poses.push(sp_dust3r_core::eval::StampedPose { t: f.t, pose: on_kf });
+                    poses.push(StampedPose { t: f.t, pose: on_kf });
                 }
             }
             let r = evaluate_trajectory(&poses, self.frames.len() - d, &self.gt, 0.02, RpeDelta::Frames(1))?;
@@ -347,6 +347,30 @@ impl Study {
             );
         }
         Ok(())
+    }
+
+    /// Every frame tracked against the one before it on that frame's own true pointmap, the
+    /// motions chained from the first frame's motion-capture pose: a frame-to-frame odometry
+    /// like the ORB baseline's, with SuperPoint and this pipeline's PnP. A frame that is not
+    /// tracked ends the chain's run; the next starts on the motion capture again.
+    fn frame_to_frame(&self, base: &TrackingParams) -> Vec<StampedPose> {
+        let mut poses: Vec<StampedPose> = Vec::new();
+        for i in 1..self.frames.len() {
+            let (kf, f) = (&self.frames[i - 1], &self.frames[i]);
+            let (Some(a), Some(b)) = (self.truth_at(kf.t), self.truth_at(f.t)) else { continue };
+            let t = a.inverse().compose(&b);
+            let truth = Transform::<CamFrame, CamFrame>::new(t.rotation, t.translation);
+            let mut scratch = Row::default();
+            let Some(est) = study_one((f, kf), &truth, &self.camera, base, Variant::Pipeline, &mut scratch) else {
+                continue;
+            };
+            let from = match poses.last().filter(|p| p.t == kf.t) {
+                Some(p) => p.pose,
+                None => Transform::<World, CamFrame>::new(a.rotation, a.translation),
+            };
+            poses.push(StampedPose { t: f.t, pose: from.compose(&est) });
+        }
+        poses
     }
 
     /// Rolling shutter's share: the rotation error against how far the frame's angular velocity
@@ -385,8 +409,13 @@ impl Study {
     }
 }
 
-/// The study's table on `seq`.
-pub fn study(seq: &TumSequence, features: &dyn FeatureExtractor, post: &PostParams) -> anyhow::Result<()> {
+/// The study's table on `seq`; returns the frame-to-frame odometry on each frame's own depth
+/// (see [`Study::frame_to_frame`]).
+pub fn study(
+    seq: &TumSequence,
+    features: &dyn FeatureExtractor,
+    post: &PostParams,
+) -> anyhow::Result<Vec<StampedPose>> {
     let study = Study { frames: load(seq, features, post)?, gt: seq.ground_truth()?, camera: seq.camera };
     let base = TrackingParams::default();
     let all = |_: usize| true;
@@ -428,5 +457,6 @@ pub fn study(seq: &TumSequence, features: &dyn FeatureExtractor, post: &PostPara
             .print(&format!("d = {d}, motion capture {offset_ms:+} ms"));
     }
     study.velocity_rows(&base);
-    study.floor_rows(&base)
+    study.floor_rows(&base)?;
+    Ok(study.frame_to_frame(&base))
 }
