@@ -84,7 +84,7 @@ impl Dust3rConfig {
     /// What this implementation cannot run, in words, if anything.
     fn unsupported(&self) -> Option<String> {
         let check_heads = |what: &str, dim: usize, heads: usize| {
-            (heads == 0 || dim % heads != 0 || (dim / heads) % 4 != 0).then(|| {
+            (heads == 0 || !dim.is_multiple_of(heads) || !(dim / heads).is_multiple_of(4)).then(|| {
                 format!("{what}: width {dim} with {heads} heads needs a head dimension that is a multiple of 4")
             })
         };

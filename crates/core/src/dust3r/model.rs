@@ -262,8 +262,8 @@ impl Dust3r {
         let p = self.config.patch_size;
         if height == 0
             || width == 0
-            || height % p != 0
-            || width % p != 0
+            || !height.is_multiple_of(p)
+            || !width.is_multiple_of(p)
             || image.len() != 3 * height * width
             || height / p > MAX_GRID
             || width / p > MAX_GRID

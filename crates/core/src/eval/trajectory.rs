@@ -32,7 +32,7 @@ impl ErrorStats {
         let mut sorted = errors.to_vec();
         sorted.sort_by(f64::total_cmp);
         let mid = sorted.len() / 2;
-        let median = if sorted.len() % 2 == 0 { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] };
+        let median = if sorted.len().is_multiple_of(2) { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] };
         Self {
             rmse: (errors.iter().map(|e| e * e).sum::<f64>() / n).sqrt(),
             mean: errors.iter().sum::<f64>() / n,

@@ -125,7 +125,7 @@ impl SuperPointNet {
 
     /// The encoder: `height x width` plane in, `height/8 x width/8 x 128` map out.
     pub fn encode(&self, plane: &[f32], height: usize, width: usize) -> Result<FeatureMap, SuperPointError> {
-        if height == 0 || width == 0 || height % 8 != 0 || width % 8 != 0 {
+        if height == 0 || width == 0 || !height.is_multiple_of(8) || !width.is_multiple_of(8) {
             return Err(SuperPointError::InputSize { width: width as u32, height: height as u32 });
         }
         let mut x = FeatureMap::from_plane(height, width, plane)?;

@@ -34,18 +34,10 @@ enum Kernel {
     Avx512,
 }
 
-/// The AVX-512 kernel uses intrinsics stabilised in Rust 1.89. Built by an older compiler (the
-/// MSRV is Debian's 1.85) it is absent, and the AVX-512 level keeps the gemm crate's kernels.
-#[rustversion::since(1.89)]
-const AVX512_KERNEL: bool = true;
-#[rustversion::before(1.89)]
-const AVX512_KERNEL: bool = false;
-
 impl Kernel {
     fn for_level(level: Level) -> Option<Kernel> {
         match level {
-            Level::Avx512 if AVX512_KERNEL => Some(Kernel::Avx512),
-            Level::Avx512 => None,
+            Level::Avx512 => Some(Kernel::Avx512),
             Level::Avx2 => Some(Kernel::Avx2),
             Level::Baseline => None,
         }
@@ -372,8 +364,6 @@ mod x86 {
     ///
     /// # Safety
     /// See `tile`; the CPU has AVX-512F.
-    #[rustversion::since(1.89)]
-    #[allow(clippy::incompatible_msrv)] // built only by a compiler that has the intrinsics
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub unsafe fn avx512<const R: usize>(
         depth: usize,
@@ -403,12 +393,6 @@ mod x86 {
                 _mm512_storeu_ps(row.add(16), _mm512_add_ps(_mm512_loadu_ps(row.add(16)), acc[1]));
             }
         }
-    }
-
-    /// Without the AVX-512 kernel no operand is packed for it (`AVX512_KERNEL`).
-    #[rustversion::before(1.89)]
-    pub unsafe fn avx512<const R: usize>(_: usize, _: *const f32, _: usize, _: *const f32, _: *mut f32, _: usize) {
-        unreachable!("no operand is packed for the AVX-512 kernel by this build");
     }
 }
 

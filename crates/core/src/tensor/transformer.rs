@@ -103,7 +103,7 @@ impl Linear {
 
 /// Layer normalisation over each row of `width` values, with affine `gamma`, `beta`.
 pub fn layer_norm(x: &[f32], width: usize, gamma: &[f32], beta: &[f32], eps: f32) -> Result<Vec<f32>, TensorError> {
-    if gamma.len() != width || beta.len() != width || width == 0 || x.len() % width != 0 {
+    if gamma.len() != width || beta.len() != width || width == 0 || !x.len().is_multiple_of(width) {
         return Err(TensorError::Shape {
             op: "layer_norm",
             what: format!("{} values, width {width}, affine {}", x.len(), gamma.len()),
@@ -189,7 +189,7 @@ pub struct Rope2d {
 impl Rope2d {
     /// Rotation tables for `head_dim` and positions up to `max_position`.
     pub fn new(base: f64, head_dim: usize, max_position: usize) -> Result<Self, TensorError> {
-        if head_dim % 4 != 0 || head_dim == 0 {
+        if !head_dim.is_multiple_of(4) || head_dim == 0 {
             return Err(TensorError::Shape {
                 op: "Rope2d",
                 what: format!("head dim {head_dim} is not a multiple of 4"),
