@@ -19,6 +19,64 @@ fn rosbags(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("peer JSON")
 }
 
+/// What `ros2 bag play` offers on a topic from its recorded offers (rosbags' reading of them):
+/// a reliability or durability every offer shares; else, as with none, reliable and volatile.
+fn play_offer(offers: &Value) -> (String, String) {
+    let offers = offers.as_array().map(Vec::as_slice).unwrap_or_default();
+    let shared = |k: usize, fallback: &str| match offers.first().and_then(|o| o[k].as_str()) {
+        Some(first) if offers.iter().all(|o| o[k].as_str() == Some(first)) => first.to_string(),
+        _ => fallback.to_string(),
+    };
+    (shared(2, "RELIABLE"), shared(3, "VOLATILE"))
+}
+
+/// Each display of config/trajectory.rviz whose topic the bag holds gets what it asks for when
+/// the bag is played: its reliability and durability are met by the play offer (a transient
+/// local request, as the path's and the map's, needs a transient local offer). The node's own
+/// outputs are recorded with the QoS it publishes them with.
+fn plays_into_trajectory_rviz(bag: &Value) {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/trajectory.rviz")).unwrap();
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
+    let mut requests = Vec::new();
+    fn walk(y: &yaml_rust2::Yaml, out: &mut Vec<(String, String, String)>) {
+        match y {
+            yaml_rust2::Yaml::Hash(h) => {
+                let topic = &y["Topic"];
+                if let (Some(t), Some(r), Some(d)) =
+                    (topic["Value"].as_str(), topic["Reliability Policy"].as_str(), topic["Durability Policy"].as_str())
+                {
+                    out.push((t.to_string(), r.to_string(), d.to_string()));
+                }
+                h.values().for_each(|v| walk(v, out));
+            }
+            yaml_rust2::Yaml::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    walk(&docs[0], &mut requests);
+    let held: Vec<&(String, String, String)> = requests.iter().filter(|(t, _, _)| bag.get(t).is_some()).collect();
+    assert!(held.len() >= 4, "trajectory.rviz's displays of the replay's topics: {requests:?}");
+    for (topic, reliability, durability) in held {
+        let (offered_r, offered_d) = play_offer(&bag[topic]["qos"]);
+        let met_r = offered_r == "RELIABLE" || reliability == "Best Effort";
+        let met_d = offered_d == "TRANSIENT_LOCAL" || durability == "Volatile";
+        assert!(
+            met_r && met_d,
+            "{topic}: RViz asks {reliability} / {durability}, the bag offers {offered_r} / {offered_d}"
+        );
+    }
+    for (topic, want) in [
+        ("/cam/path", json!([["KEEP_LAST", 1, "RELIABLE", "TRANSIENT_LOCAL"]])),
+        ("/cam/cloud_map", json!([["KEEP_LAST", 1, "RELIABLE", "TRANSIENT_LOCAL"]])),
+        ("/cam/odom", json!([["KEEP_LAST", 10, "RELIABLE", "VOLATILE"]])),
+        ("/cam/keypoints", json!([["KEEP_LAST", 10, "RELIABLE", "VOLATILE"]])),
+        ("/tf", json!([["KEEP_LAST", 10, "RELIABLE", "VOLATILE"]])),
+    ] {
+        assert_eq!(bag[topic]["qos"], want, "{topic}'s recorded offer");
+    }
+}
+
 fn replay(args: &[&str]) -> (bool, Value, String) {
     let out = common::run_replay(args);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -117,6 +175,7 @@ fn every_frame_in_order_with_input_stamps_and_poses_from_the_pairs() {
     assert_eq!((&r["/cam/path"]["frames"], &r["/cam/cloud_map"]["frames"]), (&json!(["map"]), &json!(["map"])), "{r}");
     assert_eq!((r["/cam/path"]["count"].as_u64(), r["/cam/cloud_map"]["count"].as_u64()), (Some(2), Some(2)), "{r}");
     assert_eq!(r["/cam/keypoints"]["type"], "sp_dust3r/msg/Keypoints");
+    plays_into_trajectory_rviz(&r);
 
     // Foxglove's own MCAP libraries decode every message from the embedded definitions alone,
     // with the CRCs checked, and see what rosbags sees.
@@ -234,6 +293,8 @@ fn compressed_bags_and_a_truncated_bag_still_give_a_valid_output() {
     assert!(folder.join("out_folder_0.mcap").is_file());
     let r = rosbags(&["read", "--bag", folder.to_str().unwrap()]);
     assert_eq!(r["/cam/keypoints"]["count"].as_u64(), Some(6), "{r}");
+    // The offer `ros2 bag play` takes from metadata.yaml: the node's publisher's.
+    assert_eq!(r["/cam/keypoints"]["qos"], json!([["KEEP_LAST", 10, "RELIABLE", "VOLATILE"]]), "{r}");
     let meta = &yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(folder.join("metadata.yaml")).unwrap())
         .unwrap()[0]["rosbag2_bagfile_information"];
     assert_eq!((meta["version"].as_i64(), meta["storage_identifier"].as_str()), (Some(5), Some("mcap")));

@@ -6,7 +6,8 @@ reader of our output bags.
       or /cam/image_raw/compressed with the JPEG) and /cam/camera_info; with --bad K, frame K
       is truncated (a bad frame in the middle). Prints the stamps written.
   read --bag FILE_OR_DIR
-      prints JSON: per topic its type, message count, header stamps and frames (a TF message's
+      prints JSON: per topic its type, recorded QoS offers, message count, header stamps and
+      frames (a TF message's
       transforms' stamps and parent>child edges), and for keypoints the
       number of keypoints and descriptor width.
 """
@@ -58,12 +59,19 @@ def write(args):
     print(json.dumps({"stamps": stamps}))
 
 
+def offered(conn):
+    """The connection's recorded offers as rosbags parses them: [history, depth, reliability,
+    durability] by name, one per offer."""
+    profiles = getattr(conn.ext, "offered_qos_profiles", None) or []
+    return [[q.history.name, q.depth, q.reliability.name, q.durability.name] for q in profiles]
+
+
 def read(args):
     from pathlib import Path
     out = {}
     with AnyReader([Path(args.bag)], default_typestore=TS) as reader:
         for conn in reader.connections:
-            out[conn.topic] = {"type": conn.msgtype, "count": 0, "stamps": [], "frames": []}
+            out[conn.topic] = {"type": conn.msgtype, "count": 0, "stamps": [], "frames": [], "qos": offered(conn)}
         for conn, t, raw in reader.messages():
             entry = out[conn.topic]
             entry["count"] += 1

@@ -13,6 +13,8 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
+use crate::params::qos::Qos;
+
 /// Why a bag could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum BagError {
@@ -186,8 +188,26 @@ impl McapFile {
     }
 }
 
-/// rosbag2's QoS description of a topic we publish reliably (what `ros2 bag play` offers).
-const RELIABLE_QOS: &str = "- history: 3\n  depth: 0\n  reliability: 1\n  durability: 2\n  deadline:\n    sec: 2147483647\n    nsec: 4294967295\n  lifespan:\n    sec: 2147483647\n    nsec: 4294967295\n  liveliness: 1\n  liveliness_lease_duration:\n    sec: 2147483647\n    nsec: 4294967295\n  avoid_ros_namespace_conventions: false\n";
+/// rosbag2's description of what a topic's publisher offered (`offered_qos_profiles`, one
+/// profile), with metadata version 5's numeric enums; deadline, lifespan and lease infinite.
+/// `ros2 bag play` offers reliable (transient local) when every recorded offer was. Without a
+/// known profile: reliable and volatile, history unknown, as rosbag2 records a writer it
+/// discovered.
+fn offered_qos_yaml(qos: Option<Qos>) -> String {
+    let (history, depth) = match qos {
+        Some(q) if q.keep_all => (2, 0),
+        Some(q) => (1, q.depth.max(0)),
+        None => (3, 0),
+    };
+    let reliability = if qos.is_none_or(|q| q.reliable) { 1 } else { 2 };
+    let durability = if qos.is_some_and(|q| q.transient_local) { 1 } else { 2 };
+    let infinite = "\n    sec: 2147483647\n    nsec: 4294967295";
+    format!(
+        "- history: {history}\n  depth: {depth}\n  reliability: {reliability}\n  durability: {durability}\n  \
+         deadline:{infinite}\n  lifespan:{infinite}\n  liveliness: 1\n  liveliness_lease_duration:{infinite}\n  \
+         avoid_ros_namespace_conventions: false\n"
+    )
+}
 
 /// What rosbag2's metadata.yaml says of a topic.
 struct TopicRecord {
@@ -260,7 +280,7 @@ impl BagWriter {
         if self.channels.contains_key(topic) {
             return Ok(());
         }
-        let default = BTreeMap::from([("offered_qos_profiles".to_string(), RELIABLE_QOS.to_string())]);
+        let default = BTreeMap::from([("offered_qos_profiles".to_string(), offered_qos_yaml(None))]);
         let metadata = metadata.unwrap_or(&default);
         let w = self
             .writer
@@ -286,6 +306,19 @@ impl BagWriter {
     /// A topic of `ros_type` whose ros2msg definition (with its nested ones) is `definition`.
     pub fn add_defined_topic(&mut self, topic: &str, ros_type: &str, definition: &str) -> Result<(), BagError> {
         self.add_topic(topic, ros_type, "ros2msg", definition.as_bytes(), None)
+    }
+
+    /// [`BagWriter::add_defined_topic`] for a topic a publisher with `qos` wrote: the bag offers
+    /// the same on playback (a path and a map kept for late joiners reach RViz's latched
+    /// displays).
+    pub fn add_published_topic(
+        &mut self,
+        topic: &str,
+        (ros_type, definition): (&str, &str),
+        qos: Qos,
+    ) -> Result<(), BagError> {
+        let metadata = BTreeMap::from([("offered_qos_profiles".to_string(), offered_qos_yaml(Some(qos)))]);
+        self.add_topic(topic, ros_type, "ros2msg", definition.as_bytes(), Some(&metadata))
     }
 
     /// Writes one CDR message on a declared topic.

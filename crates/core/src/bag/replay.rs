@@ -151,9 +151,8 @@ impl BagSink<'_> {
     /// lists the pose topics).
     fn declare(&mut self, kinds: &[OutputKind]) -> Result<(), BagError> {
         for kind in kinds {
-            let (ros_type, definition) = kind.definition();
             let topic = output_topic(self.image_topic, kind.topic());
-            self.out.add_defined_topic(&topic, ros_type, definition)?;
+            self.out.add_published_topic(&topic, kind.definition(), kind.default_qos())?;
         }
         Ok(())
     }
