@@ -1,10 +1,12 @@
 """Starts the sp_dust3r node for one camera.
 
+    ros2 launch sp_dust3r sp_dust3r.launch.py camera:=realsense2_camera
     ros2 launch sp_dust3r sp_dust3r.launch.py camera_namespace:=/camera image_topic:=image_raw
 
 Input: `<camera_namespace>/<image_topic>` (with image_transport:=compressed, that topic's
 `/compressed`), and the camera_info beside it (image_transport's pairing) unless
-camera_info_topic names another. Outputs: under `namespace`, by default the camera's.
+camera_info_topic names another; `camera` picks a driver's topics (PRESETS), which the topic
+arguments given override. Outputs: under `namespace`, by default the preset's (the camera's).
 Parameters: params_file first, then only the launch arguments given on the command line, so a
 value in the user's file is never replaced by a launch default.
 
@@ -12,14 +14,38 @@ The argument logic is plain Python (node_settings) that imports nothing from lau
 be checked without ROS (tests/launch_files.rs).
 """
 
+# Where each camera driver publishes, as it does on Jazzy with its defaults (realsense2_camera's
+# rs_launch.py with align_depth.enable:=true; usb_cam's and v4l2_camera's nodes run without a
+# namespace, so the outputs get one of their own rather than the root, where /odom is the
+# robot's). '' for camera_info_topic: beside the image; for depth_topic: the node's depth/image;
+# for namespace: camera_namespace.
+PRESETS = {
+    "generic": {"camera_namespace": "/camera", "image_topic": "image_raw", "camera_info_topic": "",
+                "depth_topic": "", "namespace": ""},
+    "realsense2_camera": {"camera_namespace": "/camera/camera", "image_topic": "color/image_raw",
+                          "camera_info_topic": "", "depth_topic": "aligned_depth_to_color/image_raw",
+                          "namespace": ""},
+    "usb_cam": {"camera_namespace": "/", "image_topic": "image_raw", "camera_info_topic": "",
+                "depth_topic": "", "namespace": "/sp_dust3r"},
+    "v4l2_camera": {"camera_namespace": "/", "image_topic": "image_raw", "camera_info_topic": "",
+                    "depth_topic": "", "namespace": "/sp_dust3r"},
+}
+
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
 # (name, default, description); None: the package's config/params.yaml, filled in at launch.
 ARGUMENTS = [
-    ("camera_namespace", "/camera", "Namespace of the camera driver's topics"),
-    ("image_topic", "image_raw", "Image topic, relative to camera_namespace unless absolute"),
-    ("camera_info_topic", "", "CameraInfo topic; '' = camera_info beside the image topic, as image_transport pairs them"),
+    ("camera", "generic", "Camera driver whose topics to use: " + ", ".join(PRESETS)
+     + " (the topic arguments below, when given, win)"),
+    ("camera_namespace", "", "Namespace of the camera driver's topics; '' = the preset's (generic: /camera)"),
+    ("image_topic", "", "Image topic, relative to camera_namespace unless absolute; '' = the preset's (generic: image_raw)"),
+    ("camera_info_topic", "", "CameraInfo topic; '' = the preset's, else camera_info beside the image topic, as image_transport pairs them"),
+    ("depth_topic", "", "Registered depth image (scale_source: depth), relative to camera_namespace unless absolute; "
+     "'' = the preset's (realsense2_camera: aligned_depth_to_color/image_raw), else the node's depth/image"),
     ("image_transport", "", "raw or compressed (then <image_topic>/compressed); '' = params_file's (raw)"),
-    ("namespace", "", "Namespace of the node and its outputs; '' = camera_namespace"),
+    ("namespace", "", "Namespace of the node and its outputs; '' = the preset's, else camera_namespace"),
     ("node_name", "sp_dust3r", "Name of the node"),
+    ("log_level", "", "The node's log level: " + ", ".join(LOG_LEVELS) + "; '' = info"),
     ("params_file", None, "Parameter file (rcl format); the package's config/params.yaml by default"),
     ("backend", "", "cpu or tt-server, for both models; '' = params_file's"),
     ("superpoint_weights", "", "SuperPoint weights folder; '' = params_file's (env, HF cache, download)"),
@@ -54,14 +80,29 @@ def as_bool(argument, text):
     raise ValueError(f"launch argument {argument}:={text!r} is not a boolean (true or false)")
 
 
+def topic_settings(config):
+    """The camera's topics and the outputs' namespace: each argument given, else the preset's."""
+    preset = config.get("camera") or "generic"
+    if preset not in PRESETS:
+        raise ValueError(f"launch argument camera:={preset!r} is not one of {', '.join(PRESETS)}")
+    return {name: config.get(name) or value for name, value in PRESETS[preset].items()}
+
+
 def node_settings(config):
-    """The node's name, namespace, remappings and parameters from the launch arguments' strings."""
-    camera = config["camera_namespace"]
+    """The node's name, namespace, remappings, parameters and ROS arguments from the launch
+    arguments' strings."""
+    topics = topic_settings(config)
+    camera = topics["camera_namespace"]
     if not camera.startswith("/"):
         camera = "/" + camera
-    remappings = [("image", join(camera, config["image_topic"]))]
-    if config["camera_info_topic"]:
-        remappings.append(("camera_info", join(camera, config["camera_info_topic"])))
+    remappings = [("image", join(camera, topics["image_topic"]))]
+    if topics["camera_info_topic"]:
+        remappings.append(("camera_info", join(camera, topics["camera_info_topic"])))
+    if topics["depth_topic"]:
+        remappings.append(("depth/image", join(camera, topics["depth_topic"])))
+    level = config.get("log_level", "").strip().lower()
+    if level and level not in LOG_LEVELS:
+        raise ValueError(f"launch argument log_level:={level!r} is not one of {', '.join(LOG_LEVELS)}")
     given = {}
     for argument, (parameters, kind) in PARAMETER_ARGUMENTS.items():
         text = config.get(argument, "")
@@ -72,9 +113,10 @@ def node_settings(config):
             given[parameter] = value
     return {
         "name": config["node_name"],
-        "namespace": config["namespace"] or camera,
+        "namespace": topics["namespace"] or camera,
         "remappings": remappings,
         "parameters": [config["params_file"]] + ([given] if given else []),
+        "ros_arguments": ["--log-level", level] if level else [],
     }
 
 

@@ -101,6 +101,69 @@ fn launch_arguments_become_remappings_that_find_a_drivers_topics() {
     assert_eq!(inputs(s, false), topics("/cam/image_raw", "/cam/camera_info"));
 }
 
+/// `camera:=<driver>` finds the topics each driver publishes on Jazzy with its defaults
+/// (realsense2_camera's rs_launch.py with aligned depth; usb_cam and v4l2_camera without a
+/// namespace), and a topic argument given wins over the preset.
+#[test]
+fn camera_presets_find_real_drivers_topics() {
+    let all = |s: &Value| {
+        let t = input_topics(&remaps(s), s["namespace"].as_str().unwrap(), false);
+        (t.image, t.camera_info, t.depth, s["namespace"].as_str().unwrap().to_string())
+    };
+    let owned = |a: &str, b: &str, c: &str, d: &str| (a.to_string(), b.to_string(), c.to_string(), d.to_string());
+    let s = &launch(json!({"camera": "realsense2_camera"})).unwrap()["settings"];
+    assert_eq!(
+        all(s),
+        owned(
+            "/camera/camera/color/image_raw",
+            "/camera/camera/color/camera_info",
+            "/camera/camera/aligned_depth_to_color/image_raw",
+            "/camera/camera"
+        )
+    );
+    for driver in ["usb_cam", "v4l2_camera"] {
+        let s = &launch(json!({"camera": driver})).unwrap()["settings"];
+        // Outputs not in the root, where /odom is the robot's wheel odometry.
+        assert_eq!(all(s), owned("/image_raw", "/camera_info", "/sp_dust3r/depth/image", "/sp_dust3r"), "{driver}");
+        assert_eq!(resolve(&remaps(s), "/sp_dust3r", KEYPOINTS), "/sp_dust3r/keypoints");
+    }
+    // generic is the default, and what the launch file did before presets.
+    let s = &launch(json!({"camera": "generic"})).unwrap()["settings"];
+    assert_eq!(all(s), owned("/camera/image_raw", "/camera/camera_info", "/camera/depth/image", "/camera"));
+    // A second RealSense named front: the namespace given, the preset's topics under it.
+    let s = &launch(json!({"camera": "realsense2_camera", "camera_namespace": "/front/camera"})).unwrap()["settings"];
+    assert_eq!(
+        all(s),
+        owned(
+            "/front/camera/color/image_raw",
+            "/front/camera/color/camera_info",
+            "/front/camera/aligned_depth_to_color/image_raw",
+            "/front/camera"
+        )
+    );
+    let s = &launch(json!({"camera": "usb_cam", "image_topic": "/usb/image_rect", "namespace": "/vision"})).unwrap()
+        ["settings"];
+    assert_eq!(all(s), owned("/usb/image_rect", "/usb/camera_info", "/vision/depth/image", "/vision"));
+    let e = launch(json!({"camera": "zed"})).unwrap_err();
+    assert!(e.contains("camera:='zed' is not one of generic, realsense2_camera, usb_cam, v4l2_camera"), "{e}");
+}
+
+/// `log_level:=` reaches the node as `--ros-args --log-level`, which it reads; a level it does
+/// not know is refused at launch.
+#[test]
+fn log_level_becomes_the_nodes_log_level() {
+    assert_eq!(launch(json!({})).unwrap()["settings"]["ros_arguments"], json!([]));
+    let s = &launch(json!({"log_level": "DEBUG"})).unwrap()["settings"];
+    assert_eq!(s["ros_arguments"], json!(["--log-level", "debug"]));
+    let args: Vec<String> = s["ros_arguments"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().into()).collect();
+    let (_, ros) =
+        sp_dust3r_core::params::args::split_ros_args(std::iter::once("--ros-args".to_string()).chain(args)).unwrap();
+    assert_eq!(ros.log_level.as_deref(), Some("debug"));
+    assert_eq!(ros.bad_log_level(), None);
+    let e = launch(json!({"log_level": "verbose"})).unwrap_err();
+    assert!(e.contains("log_level:='verbose' is not one of debug, info, warn, error, fatal"), "{e}");
+}
+
 /// image_transport's pairing on the node's own command line (what `ros2 run ... -r` gives).
 #[test]
 fn compressed_and_camera_info_follow_the_remapped_image() {
