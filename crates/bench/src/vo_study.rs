@@ -13,6 +13,7 @@ use nalgebra::{Vector2, Vector3};
 
 use sp_dust3r_core::backend::FeatureExtractor;
 use sp_dust3r_core::dust3r::{prepare, InputMapping, Pointmap, PrepMode};
+use sp_dust3r_core::eval::hat::correlation;
 use sp_dust3r_core::eval::tum::{depth_metres, DepthOracle, TumSequence};
 use sp_dust3r_core::eval::{pose_at, Camera as CamFrame, StampedPose, World};
 use sp_dust3r_core::geometry::lens::{Camera, Lens};
@@ -61,16 +62,6 @@ struct Row {
     rpe_mm: Vec<f64>,
     /// (the frame's rotation error, how far its angular velocity is from its keyframe's, deg/s).
     by_velocity: Vec<(f64, f64)>,
-}
-
-/// Pearson's correlation of the pairs.
-fn correlation(p: &[(f64, f64)]) -> f64 {
-    let n = p.len() as f64;
-    let (ma, mb) = (p.iter().map(|x| x.0).sum::<f64>() / n, p.iter().map(|x| x.1).sum::<f64>() / n);
-    let cov: f64 = p.iter().map(|x| (x.0 - ma) * (x.1 - mb)).sum();
-    let va: f64 = p.iter().map(|x| (x.0 - ma).powi(2)).sum();
-    let vb: f64 = p.iter().map(|x| (x.1 - mb).powi(2)).sum();
-    cov / (va * vb).sqrt()
 }
 
 fn p90(v: &[f64]) -> f64 {
@@ -386,7 +377,7 @@ impl Study {
                 "  d = {d}: rotation error median {:.3} deg where the angular velocity differs from the keyframe's by <= {split:.0} deg/s, {:.3} deg above; correlation {:.2}",
                 median(&half(true)),
                 median(&half(false)),
-                correlation(&row.by_velocity)
+                correlation(row.by_velocity.iter().copied())
             );
         }
     }

@@ -108,7 +108,7 @@ pub fn shared_error(
 }
 
 /// Pearson's correlation of pairs; 0 when either side does not vary.
-fn correlation(pairs: impl Iterator<Item = (f64, f64)> + Clone) -> f64 {
+pub fn correlation(pairs: impl Iterator<Item = (f64, f64)> + Clone) -> f64 {
     let n = pairs.clone().count().max(1) as f64;
     let (ma, mb) = pairs.clone().fold((0.0, 0.0), |(x, y), (a, b)| (x + a / n, y + b / n));
     let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
