@@ -51,6 +51,7 @@ ARGUMENTS = [
     ("superpoint_weights", "", "SuperPoint weights folder; '' = params_file's (env, HF cache, download)"),
     ("dust3r_weights", "", "DUSt3R weights folder; '' = params_file's (env, HF cache, download)"),
     ("use_sim_time", "", "true: time from /clock (ros2 bag play --clock); '' = params_file's (false)"),
+    ("publish_tf", "", "true: TF map -> odom -> camera (RViz places the odometry with it); '' = params_file's (false)"),
 ]
 
 # Launch arguments that set node parameters when given: argument -> (parameters, type).
@@ -60,6 +61,7 @@ PARAMETER_ARGUMENTS = {
     "superpoint_weights": (("superpoint_weights",), str),
     "dust3r_weights": (("dust3r_weights",), str),
     "use_sim_time": (("use_sim_time",), bool),
+    "publish_tf": (("publish_tf",), bool),
 }
 
 

@@ -9,7 +9,9 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
-use sp_dust3r_core::params::topics::{input_topics, resolve, InputTopics, KEYPOINTS, KEYPOINTS_IMAGE};
+use sp_dust3r_core::params::topics::{
+    input_topics, resolve, InputTopics, CLOUD_MAP, KEYPOINTS, KEYPOINTS_IMAGE, ODOM, PATH,
+};
 use sp_dust3r_core::params::{declared, NodeParams};
 
 fn root() -> PathBuf {
@@ -162,6 +164,103 @@ fn log_level_becomes_the_nodes_log_level() {
     assert_eq!(ros.bad_log_level(), None);
     let e = launch(json!({"log_level": "verbose"})).unwrap_err();
     assert!(e.contains("log_level:='verbose' is not one of debug, info, warn, error, fatal"), "{e}");
+}
+
+/// The bringup launch's plan for `given` arguments with the ROS packages `installed`: the
+/// driver, the message, the node's settings and, with rviz, its config's topics.
+fn bringup(given: Value, installed: &[&str]) -> Value {
+    let script = r#"
+import importlib.util, json, sys
+sys.dont_write_bytecode = True
+spec = importlib.util.spec_from_file_location("bringup", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+config = {name: ("PKG/params.yaml" if default is None else default) for name, default, _ in module.ARGUMENTS}
+config.update(json.loads(sys.argv[2]))
+plan = module.bringup_plan(config, set(json.loads(sys.argv[3])))
+settings = module.NODE.node_settings(plan["node"])
+rviz = module.rviz_config(open(sys.argv[4]).read(), settings) if plan["rviz"] else None
+print(json.dumps({"driver": plan["driver"], "message": plan["message"], "settings": settings, "rviz": rviz}))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(root().join("launch/bringup.launch.py"))
+        .arg(given.to_string())
+        .arg(json!(installed).to_string())
+        .arg(root().join("config/trajectory.rviz"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every topic an RViz config's displays subscribe.
+fn rviz_topics(text: &str) -> Vec<String> {
+    fn walk(y: &yaml_rust2::Yaml, out: &mut Vec<String>) {
+        match y {
+            yaml_rust2::Yaml::Hash(h) => {
+                if let Some(t) = y["Topic"]["Value"].as_str() {
+                    out.push(t.to_string());
+                }
+                h.values().for_each(|v| walk(v, out));
+            }
+            yaml_rust2::Yaml::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&yaml_rust2::YamlLoader::load_from_str(text).unwrap()[0], &mut out);
+    out.sort();
+    out
+}
+
+/// bringup.launch.py starts the preset's driver when its package is installed (else says which
+/// apt package to install and starts the node alone), the node with sp_dust3r.launch.py's
+/// settings, and RViz subscribed to the topics this node publishes and reads, with TF on so the
+/// odometry has a place in map.
+#[test]
+fn bringup_starts_the_driver_it_finds_and_rviz_on_the_nodes_topics() {
+    let b = bringup(json!({"camera": "realsense2_camera"}), &["realsense2_camera", "rviz2"]);
+    assert_eq!(
+        b["driver"],
+        json!({"package": "realsense2_camera", "launch": "rs_launch.py", "arguments": {"align_depth.enable": "true"}})
+    );
+    assert_eq!((b["message"].is_null(), b["rviz"].is_null()), (true, true));
+    // The node as sp_dust3r.launch.py starts it, publish_tf left to the params file.
+    assert_eq!(b["settings"], launch(json!({"camera": "realsense2_camera"})).unwrap()["settings"]);
+
+    let b = bringup(json!({"camera": "usb_cam"}), &["rviz2"]);
+    assert!(b["driver"].is_null());
+    let m = b["message"].as_str().unwrap();
+    assert!(m.contains("package usb_cam is not installed (sudo apt install ros-$ROS_DISTRO-usb-cam)"), "{m}");
+    let b = bringup(json!({"camera": "v4l2_camera"}), &["v4l2_camera"]);
+    assert_eq!(b["driver"], json!({"package": "v4l2_camera", "executable": "v4l2_camera_node"}));
+    let b = bringup(json!({"camera": "v4l2_camera", "driver": "false"}), &["v4l2_camera"]);
+    assert!(b["driver"].is_null() && b["message"].is_null());
+    assert!(bringup(json!({}), &[])["driver"].is_null(), "generic: no driver to start");
+
+    for (given, namespace) in [
+        (json!({"camera": "realsense2_camera", "rviz": "true"}), "/camera/camera"),
+        (json!({"camera": "usb_cam", "rviz": "true"}), "/sp_dust3r"),
+    ] {
+        let b = bringup(given.clone(), &[]);
+        let s = &b["settings"];
+        assert_eq!(s["namespace"], namespace);
+        assert_eq!(s["parameters"][1]["publish_tf"], true, "{given}: TF places the odometry in map");
+        let ns = s["namespace"].as_str().unwrap();
+        let r = remaps(s);
+        let mut want = vec![
+            input_topics(&r, ns, false).image,
+            resolve(&r, ns, CLOUD_MAP),
+            resolve(&r, ns, PATH),
+            resolve(&r, ns, ODOM),
+        ];
+        want.sort();
+        assert_eq!(rviz_topics(b["rviz"].as_str().unwrap()), want, "{given}");
+    }
+    // publish_tf given wins over rviz's default.
+    let b = bringup(json!({"rviz": "true", "publish_tf": "false"}), &[]);
+    assert_eq!(b["settings"]["parameters"][1]["publish_tf"], false);
 }
 
 /// image_transport's pairing on the node's own command line (what `ros2 run ... -r` gives).

@@ -21,17 +21,22 @@ fn binary_name() -> String {
 
 #[test]
 fn python_launch_compiles_and_starts_the_packages_executable() {
-    let path = root().join("launch/sp_dust3r.launch.py");
-    // Compiled in memory: no __pycache__ in the source tree (colcon would install it).
-    let out = std::process::Command::new(common::peer_python())
-        .args(["-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("package=\"sp_dust3r\"") && text.contains(&format!("executable=\"{}\"", binary_name())));
-    // ROS arguments only (launch_ros puts them after `--ros-args`): `sp_dust3r --ros-args ...`.
+    for file in ["sp_dust3r.launch.py", "bringup.launch.py"] {
+        let path = root().join("launch").join(file);
+        // Compiled in memory: no __pycache__ in the source tree (colcon would install it).
+        let out = std::process::Command::new(common::peer_python())
+            .args(["-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let starts = format!("package=\"sp_dust3r\", executable=\"{}\"", binary_name());
+        assert!(text.contains(&starts), "{file} starts {starts}");
+    }
+    // The node gets ROS arguments only (launch_ros puts them after `--ros-args`):
+    // `sp_dust3r --ros-args ...`.
+    let text = std::fs::read_to_string(root().join("launch/sp_dust3r.launch.py")).unwrap();
     assert!(!text.replace("ros_arguments=", "").contains("arguments="), "the node is `sp_dust3r --ros-args ...`");
 }
 
