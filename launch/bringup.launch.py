@@ -95,15 +95,4 @@ def _bringup(context):
 
 
 def generate_launch_description():
-    from launch import LaunchDescription
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
-    from launch.substitutions import PathJoinSubstitution
-    from launch_ros.substitutions import FindPackageShare
-
-    package_params = PathJoinSubstitution([FindPackageShare("sp_dust3r"), "config", "params.yaml"])
-    declared = [
-        DeclareLaunchArgument(name, default_value=package_params if default is None else default,
-                              description=description)
-        for name, default, description in ARGUMENTS
-    ]
-    return LaunchDescription([*declared, OpaqueFunction(function=_bringup)])
+    return NODE.launch_description(ARGUMENTS, _bringup)

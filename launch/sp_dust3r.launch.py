@@ -130,7 +130,8 @@ def _node(context):
     return [Node(package="sp_dust3r", executable="sp_dust3r", output="screen", **node_settings(config))]
 
 
-def generate_launch_description():
+def launch_description(arguments, function):
+    """Declares `arguments` (ARGUMENTS' form) and runs `function` on the launch context."""
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
     from launch.substitutions import PathJoinSubstitution
@@ -140,6 +141,10 @@ def generate_launch_description():
     declared = [
         DeclareLaunchArgument(name, default_value=package_params if default is None else default,
                               description=description)
-        for name, default, description in ARGUMENTS
+        for name, default, description in arguments
     ]
-    return LaunchDescription([*declared, OpaqueFunction(function=_node)])
+    return LaunchDescription([*declared, OpaqueFunction(function=function)])
+
+
+def generate_launch_description():
+    return launch_description(ARGUMENTS, _node)

@@ -18,31 +18,35 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The launch file's module, loaded without ROS, applied to `given` launch arguments (the
-/// others take their declared defaults; the package's params.yaml is `PKG/params.yaml`).
-fn launch(given: Value) -> Result<Value, String> {
-    let script = r#"
-import importlib.util, json, sys
-sys.dont_write_bytecode = True
-spec = importlib.util.spec_from_file_location("launch_file", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-config = {name: ("PKG/params.yaml" if default is None else default) for name, default, _ in module.ARGUMENTS}
-config.update(json.loads(sys.argv[2]))
-try:
-    print(json.dumps({"settings": module.node_settings(config), "parameter_arguments":
-        {a: list(p) for a, (p, _) in module.PARAMETER_ARGUMENTS.items()}}))
-except ValueError as e:
-    print(json.dumps({"error": str(e)}))
-"#;
+/// Runs `body` under Python with `module` (launch file `file`, loaded without ROS) and `config`
+/// (its declared defaults, the package's params.yaml as `PKG/params.yaml`, updated with
+/// `given`); `args` are `sys.argv[3:]`. What `body` prints, as JSON.
+fn launch_logic(file: &str, given: &Value, body: &str, args: &[String]) -> Value {
+    let script = format!(
+        "import importlib.util, json, sys\nsys.dont_write_bytecode = True\n\
+         spec = importlib.util.spec_from_file_location('launch_file', sys.argv[1])\n\
+         module = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(module)\n\
+         config = {{name: ('PKG/params.yaml' if default is None else default) for name, default, _ in module.ARGUMENTS}}\n\
+         config.update(json.loads(sys.argv[2]))\n{body}"
+    );
     let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(root().join("launch/sp_dust3r.launch.py"))
+        .args(["-c", &script])
+        .arg(root().join("launch").join(file))
         .arg(given.to_string())
+        .args(args)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The launch file's module applied to `given` launch arguments (the others take their
+/// declared defaults).
+fn launch(given: Value) -> Result<Value, String> {
+    let body = "try:\n    print(json.dumps({'settings': module.node_settings(config), 'parameter_arguments':\n        \
+                {a: list(p) for a, (p, _) in module.PARAMETER_ARGUMENTS.items()}}))\n\
+                except ValueError as e:\n    print(json.dumps({'error': str(e)}))\n";
+    let v = launch_logic("sp_dust3r.launch.py", &given, body, &[]);
     match v.get("error") {
         Some(e) => Err(e.as_str().unwrap().to_string()),
         None => Ok(v),
@@ -169,29 +173,12 @@ fn log_level_becomes_the_nodes_log_level() {
 /// The bringup launch's plan for `given` arguments with the ROS packages `installed`: the
 /// driver, the message, the node's settings and, with rviz, its config's topics.
 fn bringup(given: Value, installed: &[&str]) -> Value {
-    let script = r#"
-import importlib.util, json, sys
-sys.dont_write_bytecode = True
-spec = importlib.util.spec_from_file_location("bringup", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-config = {name: ("PKG/params.yaml" if default is None else default) for name, default, _ in module.ARGUMENTS}
-config.update(json.loads(sys.argv[2]))
-plan = module.bringup_plan(config, set(json.loads(sys.argv[3])))
-settings = module.NODE.node_settings(plan["node"])
-rviz = module.rviz_config(open(sys.argv[4]).read(), settings) if plan["rviz"] else None
-print(json.dumps({"driver": plan["driver"], "message": plan["message"], "settings": settings, "rviz": rviz}))
-"#;
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(root().join("launch/bringup.launch.py"))
-        .arg(given.to_string())
-        .arg(json!(installed).to_string())
-        .arg(root().join("config/trajectory.rviz"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let body = "plan = module.bringup_plan(config, set(json.loads(sys.argv[3])))\n\
+                settings = module.NODE.node_settings(plan['node'])\n\
+                rviz = module.rviz_config(open(sys.argv[4]).read(), settings) if plan['rviz'] else None\n\
+                print(json.dumps({'driver': plan['driver'], 'message': plan['message'], 'settings': settings, 'rviz': rviz}))\n";
+    let template = root().join("config/trajectory.rviz").display().to_string();
+    launch_logic("bringup.launch.py", &given, body, &[json!(installed).to_string(), template])
 }
 
 /// Every topic an RViz config's displays subscribe.
