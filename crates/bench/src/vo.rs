@@ -134,7 +134,6 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let orb = run_orb(&seq, &gt, python, frames, args.save.as_deref())?;
-    print_scored("ORB + solvePnPRansac, frame to frame", &orb);
     let ratio = |a: f64, b: f64| a / b;
     let ours_ate = ours.map.as_ref().unwrap_or(&ours.report).ate.rmse;
     println!(
@@ -164,7 +163,6 @@ fn study_against_orb(
     print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
     if !no_peer {
         let orb = run_orb(seq, gt, python, frames, None)?;
-        print_scored("ORB + solvePnPRansac, frame to frame", &orb);
         print_shared(&ours, &orb, gt);
     }
     Ok(())
@@ -242,6 +240,7 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     Ok(Scored { report, map: Some(map), tracked, trackable, lost, poses: found.odom })
 }
 
+/// The ORB baseline (the peer script) on `seq`'s frames, scored against `gt` and printed.
 fn run_orb(
     seq: &TumSequence,
     gt: &[StampedPose],
@@ -281,14 +280,16 @@ fn run_orb(
     println!("  ORB peer: {:.1} ms per frame (median)", out["ms_per_frame"].as_f64().unwrap_or(f64::NAN));
     let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
     let tracked = report.num_tracked.saturating_sub(1) as u64;
-    Ok(Scored {
+    let scored = Scored {
         report,
         map: None,
         tracked,
         trackable: frames.saturating_sub(1) as u64,
         lost: vec![("lost".into(), lost)],
         poses,
-    })
+    };
+    print_scored("ORB + solvePnPRansac, frame to frame", &scored);
+    Ok(scored)
 }
 
 /// How much of the two odometries' per-frame error they share (the motion capture's, and what

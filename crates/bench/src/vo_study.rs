@@ -248,6 +248,9 @@ fn carried(
     last
 }
 
+/// A keyframe's motion-capture pose and a frame's estimated pose in it.
+type PlacedOnKeyframe = (Transform<World, CamFrame>, Transform<CamFrame, CamFrame>);
+
 /// The frames, the motion capture and the camera a study runs on.
 struct Study {
     frames: Vec<StudyFrame>,
@@ -258,6 +261,21 @@ struct Study {
 impl Study {
     fn truth_at(&self, t: f64) -> Option<Transform<World, CamFrame>> {
         pose_at(&self.gt, t, 0.0)
+    }
+
+    /// T_a_b from the motion capture: the camera at time `b` in the camera at time `a`.
+    fn truth_between(&self, a: f64, b: f64) -> Option<Transform<CamFrame, CamFrame>> {
+        let t = self.truth_at(a)?.inverse().compose(&self.truth_at(b)?);
+        Some(Transform::new(t.rotation, t.translation))
+    }
+
+    /// Frame `i` tracked against frame `i - d` as its keyframe (its true pointmap) as the
+    /// pipeline tracks: the keyframe's motion-capture pose and the estimate of T_kf_f.
+    fn against_keyframe(&self, i: usize, d: usize, base: &TrackingParams) -> Option<PlacedOnKeyframe> {
+        let (kf, f) = (&self.frames[i - d], &self.frames[i]);
+        let truth = self.truth_between(kf.t, f.t)?;
+        let est = study_one((f, kf), &truth, &self.camera, base, Variant::Pipeline, &mut Row::default())?;
+        Some((self.truth_at(kf.t)?, est))
     }
 
     /// The camera's angular velocity at frame j (deg/s, in its own frame), from the motion
@@ -283,11 +301,7 @@ impl Study {
         let mut row = Row::default();
         for i in (d..frames.len().saturating_sub(1)).filter(|&i| subset(i)) {
             let kf = &frames[i - d];
-            let truth = |j: usize| {
-                let (a, b) = (self.truth_at(kf.t + offset)?, self.truth_at(frames[j].t + offset)?);
-                let t = a.inverse().compose(&b);
-                Some(Transform::<CamFrame, CamFrame>::new(t.rotation, t.translation))
-            };
+            let truth = |j: usize| self.truth_between(kf.t + offset, frames[j].t + offset);
             let (Some(ti), Some(tj)) = (truth(i), truth(i + 1)) else { continue };
             let (ei, ej) = if matches!(variant, Variant::Carried) {
                 let [ei, ej] = carried(frames, (i - d, i + 1), camera, params, &truth, &mut row);
@@ -316,14 +330,8 @@ impl Study {
         for d in [1, 8] {
             let mut poses = Vec::new();
             for i in d..self.frames.len() {
-                let (kf, f) = (&self.frames[i - d], &self.frames[i]);
-                let (Some(a), Some(b)) = (self.truth_at(kf.t), self.truth_at(f.t)) else { continue };
-                let t = a.inverse().compose(&b);
-                let truth = Transform::<CamFrame, CamFrame>::new(t.rotation, t.translation);
-                let mut scratch = Row::default();
-                if let Some(est) = study_one((f, kf), &truth, &self.camera, base, Variant::Pipeline, &mut scratch) {
-                    let on_kf = Transform::<World, CamFrame>::new(a.rotation, a.translation).compose(&est);
-                    poses.push(StampedPose { t: f.t, pose: on_kf });
+                if let Some((keyframe, est)) = self.against_keyframe(i, d, base) {
+                    poses.push(StampedPose { t: self.frames[i].t, pose: keyframe.compose(&est) });
                 }
             }
             let r = evaluate_trajectory(&poses, self.frames.len() - d, &self.gt, 0.02, RpeDelta::Frames(1))?;
@@ -347,19 +355,10 @@ impl Study {
     fn frame_to_frame(&self, base: &TrackingParams) -> Vec<StampedPose> {
         let mut poses: Vec<StampedPose> = Vec::new();
         for i in 1..self.frames.len() {
-            let (kf, f) = (&self.frames[i - 1], &self.frames[i]);
-            let (Some(a), Some(b)) = (self.truth_at(kf.t), self.truth_at(f.t)) else { continue };
-            let t = a.inverse().compose(&b);
-            let truth = Transform::<CamFrame, CamFrame>::new(t.rotation, t.translation);
-            let mut scratch = Row::default();
-            let Some(est) = study_one((f, kf), &truth, &self.camera, base, Variant::Pipeline, &mut scratch) else {
-                continue;
-            };
-            let from = match poses.last().filter(|p| p.t == kf.t) {
-                Some(p) => p.pose,
-                None => Transform::<World, CamFrame>::new(a.rotation, a.translation),
-            };
-            poses.push(StampedPose { t: f.t, pose: from.compose(&est) });
+            let Some((keyframe, est)) = self.against_keyframe(i, 1, base) else { continue };
+            let previous = self.frames[i - 1].t;
+            let from = poses.last().filter(|p| p.t == previous).map_or(keyframe, |p| p.pose);
+            poses.push(StampedPose { t: self.frames[i].t, pose: from.compose(&est) });
         }
         poses
     }

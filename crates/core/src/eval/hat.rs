@@ -7,8 +7,9 @@
 
 use std::collections::HashMap;
 
-use nalgebra::{Rotation3, Vector3};
+use nalgebra::Vector3;
 
+use super::trajectory::MotionError;
 use super::{pose_at, StampedPose};
 
 /// Root-mean-square parts of one error (per motion, all three axes together).
@@ -49,8 +50,8 @@ pub struct SharedError {
     pub rotation_correlation: f64,
 }
 
-/// The error of one motion (rotation vector in degrees, translation) of `est` between frames
-/// stamped `i` and `j`, its translation times `scale`, against `gt`.
+/// The error of the motion `est` (from, to) against `gt` over the same stamps, as RPE measures
+/// it: rotation vector in degrees, translation (the estimate's times `scale`).
 fn motion_error(
     est: (&StampedPose, &StampedPose),
     gt: &[StampedPose],
@@ -58,13 +59,8 @@ fn motion_error(
     tolerance: f64,
 ) -> Option<(Vector3<f64>, Vector3<f64>)> {
     let (qi, qj) = (pose_at(gt, est.0.t, tolerance)?, pose_at(gt, est.1.t, tolerance)?);
-    let (pi, pj) = (&est.0.pose, &est.1.pose);
-    let est_rot = pi.rotation.inverse() * pj.rotation;
-    let est_t = pi.rotation.inverse() * (pj.translation - pi.translation) * scale;
-    let gt_rot = qi.rotation.inverse() * qj.rotation;
-    let gt_t = qi.rotation.inverse() * (qj.translation - qi.translation);
-    let rotation: Rotation3<f64> = gt_rot.inverse() * est_rot;
-    Some((rotation.scaled_axis().map(f64::to_degrees), gt_rot.inverse() * (est_t - gt_t)))
+    let e = MotionError::of((&est.0.pose, &est.1.pose), (&qi, &qj), scale);
+    Some((e.rotation_deg(), e.translation))
 }
 
 /// One motion's errors (rotation, translation) in a and in b.
@@ -126,6 +122,8 @@ pub fn correlation(pairs: impl Iterator<Item = (f64, f64)> + Clone) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use nalgebra::Rotation3;
+
     use super::*;
     use crate::geometry::Transform;
     use crate::rng::SplitMix64;

@@ -178,6 +178,39 @@ impl std::fmt::Display for TrajectoryReport {
     }
 }
 
+/// The error of one motion, as RPE measures it: `E = (Q_i^-1 Q_j)^-1 (P_i^-1 P_j)` for the
+/// estimate's poses `P` (translations times `scale`) against the ground truth's `Q`.
+pub struct MotionError {
+    /// The estimate's rotation over the motion, `R(P_i)^-1 R(P_j)`.
+    pub estimate: Rotation3<f64>,
+    /// The ground truth's, `R(Q_i)^-1 R(Q_j)`.
+    pub ground_truth: Rotation3<f64>,
+    /// E's translation: the estimate's motion less the ground truth's, in the ground truth's
+    /// frame at j.
+    pub translation: Vector3<f64>,
+}
+
+impl MotionError {
+    /// The error of the motion `est` (from, to) against `gt`'s over the same frames.
+    pub fn of<A, B>(
+        est: (&Transform<A, B>, &Transform<A, B>),
+        gt: (&Transform<A, B>, &Transform<A, B>),
+        scale: f64,
+    ) -> Self {
+        let ((pi, pj), (qi, qj)) = (est, gt);
+        let estimate = pi.rotation.inverse() * pj.rotation;
+        let est_t = pi.rotation.inverse() * (pj.translation - pi.translation) * scale;
+        let ground_truth = qi.rotation.inverse() * qj.rotation;
+        let gt_t = qi.rotation.inverse() * (qj.translation - qi.translation);
+        Self { estimate, ground_truth, translation: ground_truth.inverse() * (est_t - gt_t) }
+    }
+
+    /// E's rotation, `R(Q_i^-1 Q_j)^-1 R(P_i^-1 P_j)`, as a rotation vector in degrees.
+    pub fn rotation_deg(&self) -> Vector3<f64> {
+        (self.ground_truth.inverse() * self.estimate).scaled_axis().map(f64::to_degrees)
+    }
+}
+
 /// Scores `estimate` (the odometry's poses, sorted by time) of a run that processed `frames`
 /// frames against `gt`, sampled within `tolerance` seconds of its ends.
 pub fn evaluate_trajectory(
@@ -229,15 +262,10 @@ pub fn evaluate_trajectory(
             RpeDelta::Seconds(s) => (i + 1..matched.len()).find(|&j| matched[j].0.t - matched[i].0.t >= s),
         };
         let Some(j) = j else { break };
-        let (pi, pj) = (&matched[i].0.pose, &matched[j].0.pose);
-        let (qi, qj) = (&matched[i].1.pose, &matched[j].1.pose);
-        let est_rot = pi.rotation.inverse() * pj.rotation;
-        let est_t = pi.rotation.inverse() * (pj.translation - pi.translation) * sim.scale;
-        let gt_rot = qi.rotation.inverse() * qj.rotation;
-        let gt_t = qi.rotation.inverse() * (qj.translation - qi.translation);
-        // E's translation: gt_rot^-1 (est_t - gt_t); its rotation: gt_rot^-1 est_rot.
-        rpe_t.push((gt_rot.inverse() * (est_t - gt_t)).norm());
-        rpe_r.push(rotation_error_deg(&gt_rot, &est_rot));
+        let est = (&matched[i].0.pose, &matched[j].0.pose);
+        let e = MotionError::of(est, (&matched[i].1.pose, &matched[j].1.pose), sim.scale);
+        rpe_t.push(e.translation.norm());
+        rpe_r.push(rotation_error_deg(&e.ground_truth, &e.estimate));
         i = j;
     }
     Ok(TrajectoryReport {
