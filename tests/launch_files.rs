@@ -4,6 +4,8 @@
 //! file's own `node_settings` runs under Python; the expected topics are written by hand from
 //! the conventions (REP 144 names, image_transport's `/compressed` and camera_info pairing).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -181,24 +183,11 @@ fn bringup(given: Value, installed: &[&str]) -> Value {
     launch_logic("bringup.launch.py", &given, body, &[json!(installed).to_string(), template])
 }
 
-/// Every topic an RViz config's displays subscribe.
+/// Every topic an RViz config's displays subscribe, sorted.
 fn rviz_topics(text: &str) -> Vec<String> {
-    fn walk(y: &yaml_rust2::Yaml, out: &mut Vec<String>) {
-        match y {
-            yaml_rust2::Yaml::Hash(h) => {
-                if let Some(t) = y["Topic"]["Value"].as_str() {
-                    out.push(t.to_string());
-                }
-                h.values().for_each(|v| walk(v, out));
-            }
-            yaml_rust2::Yaml::Array(a) => a.iter().for_each(|v| walk(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(&yaml_rust2::YamlLoader::load_from_str(text).unwrap()[0], &mut out);
-    out.sort();
-    out
+    let mut topics: Vec<String> = common::rviz_subscriptions(text).into_iter().map(|(t, _, _)| t).collect();
+    topics.sort();
+    topics
 }
 
 /// bringup.launch.py starts the preset's driver when its package is installed (else says which

@@ -37,24 +37,7 @@ fn play_offer(offers: &Value) -> (String, String) {
 fn plays_into_trajectory_rviz(bag: &Value) {
     let text =
         std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/trajectory.rviz")).unwrap();
-    let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
-    let mut requests = Vec::new();
-    fn walk(y: &yaml_rust2::Yaml, out: &mut Vec<(String, String, String)>) {
-        match y {
-            yaml_rust2::Yaml::Hash(h) => {
-                let topic = &y["Topic"];
-                if let (Some(t), Some(r), Some(d)) =
-                    (topic["Value"].as_str(), topic["Reliability Policy"].as_str(), topic["Durability Policy"].as_str())
-                {
-                    out.push((t.to_string(), r.to_string(), d.to_string()));
-                }
-                h.values().for_each(|v| walk(v, out));
-            }
-            yaml_rust2::Yaml::Array(a) => a.iter().for_each(|v| walk(v, out)),
-            _ => {}
-        }
-    }
-    walk(&docs[0], &mut requests);
+    let requests = common::rviz_subscriptions(&text);
     let held: Vec<&(String, String, String)> = requests.iter().filter(|(t, _, _)| bag.get(t).is_some()).collect();
     assert!(held.len() >= 4, "trajectory.rviz's displays of the replay's topics: {requests:?}");
     for (topic, reliability, durability) in held {

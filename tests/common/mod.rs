@@ -12,6 +12,22 @@ use std::path::PathBuf;
 use ndarray::ArrayD;
 use ndarray_npy::NpzReader;
 
+/// The displays of an RViz config (its text) that subscribe a topic: the topic and the
+/// reliability and durability they ask for, as RViz spells them ("Reliable", "Transient Local";
+/// '' when the config leaves one out).
+pub fn rviz_subscriptions(text: &str) -> Vec<(String, String, String)> {
+    let docs = yaml_rust2::YamlLoader::load_from_str(text).expect("an RViz config is YAML");
+    let displays = docs[0]["Visualization Manager"]["Displays"].as_vec().expect("an RViz config has displays");
+    let policy = |t: &yaml_rust2::Yaml, name: &str| t[name].as_str().unwrap_or_default().to_string();
+    displays
+        .iter()
+        .filter_map(|d| {
+            let t = &d["Topic"];
+            Some((t["Value"].as_str()?.to_string(), policy(t, "Reliability Policy"), policy(t, "Durability Policy")))
+        })
+        .collect()
+}
+
 pub fn fixture_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join(name)
 }
