@@ -4,8 +4,9 @@ with rviz:=true, RViz on the node's outputs.
     ros2 launch sp_dust3r bringup.launch.py camera:=realsense2_camera rviz:=true
 
 Takes every argument of sp_dust3r.launch.py (the node is started with its node_settings) and two
-of its own: driver (true: start the camera preset's driver with its defaults; when its package
-is not installed, a message names the apt package and the node starts alone) and rviz (true:
+of its own: driver (true: start the camera preset's driver with its defaults, in
+camera_namespace when one is given; when its package is not installed, a message names the apt
+package and the node starts alone) and rviz (true:
 RViz on the package's trajectory.rviz with its topics moved to this launch's; the node then
 publishes TF, which places the odometry in map, unless publish_tf is given).
 
@@ -32,8 +33,25 @@ DRIVERS = {
 
 ARGUMENTS = NODE.ARGUMENTS + [
     ("driver", "true", "true: start the camera preset's driver when its package is installed"),
-    ("rviz", "false", "true: RViz on the node's map, keyframes, odometry and camera image"),
+    ("rviz", "false", "true: RViz on the node's map, keyframes, odometry, last pair, TF and images"),
 ]
+
+
+def in_namespace(driver, namespace, preset):
+    """The driver started so that it publishes under `namespace` (the node's camera_namespace),
+    when that is not the preset's own: rs_launch.py's topics are
+    /<camera_namespace>/<camera_name>/..., so the last name goes to camera_name and the rest to
+    camera_namespace; a node driver is started in the namespace."""
+    namespace = "/" + namespace.strip("/")
+    if namespace == "/" + NODE.PRESETS[preset]["camera_namespace"].strip("/"):
+        return driver
+    driver = dict(driver)
+    if "launch" in driver:
+        parent, _, name = namespace.rpartition("/")
+        driver["arguments"] = dict(driver["arguments"], camera_namespace=parent.strip("/"), camera_name=name)
+    else:
+        driver["namespace"] = namespace
+    return driver
 
 
 def bringup_plan(config, installed):
@@ -47,6 +65,8 @@ def bringup_plan(config, installed):
         message = (f"camera:={preset}: package {driver['package']} is not installed (sudo apt install {apt}); "
                    "starting sp_dust3r without a driver")
         driver = None
+    if driver:
+        driver = in_namespace(driver, NODE.topic_settings(config)["camera_namespace"], preset)
     rviz = NODE.as_bool("rviz", config.get("rviz") or "false")
     node_config = dict(config)
     if rviz and not config.get("publish_tf"):
@@ -81,7 +101,8 @@ def _bringup(context):
         actions.append(IncludeLaunchDescription(PythonLaunchDescriptionSource(source),
                                                 launch_arguments=driver["arguments"].items()))
     elif driver:
-        actions.append(Node(package=driver["package"], executable=driver["executable"], output="screen"))
+        actions.append(Node(package=driver["package"], executable=driver["executable"],
+                            namespace=driver.get("namespace"), output="screen"))
     settings = NODE.node_settings(plan["node"])
     actions.append(Node(package="sp_dust3r", executable="sp_dust3r", output="screen", **settings))
     if plan["rviz"]:

@@ -52,6 +52,8 @@ ARGUMENTS = [
     ("dust3r_weights", "", "DUSt3R weights folder; '' = params_file's (env, HF cache, download)"),
     ("use_sim_time", "", "true: time from /clock (ros2 bag play --clock); '' = params_file's (false)"),
     ("publish_tf", "", "true: TF map -> odom -> camera (RViz places the odometry with it); '' = params_file's (false)"),
+    ("scale_source", "", "none, depth (metres from depth_topic) or odometry (metres from the robot's /tf); "
+     "'' = params_file's (none)"),
 ]
 
 # Launch arguments that set node parameters when given: argument -> (parameters, type).
@@ -62,6 +64,7 @@ PARAMETER_ARGUMENTS = {
     "dust3r_weights": (("dust3r_weights",), str),
     "use_sim_time": (("use_sim_time",), bool),
     "publish_tf": (("publish_tf",), bool),
+    "scale_source": (("scale_source",), str),
 }
 
 

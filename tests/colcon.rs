@@ -98,7 +98,7 @@ fn colcon_builds_installs_and_tests_the_package_from_a_workspace() {
         "config/params.yaml",
         "config/sample.rviz",
         "config/trajectory.rviz",
-        "config/camera.rviz",
+        "launch/bringup.launch.py",
         "package.xml",
     ] {
         let installed = share.join("sp_dust3r").join(file);

@@ -12,7 +12,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::topics::{
-    input_topics, resolve, InputTopics, CLOUD_MAP, KEYPOINTS, KEYPOINTS_IMAGE, ODOM, PATH,
+    input_topics, resolve, InputTopics, CLOUD_MAP, KEYPOINTS, KEYPOINTS_IMAGE, ODOM, PATH, POINTCLOUD,
 };
 use sp_dust3r_core::params::{declared, NodeParams};
 
@@ -214,6 +214,19 @@ fn bringup_starts_the_driver_it_finds_and_rviz_on_the_nodes_topics() {
     let b = bringup(json!({"camera": "v4l2_camera", "driver": "false"}), &["v4l2_camera"]);
     assert!(b["driver"].is_null() && b["message"].is_null());
     assert!(bringup(json!({}), &[])["driver"].is_null(), "generic: no driver to start");
+    // A camera namespace of one's own: the driver publishes there and the node reads it there
+    // (rs_launch.py's topics are /<camera_namespace>/<camera_name>/...).
+    let b = bringup(json!({"camera": "realsense2_camera", "camera_namespace": "/robot/front"}), &["realsense2_camera"]);
+    assert_eq!(
+        b["driver"]["arguments"],
+        json!({"align_depth.enable": "true", "camera_namespace": "robot", "camera_name": "front"})
+    );
+    assert_eq!(inputs(&b["settings"], false), topics("/robot/front/color/image_raw", "/robot/front/color/camera_info"));
+    let b = bringup(json!({"camera": "usb_cam", "camera_namespace": "/left"}), &["usb_cam"]);
+    assert_eq!(b["driver"]["namespace"], "/left");
+    assert_eq!(inputs(&b["settings"], false), topics("/left/image_raw", "/left/camera_info"));
+    let b = bringup(json!({"camera": "usb_cam", "camera_namespace": "/"}), &["usb_cam"]);
+    assert!(b["driver"].get("namespace").is_none(), "the preset's own namespace: the driver's defaults");
 
     for (given, namespace) in [
         (json!({"camera": "realsense2_camera", "rviz": "true"}), "/camera/camera"),
@@ -230,6 +243,8 @@ fn bringup_starts_the_driver_it_finds_and_rviz_on_the_nodes_topics() {
             resolve(&r, ns, CLOUD_MAP),
             resolve(&r, ns, PATH),
             resolve(&r, ns, ODOM),
+            resolve(&r, ns, POINTCLOUD),
+            resolve(&r, ns, KEYPOINTS_IMAGE),
         ];
         want.sort();
         assert_eq!(rviz_topics(b["rviz"].as_str().unwrap()), want, "{given}");
@@ -322,6 +337,9 @@ fn a_users_params_file_wins_over_launch_defaults() {
     // Given on the command line, a launch argument wins over the file.
     let p = run(json!({"params_file": user.to_str().unwrap(), "backend": "cpu", "use_sim_time": "false"}));
     assert_eq!((p.dust3r_backend.name(), p.use_sim_time), ("cpu", false));
+    // The README's RealSense line: metres from the aligned depth the preset subscribes.
+    let p = run(json!({"params_file": user.to_str().unwrap(), "camera": "realsense2_camera", "scale_source": "depth"}));
+    assert_eq!(p.scale_source.name(), "depth");
     // A value the node refuses is refused there, with the parameter's name.
     let p = NodeParams::resolve(
         &RosArgs {
@@ -344,4 +362,29 @@ fn xml_launch_includes_the_python_one() {
     let file = elements[0].attribute("file").unwrap();
     let relative = file.strip_prefix("$(find-pkg-share sp_dust3r)/").unwrap();
     assert!(root().join(relative).is_file(), "{file}");
+}
+
+/// docs/node.md's launch-argument table names exactly the arguments the two launch files
+/// declare, and its preset table exactly the presets.
+#[test]
+fn the_docs_list_every_launch_argument_and_preset() {
+    let body = "print(json.dumps({'arguments': [name for name, _, _ in module.ARGUMENTS], \
+                'presets': list(module.NODE.PRESETS)}))\n";
+    let declared = launch_logic("bringup.launch.py", &json!({}), body, &[]);
+    let names = |key: &str| -> std::collections::BTreeSet<String> {
+        declared[key].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect()
+    };
+    let doc = std::fs::read_to_string(root().join("docs/node.md")).unwrap();
+    let first_column = |header: &str| -> std::collections::BTreeSet<String> {
+        let table = doc.split(header).nth(1).unwrap_or_else(|| panic!("docs/node.md has a table {header}"));
+        let rows = table.lines().skip(1).take_while(|l| l.starts_with('|')).filter(|l| !l.starts_with("|---"));
+        rows.flat_map(|l| {
+            let cell = l.trim_start_matches('|').split(" | ").next().unwrap_or("");
+            cell.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>()
+        })
+        .filter(|c| !c.contains("launch.py"))
+        .collect()
+    };
+    assert_eq!(first_column("| argument | default |"), names("arguments"));
+    assert_eq!(first_column("| `camera:=` |"), names("presets"));
 }

@@ -40,40 +40,6 @@ fn python_launch_compiles_and_starts_the_packages_executable() {
     assert!(!text.replace("ros_arguments=", "").contains("arguments="), "the node is `sp_dust3r --ros-args ...`");
 }
 
-#[test]
-fn camera_rviz_config_shows_topics_the_node_uses() {
-    let text = std::fs::read_to_string(root().join("config/camera.rviz")).unwrap();
-    let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
-    let displays = docs[0]["Visualization Manager"]["Displays"].as_vec().unwrap();
-    let node_topics: Vec<String> = TOPICS
-        .iter()
-        .map(|t| t.name)
-        .map(|t| if t.starts_with('/') { t.to_string() } else { format!("/camera/{t}") })
-        .collect();
-    let mut shown = 0;
-    for d in displays {
-        if let Some(topic) = d["Topic"]["Value"].as_str() {
-            shown += 1;
-            assert!(
-                node_topics.iter().any(|t| t == topic),
-                "RViz shows {topic}, which the node does not use (namespace /camera)"
-            );
-            // What RViz subscribes reliably must be published reliably (all our outputs are).
-            let published = TOPICS.iter().any(|t| {
-                t.direction == Direction::Output && Path::new(topic).ends_with(t.name.trim_start_matches('/'))
-            });
-            if d["Topic"]["Reliability Policy"].as_str() == Some("Reliable") {
-                assert!(published, "{topic} subscribed reliable but not one of our outputs");
-            }
-        }
-    }
-    assert!(shown >= 3);
-    assert_eq!(
-        docs[0]["Visualization Manager"]["Displays"][1]["Class"].as_str(),
-        Some("rviz_default_plugins/PointCloud2")
-    );
-}
-
 /// `ros2 run sp_dust3r sp_dust3r --ros-args ...` and launch_ros run the binary with `--ros-args`
 /// first: that is the node, as `sp_dust3r node --ros-args ...` is. A bad `--log-level` shows it
 /// without DDS: the node's own check answers, not the subcommand parser.

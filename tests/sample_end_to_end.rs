@@ -109,11 +109,12 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
         assert_eq!(checked, tracked as usize);
     }
     if camera_info {
-        rviz_config_fits_the_bag(&out_path, "sample.rviz", &["/cam/pointcloud", "/cam/pose", "/cam/image_raw"]);
+        rviz_config_fits_the_bag(&out_path, "sample.rviz", &["/cam/pointcloud", "/cam/pose", "/cam/image_raw"], &[]);
         rviz_config_fits_the_bag(
             &out_path,
             "trajectory.rviz",
-            &["/cam/cloud_map", "/cam/path", "/cam/odom", "/cam/image_raw"],
+            &["/cam/cloud_map", "/cam/path", "/cam/odom", "/cam/pointcloud", "/cam/image_raw", "/cam/keypoints/image"],
+            &["/cam/keypoints/image"],
         );
     }
     report
@@ -204,10 +205,10 @@ fn rosbags_read(bag: &Path) -> serde_json::Value {
 }
 
 /// An RViz config (config/`name`) against the replay's bag as rosbags read it: its displays show
-/// `topics` in order, each in the bag with messages of the type that display draws, and every
-/// 3D display's messages are in the fixed frame (the bag has no TF, so any other frame would
-/// show nothing).
-fn rviz_config_fits_the_bag(bag_path: &Path, name: &str, topics: &[&str]) {
+/// `topics` in order, each in the bag with messages of the type that display draws (except
+/// `live_only`, which a replay does not write), and every 3D display's messages are in the fixed
+/// frame or one the bag's /tf reaches from it (what RViz can place).
+fn rviz_config_fits_the_bag(bag_path: &Path, name: &str, topics: &[&str], live_only: &[&str]) {
     let bag = rosbags_read(bag_path);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config").join(name);
     let docs = yaml_rust2::YamlLoader::load_from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -216,9 +217,21 @@ fn rviz_config_fits_the_bag(bag_path: &Path, name: &str, topics: &[&str]) {
     let tf_edges: Vec<String> = bag["/tf"]["frames"]
         .as_array()
         .map_or(Vec::new(), |e| e.iter().filter_map(|f| f.as_str().map(str::to_string)).collect());
+    // The frames /tf reaches from the fixed frame, parent to child.
+    let mut reachable = vec![fixed.to_string()];
+    while let Some(next) = tf_edges.iter().find_map(|e| {
+        let (parent, child) = e.split_once('>')?;
+        (reachable.iter().any(|r| r == parent) && !reachable.iter().any(|r| r == child)).then(|| child.to_string())
+    }) {
+        reachable.push(next);
+    }
     let mut shown = Vec::new();
     for d in manager["Displays"].as_vec().unwrap() {
         let class = d["Class"].as_str().unwrap();
+        if class == "rviz_default_plugins/TF" {
+            assert!(!tf_edges.is_empty(), "{name} shows TF, and the bag has none");
+            continue;
+        }
         let Some(topic) = d["Topic"]["Value"].as_str() else { continue };
         let drawn = match class {
             "rviz_default_plugins/PointCloud2" => "sensor_msgs/msg/PointCloud2",
@@ -228,21 +241,21 @@ fn rviz_config_fits_the_bag(bag_path: &Path, name: &str, topics: &[&str]) {
             "rviz_default_plugins/Odometry" => "nav_msgs/msg/Odometry",
             other => panic!("{other}: no expectation for this display"),
         };
+        shown.push(topic);
+        if live_only.contains(&topic) {
+            assert!(bag[topic].is_null(), "{topic} is in the bag");
+            continue;
+        }
         let entry = &bag[topic];
         assert_eq!(entry["type"].as_str(), Some(drawn), "{class} on {topic}");
         assert!(entry["count"].as_u64() > Some(0), "{topic} has no messages");
         if class != "rviz_default_plugins/Image" {
-            // In the fixed frame, or in one the bag's /tf hangs directly below it.
-            let linked = |f: &serde_json::Value| {
-                f.as_str().is_some_and(|f| f == fixed || tf_edges.contains(&format!("{fixed}>{f}")))
-            };
             let frames = entry["frames"].as_array().unwrap();
             assert!(
-                frames.len() == 1 && linked(&frames[0]),
-                "{topic} in {frames:?}, not in the fixed frame {fixed} or below it"
+                frames.len() == 1 && frames[0].as_str().is_some_and(|f| reachable.iter().any(|r| r == f)),
+                "{topic} in {frames:?}, not in the fixed frame {fixed} or below it in /tf"
             );
         }
-        shown.push(topic);
     }
     assert_eq!(shown, topics, "{name}");
 }
