@@ -2,8 +2,7 @@
 //! `sp_dust3r_node::cyclone`, what the node publishes with) to a Cyclone DDS reader, next to
 //! Cyclone DDS's C writer from Python (the reference) and, with `--rustdds`, ros2-client's RustDDS
 //! (the node's stack before); and whether large camera frames from a Cyclone writer reach the
-//! node's input QoS: the measurements behind the `cloud_stride` default and README's "Large
-//! messages" section. DDS never leaves the machine: it runs only inside a private network
+//! node's input QoS: the measurements behind the `cloud_stride` default and docs/transport.md. DDS never leaves the machine: it runs only inside a private network
 //! namespace.
 //!
 //! ```sh

@@ -64,7 +64,7 @@ impl BackgroundPool {
 
 /// The node's default share of the time for a pair in flight (`dust3r_cpu_share`): enough for a
 /// pair to finish when frames come faster than SuperPoint, for about a third of the keypoints
-/// then (measured, README: Speed), and only then.
+/// then (measured, docs/speed.md), and only then.
 pub const DEFAULT_BACKGROUND_SHARE: f64 = 0.25;
 
 /// The most of the time the background may be guaranteed: the foreground keeps a tenth.
