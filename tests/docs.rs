@@ -55,11 +55,6 @@ fn code_spans(cell: &str) -> Vec<String> {
     cell.split('`').skip(1).step_by(2).map(str::to_string).collect()
 }
 
-/// `pkg/msg/Name` as the docs write it, `pkg/Name`.
-fn short_type(ros_type: &str) -> String {
-    ros_type.replacen("/msg/", "/", 1)
-}
-
 #[test]
 fn the_readmes_topic_tables_are_the_nodes_topics() {
     let readme = read("README.md");

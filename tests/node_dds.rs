@@ -196,3 +196,61 @@ fn malformed_samples_are_counted_and_a_vanished_subscriber_keeps_the_log_quiet()
     let quiet: usize = stdout.split("quiet_lines=").nth(1).unwrap().trim().parse().unwrap();
     assert!(quiet <= 2, "{quiet} log lines in 15 s after the subscriber left: {ctx}");
 }
+
+/// Runs the node with `params` against the Cyclone camera sending 1280x720 rgb8 frames at 30 Hz
+/// for 4 s between three 8x8 frames before and three after, which arrive whole (the node counts
+/// the sequence numbers a writer skipped between two frames that arrived); the writer's report
+/// with the node's last /diagnostics, and the node's log.
+fn large_frames_into_the_node(dir: &std::path::Path, params: &str) -> (serde_json::Value, String) {
+    let log = dir.join("node.log");
+    let writer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_image_writer.py");
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:=/nonexistent \
+           -p dust3r_weights:=/nonexistent {params} > {log} 2>&1 &\n\
+         pid=$!\n\
+         {py} {writer} --topic rt/cam/image --width 1280 --height 720 --rate 30 --duration 4 --markers 3 --diagnostics\n\
+         rc=$?\n\
+         kill -INT $pid; wait $pid\n\
+         exit $rc\n",
+        node = env!("CARGO_BIN_EXE_sp_dust3r"),
+        log = log.display(),
+        py = peer_python().display(),
+        writer = writer.display(),
+    );
+    let NetnsRun { report, log, .. } = run_in_netns(&script, &log);
+    (report, log)
+}
+
+/// A stock Ubuntu receive buffer (212992 B, the node asked for no more) against 2.7 MB frames at
+/// 30 Hz: frames that lose a fragment are lost whole, and every one is counted (frames in and
+/// frames lost add up to the frames the writer sent from its first frame that arrived on); /diagnostics warns and says what buffer the
+/// sockets have. Then the default request (8 MiB): what the kernel grants, by `net.core.rmem_max`
+/// read here, and the sysctl named when it granted less.
+#[test]
+fn frames_that_do_not_arrive_whole_are_counted_and_the_receive_buffer_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, log) = large_frames_into_the_node(dir.path(), "-p receive_buffer_size:=212992");
+    eprintln!("writer: {report}\nnode log:\n{log}");
+    let d = &report["diagnostics"];
+    let count = |k: &str| d[k].as_str().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| panic!("{k}: {d}"));
+    let sent = report["sent"].as_u64().unwrap() + report["markers"].as_u64().unwrap();
+    let (arrived, lost) = (count("frames_in"), count("frames_lost_in_transport"));
+    assert!(lost > 0, "a 212992 B buffer loses some of these frames: {d}");
+    assert_eq!(arrived + lost, sent, "every frame sent is either in or counted lost: {d}");
+    assert_eq!((count("receive_buffer_requested_bytes"), count("receive_buffer_bytes")), (212_992, 212_992));
+    let input = &d["_status"]["input"];
+    assert_eq!(input["level"], 1, "{input}");
+    assert!(input["message"].as_str().unwrap().contains(&format!("{lost} frames lost in transport")), "{input}");
+    assert!(log.contains("did not arrive whole"), "{log}");
+
+    let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap().trim().parse().unwrap();
+    let (report, log) = large_frames_into_the_node(dir.path(), "");
+    let d = &report["diagnostics"];
+    let asked = 8 << 20;
+    assert_eq!(d["receive_buffer_requested_bytes"].as_str(), Some(asked.to_string().as_str()), "{d}");
+    assert_eq!(d["receive_buffer_bytes"].as_str(), Some(rmem_max.min(asked).to_string().as_str()), "{d}");
+    let fix = "sudo sysctl -w net.core.rmem_max=8388608";
+    assert_eq!(d["receive_buffer_fix"].as_str(), (rmem_max < asked).then_some(fix), "{d}");
+    assert_eq!(log.contains(fix), rmem_max < asked, "{log}");
+}

@@ -1,12 +1,10 @@
-//! The ROS package files users start the node with: the launch file's executable, the RViz
-//! config, `ros2 run`'s command line (the launch files' argument logic: tests/launch_files.rs;
-//! the colcon build: tests/colcon.rs).
+//! The ROS package files users start the node with: the launch file's executable, `ros2 run`'s
+//! command line (the launch files' argument logic and RViz topics: tests/launch_files.rs; the
+//! colcon build: tests/colcon.rs).
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use sp_dust3r_core::params::topics::{Direction, TOPICS};
+use std::path::PathBuf;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

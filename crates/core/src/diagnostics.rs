@@ -56,6 +56,9 @@ counters! {
     PairDrops => "pairs_dropped", false;
     /// Frames that could not be decoded.
     BadFrames => "errors_bad_frame", true;
+    /// Frames the camera's writer sent that never reached the node whole (a lost datagram or
+    /// fragment: the writer's sequence numbers skip them).
+    FramesLost => "frames_lost_in_transport", true;
     /// CameraInfo messages that were ignored.
     BadCameraInfo => "errors_camera_info", true;
     /// Samples on an input topic that do not decode as its type (a mismatched message
@@ -285,6 +288,30 @@ pub struct Report<'a> {
     pub dust3r: ModelStatus,
     /// The metric scale, when `scale_source` makes outputs metric.
     pub scale: Option<ScaleReport<'a>>,
+    /// The input sockets' receive buffer.
+    pub receive_buffer: ReceiveBuffer,
+}
+
+/// The kernel receive buffer of the DDS input sockets: asked for and granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiveBuffer {
+    /// Bytes asked for (`receive_buffer_size`).
+    pub requested: usize,
+    /// Bytes the kernel granted, when it could be read.
+    pub granted: Option<usize>,
+}
+
+impl ReceiveBuffer {
+    /// Whether the kernel granted less than asked (`net.core.rmem_max`).
+    pub fn clamped(&self) -> bool {
+        self.granted.is_some_and(|g| g < self.requested)
+    }
+
+    /// The command that lets the kernel grant the request (until the next boot; a file in
+    /// /etc/sysctl.d/ keeps it).
+    pub fn fix(&self) -> String {
+        format!("sudo sysctl -w net.core.rmem_max={}", self.requested)
+    }
 }
 
 /// The metric scale as /diagnostics shows it.
@@ -370,6 +397,7 @@ fn input_status(
         t.raise(Level::STALE, format!("no frame for {} s on {}", secs(quiet), r.image_topic));
     }
     let bad: Vec<String> = [
+        (Counter::FramesLost, "frames lost in transport"),
         (Counter::BadFrames, "undecodable frames"),
         (Counter::MalformedSamples, "malformed samples"),
         (Counter::BadCameraInfo, "unusable camera_info"),
@@ -381,7 +409,15 @@ fn input_status(
     })
     .collect();
     if !bad.is_empty() {
-        t.raise(Level::WARN, format!("{} in the last {:.0} s", bad.join(", "), l.window));
+        let (lost, _) = h.growth(Counter::FramesLost, window);
+        let buffer = &r.receive_buffer;
+        let hint = match buffer.granted {
+            Some(g) if lost > 0 && buffer.clamped() => {
+                format!(" (receive buffer {g} B of {} B asked: {})", buffer.requested, buffer.fix())
+            }
+            _ => String::new(),
+        };
+        t.raise(Level::WARN, format!("{} in the last {:.0} s{hint}", bad.join(", "), l.window));
     }
     if l.expected_rate > 0.0 && ever && !stale {
         let (lo, hi) = (l.expected_rate * (1.0 - l.rate_tolerance), l.expected_rate * (1.0 + l.rate_tolerance));
@@ -397,7 +433,21 @@ fn input_status(
     t.value("input_rate_hz", format!("{rate:.2}"));
     t.value("expected_rate_hz", l.expected_rate);
     t.value("last_frame_age_s", if ever { secs(quiet) } else { "never".into() });
-    t.counters(s, &[Counter::FramesIn, Counter::BadFrames, Counter::BadCameraInfo, Counter::MalformedSamples]);
+    t.counters(
+        s,
+        &[
+            Counter::FramesIn,
+            Counter::FramesLost,
+            Counter::BadFrames,
+            Counter::BadCameraInfo,
+            Counter::MalformedSamples,
+        ],
+    );
+    t.value("receive_buffer_requested_bytes", r.receive_buffer.requested);
+    t.value("receive_buffer_bytes", r.receive_buffer.granted.map_or("unknown".into(), |g| g.to_string()));
+    if r.receive_buffer.clamped() {
+        t.value("receive_buffer_fix", r.receive_buffer.fix());
+    }
     for (k, v) in by_kind.iter().filter(|(k, _)| k.starts_with("errors_malformed_")) {
         t.value(k, v);
     }
@@ -695,6 +745,7 @@ mod tests {
             superpoint,
             dust3r,
             scale: None,
+            receive_buffer: ReceiveBuffer { requested: 8 << 20, granted: Some(8 << 20) },
         }
     }
 
@@ -742,6 +793,42 @@ mod tests {
         assert_eq!(input.level, Level::OK, "{input:?}");
         assert_eq!(input.message, "10.00 Hz on /cam/image_raw");
         assert!(input.values.iter().any(|kv| kv.key == "errors_bad_frame" && kv.value == "1"));
+    }
+
+    #[test]
+    fn frames_lost_in_transport_warn_with_the_sysctl_when_the_buffer_was_clamped() {
+        let value = |t: &diagnostic_msgs::DiagnosticStatus, k: &str| {
+            t.values.iter().find(|kv| kv.key == k).map(|kv| kv.value.clone())
+        };
+        // 10 Hz, 4 frames lost at second 5, the kernel having granted 212992 B of 8 MiB.
+        let (s, h) = run(10, |i, s| {
+            frames(10, s);
+            if i == 5 {
+                s.add(Counter::FramesLost, 4);
+            }
+        });
+        let mut r = report(cpu(), cpu());
+        r.receive_buffer = ReceiveBuffer { requested: 8 << 20, granted: Some(212_992) };
+        let input = task(&diagnostics(&s, &h, r), "input");
+        assert_eq!(input.level, Level::WARN);
+        assert_eq!(
+            input.message,
+            "4 frames lost in transport in the last 30 s (receive buffer 212992 B of 8388608 B asked: \
+             sudo sysctl -w net.core.rmem_max=8388608)"
+        );
+        assert_eq!(value(&input, "frames_lost_in_transport").as_deref(), Some("4"));
+        assert_eq!(value(&input, "receive_buffer_bytes").as_deref(), Some("212992"));
+        assert_eq!(value(&input, "receive_buffer_fix").as_deref(), Some("sudo sysctl -w net.core.rmem_max=8388608"));
+        // The buffer granted in full: the loss is still reported, without a sysctl to try.
+        let input = task(&diagnostics(&s, &h, report(cpu(), cpu())), "input");
+        assert_eq!(input.message, "4 frames lost in transport in the last 30 s");
+        assert_eq!(value(&input, "receive_buffer_fix"), None);
+        // Clamped without losses: OK, the values say it.
+        let (s, h) = run(10, |_, s| frames(10, s));
+        let mut r = report(cpu(), cpu());
+        r.receive_buffer = ReceiveBuffer { requested: 8 << 20, granted: Some(212_992) };
+        let input = task(&diagnostics(&s, &h, r), "input");
+        assert_eq!((input.level, value(&input, "receive_buffer_fix").is_some()), (Level::OK, true));
     }
 
     #[test]

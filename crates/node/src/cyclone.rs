@@ -105,7 +105,7 @@ const PACING: &str = concat!(
 
 /// Settings that keep Cyclone on 127.0.0.1 (`ROS_LOCALHOST_ONLY`): discovery by unicast to the
 /// local participants' ports, so it also works where loopback has no multicast.
-const LOCALHOST_ONLY: &str = concat!(
+pub const LOCALHOST_ONLY: &str = concat!(
     "<CycloneDDS><Domain><General><Interfaces><NetworkInterface address=\"127.0.0.1\"/></Interfaces></General>",
     "<Discovery><Peers><Peer address=\"127.0.0.1\"/></Peers><ParticipantIndex>auto</ParticipantIndex>",
     "<MaxAutoParticipantIndex>50</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"

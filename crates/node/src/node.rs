@@ -25,11 +25,13 @@ use std::time::{Duration, Instant};
 use crate::node_services::{NodeServices, ServiceHandler, TriggerResponse};
 use crate::param_services::{ParamServiceError, ParamServices};
 use crate::rosout;
-use crate::transport::{Reader, Role, Sample, Transport, TransportError, Writer};
+use crate::transport::{granted_receive_buffer, Reader, Role, Sample, Transport, TransportError, Writer};
 use sp_dust3r_core::backend::build::{build_dust3r, build_superpoint, BackendKind, BuildError, BuildProgress};
 use sp_dust3r_core::backend::{BackendHealth, FeatureExtractor, PairReconstructor};
 use sp_dust3r_core::cancel::Cancel;
-use sp_dust3r_core::diagnostics::{diagnostics, Counter, History, ModelStatus, Report, ScaleReport, Stats};
+use sp_dust3r_core::diagnostics::{
+    diagnostics, Counter, History, ModelStatus, ReceiveBuffer, Report, ScaleReport, Stats,
+};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::msg::{
     builtin_interfaces, diagnostic_msgs, geometry_msgs, nav_msgs, node_msgs, rcl_interfaces, rosgraph_msgs,
@@ -307,6 +309,10 @@ struct Io {
     tf: Option<(Box<dyn Reader<tf2_msgs::TFMessage>>, String)>,
     diagnostics: Box<dyn Writer<diagnostic_msgs::DiagnosticArray>>,
     rosout: Box<dyn Writer<rcl_interfaces::Log>>,
+    /// The input sockets' receive buffer, asked for and granted.
+    receive_buffer: ReceiveBuffer,
+    /// Image samples the image reader had found lost when last asked.
+    frames_lost: std::cell::Cell<u64>,
 }
 
 /// Everything the DDS loop needs besides the shared state.
@@ -419,6 +425,17 @@ fn take_inputs(io: &Io, shared: &Shared, sim_time: &mut Option<builtin_interface
     if let Some((sub, topic)) = &io.compressed {
         got |= take_all(sub.as_ref(), topic, pipeline, |msg| accept(CameraImage::Compressed(msg)));
     }
+    let image_lost = match (&io.raw, &io.compressed) {
+        (Some((sub, topic)), _) => Some((sub.lost(), topic)),
+        (None, Some((sub, topic))) => Some((sub.lost(), topic)),
+        (None, None) => None,
+    };
+    if let Some((lost, topic)) = image_lost {
+        let new = lost.saturating_sub(io.frames_lost.replace(lost));
+        if new > 0 {
+            pipeline.on_frames_lost(topic, new, &io.receive_buffer);
+        }
+    }
     let (sub, topic) = &io.camera_info;
     got |= take_all(sub.as_ref(), topic, pipeline, |info| pipeline.on_camera_info(info));
     if let Some((sub, topic)) = &io.depth {
@@ -524,6 +541,7 @@ impl Loop<'_> {
                 track: shared.pipeline.scale(),
                 max_unmeasured: params.scale_max_unmeasured,
             }),
+            receive_buffer: self.io.receive_buffer,
         };
         if self.io.diagnostics.write(&diagnostics(stats, history, report)).is_err() {
             stats.bump(Counter::PublishErrors);
@@ -564,10 +582,11 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let params = store.params().clone();
     let store = Arc::new(Mutex::new(store));
 
-    let (mut transport, participant) = Transport::join(&namespace, &name)?;
+    let receive_buffer = receive_buffer(params.receive_buffer_size);
+    let (mut transport, participant) = Transport::join(&namespace, &name, receive_buffer.requested)?;
     let inputs = input_topics(&ros.remaps, &namespace, params.compressed_input);
     let input = &inputs.image;
-    let io = open_io(&mut transport, &params, &inputs)?;
+    let io = open_io(&mut transport, &params, &inputs, receive_buffer)?;
     let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(Qos::OUTPUTS, |(_, q)| *q);
     let publishers = Publishers::advertise(&mut transport, &namespace, &name, topic, qos_of)?;
     let services = ParamServices::new(transport.node_mut(), &fqn, Arc::clone(&store))?;
@@ -640,8 +659,34 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     Ok(())
 }
 
+/// The receive buffer the input's sockets will get when they ask for `requested` bytes; one
+/// WARN when the kernel grants less, with the sysctl that lets it grant all.
+fn receive_buffer(requested: usize) -> ReceiveBuffer {
+    let buffer = match granted_receive_buffer(requested) {
+        Ok(granted) => ReceiveBuffer { requested, granted: Some(granted) },
+        Err(e) => {
+            tracing::warn!("cannot read the receive buffer the kernel grants: {e}");
+            ReceiveBuffer { requested, granted: None }
+        }
+    };
+    if let Some(granted) = buffer.granted.filter(|_| buffer.clamped()) {
+        tracing::warn!(
+            "the kernel grants the DDS input sockets {granted} B of the {requested} B receive buffer asked \
+             (net.core.rmem_max): a camera frame larger than that can be lost whole; `{}` lets it grant all \
+             (a file in /etc/sysctl.d/ keeps it)",
+            buffer.fix()
+        );
+    }
+    buffer
+}
+
 /// The node's subscriptions (what `params` asks for) and its own publishers.
-fn open_io(t: &mut Transport, params: &NodeParams, inputs: &InputTopics) -> Result<Io, TransportError> {
+fn open_io(
+    t: &mut Transport,
+    params: &NodeParams,
+    inputs: &InputTopics,
+    receive_buffer: ReceiveBuffer,
+) -> Result<Io, TransportError> {
     fn with_topic<S>(topic: &str) -> impl FnOnce(S) -> (S, String) + '_ {
         move |sub| (sub, topic.to_string())
     }
@@ -669,6 +714,8 @@ fn open_io(t: &mut Transport, params: &NodeParams, inputs: &InputTopics) -> Resu
             .map(with_topic(TF)),
         diagnostics: t.writer(Role::Diagnostics, DIAGNOSTICS, Qos::OUTPUTS)?,
         rosout: t.writer(Role::Rosout, ROSOUT, Qos::ROSOUT)?,
+        receive_buffer,
+        frames_lost: std::cell::Cell::new(0),
     })
 }
 

@@ -7,12 +7,15 @@
 //! DDS for writers of large samples. Cyclone's writers live on a participant of their own, which
 //! the ROS graph sees as the node `<name>_outputs` ([`Transport::announce`]).
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
 
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use ros2_client::dds::rustdds::{DomainParticipant, DomainParticipantBuilder};
-use ros2_client::{qos, Context, MessageTypeName, Name, Node, NodeName, NodeOptions, QosProfile};
+use ros2_client::{qos, Context, Gid, MessageTypeName, Name, Node, NodeName, NodeOptions, QosProfile};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sp_dust3r_core::msg::{to_cdr, CdrError, RosMessage};
@@ -119,6 +122,10 @@ pub trait Reader<T>: Send + Sync {
     /// The next waiting sample, `None` when there is none. `Err`: one that does not decode as
     /// the type (the reader has moved past it).
     fn take(&self) -> Result<Option<T>, TransportError>;
+    /// Samples its writers sent that never reached it, so far: the sequence numbers skipped
+    /// between two samples taken from one writer (a lost datagram or fragment, or a sample its
+    /// history replaced before it was taken).
+    fn lost(&self) -> u64;
 }
 
 /// Sends a topic's samples.
@@ -142,12 +149,52 @@ pub fn profile(q: Qos) -> QosProfile {
     base.history(history).durability(durability)
 }
 
-impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Reader<T> for ros2_client::Subscription<Dds<T>> {
+/// Each writer's last sequence number, and how many numbers were skipped between samples taken:
+/// best effort drops a sample that misses one fragment, silently, but the next sample's number
+/// tells.
+#[derive(Default)]
+struct SequenceGaps {
+    last: Mutex<HashMap<Gid, i64>>,
+    lost: AtomicU64,
+}
+
+impl SequenceGaps {
+    /// Notes a sample of `writer` numbered `n`; a writer's first sample counts nothing lost
+    /// (it may have started before this reader), nor does one older than the last.
+    fn note(&self, writer: Gid, n: i64) {
+        let Ok(mut last) = self.last.lock() else { return };
+        let previous = last.entry(writer).or_insert(n);
+        if n > *previous + 1 {
+            self.lost.fetch_add((n - *previous - 1) as u64, Ordering::Relaxed);
+        }
+        *previous = (*previous).max(n);
+    }
+
+    fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// A ros2-client subscription that counts the samples its writers sent and it never got.
+struct Sequenced<T> {
+    subscription: ros2_client::Subscription<Dds<T>>,
+    gaps: SequenceGaps,
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Reader<T> for Sequenced<T> {
     fn take(&self) -> Result<Option<T>, TransportError> {
-        match ros2_client::Subscription::take(self) {
-            Ok(sample) => Ok(sample.map(|(Dds(msg), _)| msg)),
+        match self.subscription.take() {
+            Ok(Some((Dds(msg), info))) => {
+                self.gaps.note(info.publisher_gid(), info.sequence_number());
+                Ok(Some(msg))
+            }
+            Ok(None) => Ok(None),
             Err(e) => Err(TransportError::Sample(e.to_string())),
         }
+    }
+
+    fn lost(&self) -> u64 {
+        self.gaps.lost()
     }
 }
 
@@ -193,6 +240,15 @@ pub struct Transport {
 /// shutdown).
 pub struct Participant(#[allow(dead_code, reason = "held to be dropped last")] DomainParticipant);
 
+/// The receive buffer the kernel grants a UDP socket that asks for `requested` bytes, as the
+/// input's sockets ask: Linux clamps the request to `net.core.rmem_max` and reports back twice
+/// what it grants (the other half is its bookkeeping).
+pub fn granted_receive_buffer(requested: usize) -> std::io::Result<usize> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    socket.set_recv_buffer_size(requested)?;
+    Ok(socket.recv_buffer_size()? / 2)
+}
+
 /// `ROS_DOMAIN_ID`, 0 when unset.
 pub fn domain_id() -> u16 {
     std::env::var("ROS_DOMAIN_ID").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
@@ -206,9 +262,9 @@ pub fn localhost_only() -> bool {
 
 impl Transport {
     /// Joins the ROS graph as the node `namespace`/`name` on `ROS_DOMAIN_ID`, on loopback only
-    /// when asked (see [`localhost_only`]).
-    pub fn join(namespace: &str, name: &str) -> Result<(Self, Participant), TransportError> {
-        let mut builder = DomainParticipantBuilder::new(domain_id());
+    /// when asked (see [`localhost_only`]), its input sockets asking for `receive_buffer` bytes.
+    pub fn join(namespace: &str, name: &str, receive_buffer: usize) -> Result<(Self, Participant), TransportError> {
+        let mut builder = DomainParticipantBuilder::new(domain_id()).socket_receive_buffer_size(receive_buffer);
         if localhost_only() {
             builder = builder.with_only_networks([Ipv4Addr::LOCALHOST]);
         }
@@ -250,7 +306,7 @@ impl Transport {
                 let p = profile(q);
                 let t = self.node.create_topic(&ros_name(topic)?, type_name::<T>(), &p).map_err(create(topic))?;
                 let sub = self.node.create_subscription::<Dds<T>>(&t, Some(p)).map_err(create(topic))?;
-                Ok(Box::new(sub))
+                Ok(Box::new(Sequenced { subscription: sub, gaps: SequenceGaps::default() }))
             }
             Stack::Cyclone => Err(TransportError::Unsupported(Stack::Cyclone, "readers")),
         }
@@ -311,4 +367,37 @@ fn type_name<T: RosMessage>() -> MessageTypeName {
     let mut parts = T::ROS_TYPE.split('/');
     let pkg = parts.next().unwrap_or_default();
     MessageTypeName::new(pkg, parts.nth(1).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_sequence_numbers_are_lost_samples_per_writer() {
+        let gaps = SequenceGaps::default();
+        let (a, b) = (Gid::from([1; 16]), Gid::from([2; 16]));
+        // A writer met at its 7th sample: nothing before counts. 8, then 11: 9 and 10 lost.
+        for n in [7, 8, 11] {
+            gaps.note(a, n);
+        }
+        assert_eq!(gaps.lost(), 2);
+        // Another writer's numbers are its own; a late, older sample is no loss and no reset.
+        for n in [1, 2, 3] {
+            gaps.note(b, n);
+        }
+        gaps.note(a, 10);
+        gaps.note(a, 12);
+        assert_eq!(gaps.lost(), 2);
+        gaps.note(b, 5);
+        assert_eq!(gaps.lost(), 3);
+    }
+
+    #[test]
+    fn the_receive_buffer_granted_is_the_request_up_to_rmem_max() {
+        let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap().trim().parse().unwrap();
+        for requested in [65_536, 212_992, 8 << 20, 64 << 20] {
+            assert_eq!(granted_receive_buffer(requested).unwrap(), requested.min(rmem_max), "{requested}");
+        }
+    }
 }

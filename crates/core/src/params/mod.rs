@@ -132,6 +132,9 @@ macro_rules! parameters {
     };
 }
 
+/// What the input sockets ask for: room for a few 1280x720 rgb8 frames (2.8 MB each).
+const DEFAULT_RECEIVE_BUFFER: i64 = 8 << 20;
+
 /// Keypoint threshold, NMS radius and keypoint count default to SuperPoint's own.
 const DEFAULT_MAX_KEYPOINTS: i64 = crate::superpoint::DEFAULT_MAX_KEYPOINTS as i64;
 
@@ -236,6 +239,10 @@ parameters! {
          frames come faster than SuperPoint keeps up (SuperPoint rests share / (1 - share) of each frame's time \
          before it takes the next; a frame arriving meanwhile waits); 0: pairs get only the time SuperPoint \
          leaves idle, which a camera faster than SuperPoint leaves none of";
+    receive_buffer_size: i64 = DEFAULT_RECEIVE_BUFFER, Constraint::Integer { min: 4096, max: 1 << 30 }, FIXED,
+        "Bytes of kernel receive buffer (SO_RCVBUF) each of the node's DDS input sockets asks for; the kernel \
+         grants at most net.core.rmem_max (212992 on a stock Ubuntu, less than one 640x480 rgb8 frame), and \
+         /diagnostics says what it got";
     use_sim_time: bool = false, Constraint::None, FIXED,
         "Take time from /clock (rosgraph_msgs/Clock), e.g. during `ros2 bag play --clock`";
     expected_rate: f64 = 0.0, Constraint::Double { min: 0.0, max: 10_000.0 }, TUNABLE,
@@ -368,6 +375,8 @@ pub struct NodeParams {
     pub dust3r_nice: i32,
     /// Share of the time a CPU pair in flight is guaranteed (both models on the CPU).
     pub dust3r_cpu_share: f64,
+    /// Bytes of receive buffer the DDS input sockets ask the kernel for.
+    pub receive_buffer_size: usize,
     /// Take time from /clock.
     pub use_sim_time: bool,
     /// What the /diagnostics levels look at.
@@ -484,6 +493,7 @@ impl NodeParams {
             map_save_path: v.map_save_path,
             dust3r_nice: v.dust3r_nice.clamp(0, 19) as i32,
             dust3r_cpu_share: v.dust3r_cpu_share,
+            receive_buffer_size: v.receive_buffer_size.max(0) as usize,
             use_sim_time: v.use_sim_time,
             diagnostic_limits: Limits {
                 expected_rate: v.expected_rate,

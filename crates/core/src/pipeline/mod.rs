@@ -332,6 +332,24 @@ impl Pipeline {
             "a sample on {topic} does not decode as its type (another message definition?): {e}");
     }
 
+    /// `n` frames on `topic` never arrived whole (the writer's sequence numbers skipped them):
+    /// counted and reported, with the receive buffer when the kernel clamped it.
+    pub fn on_frames_lost(&self, topic: &str, n: u64, buffer: &crate::diagnostics::ReceiveBuffer) {
+        self.stats.add(Counter::FramesLost, n);
+        let hint = match buffer.granted {
+            Some(g) if buffer.clamped() => {
+                format!(
+                    "; the kernel granted {g} B of the {} B receive buffer asked: {}",
+                    buffer.requested,
+                    buffer.fix()
+                )
+            }
+            _ => String::new(),
+        };
+        crate::warn_throttled!(key = "frames lost in transport";
+            "{n} frames on {topic} did not arrive whole (a lost datagram or fragment){hint}");
+    }
+
     /// A depth image arrived (`scale_source: depth`): decoded and kept for the keyframes near
     /// its stamp; one that cannot be decoded is counted, reported and left out.
     pub fn on_depth(&self, msg: &sensor_msgs::Image) {
