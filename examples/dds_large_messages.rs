@@ -19,6 +19,10 @@
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages fastdds 1024 20 5'
 //! # the other way: camera frames from a Cyclone writer into the node's input QoS, 10 s each
 //! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages images 640x480:rgb8,1280x720:rgb8 10'
+//! # camera frames at 30 Hz from stock writers (Cyclone DDS's C library, Fast DDS 2.9's C++),
+//! # best effort and reliable, into the node's input and a Cyclone reader at once, 10 s each
+//! # (run it once per net.core.rmem_max to compare):
+//! unshare -n sh -c 'ip link set lo up && target/release/examples/dds_large_messages camera 640x480,1280x720 10 30'
 //! ```
 //!
 //! Prints per size, for our writer and for Cyclone DDS's C writer (the reference, same QoS and
@@ -37,8 +41,11 @@ use std::time::{Duration, Instant};
 use large_messages::{cloud, keypoints, latencies, node_writer, quantile, reference_clouds, send, Reader};
 use ros2_client::dds::rustdds::DomainParticipantBuilder;
 use ros2_client::{Context, MessageTypeName, Name, Node, NodeName, NodeOptions, Publisher, Subscription};
-use sp_dust3r_core::msg::{node_msgs, sensor_msgs, RosMessage};
+use sp_dust3r_core::msg::{node_msgs, sensor_msgs, to_cdr, RosMessage};
+use sp_dust3r_core::params::args::RosArgs;
 use sp_dust3r_core::params::qos::Qos;
+use sp_dust3r_core::params::NodeParams;
+use sp_dust3r_node::cyclone;
 use sp_dust3r_node::dds::Dds;
 use sp_dust3r_node::transport::profile;
 
@@ -50,6 +57,7 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("images") => return images(&python, &args[1..]),
         Some("fastdds") => return fastdds(&python, &args[1..]),
+        Some("camera") => return camera(&python, &args[1..]),
         _ => {}
     }
     let opts = Options::parse(&args)?;
@@ -265,4 +273,191 @@ fn images(python: &str, args: &[String]) -> anyhow::Result<()> {
         println!("{size:>16} {sent:>6} {received:>9} {rate:>9.1}");
     }
     Ok(())
+}
+
+/// Camera frames (rgb8) at a camera's rate from stock writers, Cyclone DDS's C library with its
+/// defaults (driven from here) and Fast DDS 2.9's C++ peer with its defaults, best effort and
+/// reliable, into the node's input (RustDDS with its QoS and receive buffer request) and a
+/// Cyclone reader (best effort, Cyclone's defaults) in the same run: frames received of those
+/// sent, p50 and p95 latency from the stamp (the writer's clock when it sent). `[SIZES [SECONDS
+/// [HZ]]]`, sizes as WxH.
+fn camera(python: &str, args: &[String]) -> anyhow::Result<()> {
+    let sizes = args.first().map_or("640x480,1280x720", |s| s.as_str());
+    let seconds: f64 = args.get(1).map_or(Ok(10.0), |s| s.parse())?;
+    let hz: f64 = args.get(2).map_or(Ok(30.0), |s| s.parse())?;
+    let rmem_max = std::fs::read_to_string("/proc/sys/net/core/rmem_max")?;
+    let asked = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r")?.0.receive_buffer_size;
+    let granted = sp_dust3r_node::transport::granted_receive_buffer(asked)?;
+    println!("net.core.rmem_max {} B; the node's input asks for {asked} B and gets {granted} B", rmem_max.trim());
+    let participant = DomainParticipantBuilder::new(0)
+        .with_only_networks([Ipv4Addr::LOCALHOST])
+        .socket_receive_buffer_size(asked)
+        .build()?;
+    let context = Context::from_domain_participant(participant)?;
+    let mut node = context.new_node(NodeName::new("/", "camera_input")?, NodeOptions::new().enable_rosout(false))?;
+    let q = profile(Qos::SENSOR_DATA);
+    let topic = node.create_topic(&Name::new("/big", "image")?, MessageTypeName::new("sensor_msgs", "Image"), &q)?;
+    let input: Subscription<Dds<sensor_msgs::Image>> = node.create_subscription(&topic, Some(q))?;
+    let spinner = node.spinner()?;
+    std::thread::spawn(move || futures::executor::block_on(spinner.spin()));
+    let header = |who: &str| format!("{:>28}", format!("{who}: got p50 p95 [s]"));
+    println!(
+        "{:>9} {:>8} {:>11} {:>5} | {} | {}",
+        "frame",
+        "writer",
+        "reliability",
+        "sent",
+        header("node"),
+        header("Cyclone")
+    );
+    for size in sizes.split(',') {
+        let (w, h) = size.split_once('x').ok_or_else(|| anyhow::anyhow!("{size}: WxH expected"))?;
+        let (w, h): (u32, u32) = (w.parse()?, h.parse()?);
+        for writer in ["cyclone", "fastdds"] {
+            for reliable in [false, true] {
+                while let Ok(Some(_)) = input.take() {}
+                let reference = Reader::cyclone_images(python, "rt/big/image", seconds + 10.0)?;
+                let (sent, ours) = camera_run(&input, writer, w, h, hz, seconds, reliable)?;
+                let theirs = latencies(&reference.report()?, None);
+                let row =
+                    |lat: &[f64]| format!("{:>11} {:>6.3} {:>6.3}", lat.len(), quantile(lat, 0.5), quantile(lat, 0.95));
+                let reliability = if reliable { "reliable" } else { "best effort" };
+                println!(
+                    "{size:>9} {writer:>8} {reliability:>11} {sent:>5} | {:>28} | {:>28}",
+                    row(&ours),
+                    row(&theirs)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One writer's frames into `input` until the writer is done and a second more: the frames sent
+/// and the sorted latencies of the whole frames taken.
+fn camera_run(
+    input: &Subscription<Dds<sensor_msgs::Image>>,
+    writer: &str,
+    w: u32,
+    h: u32,
+    hz: f64,
+    seconds: f64,
+    reliable: bool,
+) -> anyhow::Result<(usize, Vec<f64>)> {
+    let sending = match writer {
+        "cyclone" => {
+            let handle = std::thread::spawn(move || cyclone_camera(w, h, hz, seconds, reliable));
+            Sending::Thread(handle)
+        }
+        _ => {
+            let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/peers/build-fastdds-peer.sh"))
+                .arg("image_writer")
+                .output()?;
+            anyhow::ensure!(
+                out.status.success(),
+                "building the Fast DDS writer: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let reliability = if reliable { "reliable" } else { "best_effort" };
+            let child = Command::new(String::from_utf8(out.stdout)?.trim())
+                .args(["rt/big/image", &w.to_string(), &h.to_string(), "rgb8", &hz.to_string(), &seconds.to_string()])
+                .arg(reliability)
+                .stdout(Stdio::piped())
+                .spawn()?;
+            Sending::Child(child)
+        }
+    };
+    let mut lat = Vec::new();
+    let mut done_at: Option<Instant> = None;
+    let mut sending = Some(sending);
+    let mut sent = 0;
+    while done_at.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
+        match input.take() {
+            Ok(Some((Dds(frame), _))) if frame.data.len() == frame.step as usize * frame.height as usize => {
+                let stamp = f64::from(frame.header.stamp.sec) + f64::from(frame.header.stamp.nanosec) * 1e-9;
+                lat.push(now_seconds() - stamp);
+            }
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+        if done_at.is_none() && sending.as_mut().is_some_and(Sending::finished) {
+            sent = sending.take().map_or(Ok(0), Sending::sent)?;
+            done_at = Some(Instant::now());
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok((sent, lat))
+}
+
+/// A camera writer running: a thread of this process or a peer process.
+enum Sending {
+    Thread(std::thread::JoinHandle<anyhow::Result<usize>>),
+    Child(std::process::Child),
+}
+
+impl Sending {
+    fn finished(&mut self) -> bool {
+        match self {
+            Sending::Thread(t) => t.is_finished(),
+            Sending::Child(c) => c.try_wait().ok().flatten().is_some(),
+        }
+    }
+
+    /// How many frames it sent.
+    fn sent(self) -> anyhow::Result<usize> {
+        match self {
+            Sending::Thread(t) => t.join().map_err(|_| anyhow::anyhow!("the Cyclone camera panicked"))?,
+            Sending::Child(mut c) => {
+                let line = c
+                    .stdout
+                    .take()
+                    .and_then(|o| BufReader::new(o).lines().map_while(Result::ok).find(|l| l.starts_with('{')));
+                let report: serde_json::Value = serde_json::from_str(&line.unwrap_or_default())?;
+                Ok(report["sent"].as_u64().unwrap_or(0) as usize)
+            }
+        }
+    }
+}
+
+/// Cyclone DDS's C library with its own defaults (loopback only), as a camera driver on Cyclone
+/// sends: `w`x`h` rgb8 frames at `hz` for `seconds`, stamped when sent, once both readers matched.
+fn cyclone_camera(w: u32, h: u32, hz: f64, seconds: f64, reliable: bool) -> anyhow::Result<usize> {
+    let participant = cyclone::Participant::new(0, cyclone::LOCALHOST_ONLY)?;
+    let qos = if reliable {
+        Qos { reliable: true, keep_all: false, depth: 10, transient_local: false }
+    } else {
+        Qos::SENSOR_DATA
+    };
+    let writer = participant.writer("rt/big/image", sensor_msgs::Image::DDS_TYPE, qos)?;
+    let t = Instant::now();
+    while writer.matched() < 2 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut frame = sensor_msgs::Image {
+        height: h,
+        width: w,
+        encoding: "rgb8".into(),
+        step: w * 3,
+        data: vec![128; (w * h * 3) as usize],
+        ..Default::default()
+    };
+    frame.header.frame_id = "cam".into();
+    let start = Instant::now();
+    let mut sent = 0usize;
+    while start.elapsed().as_secs_f64() < seconds {
+        let target = Duration::from_secs_f64(sent as f64 / hz);
+        if let Some(wait) = target.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        frame.header.stamp = large_messages::stamp_now();
+        writer.write(&to_cdr(&frame)?)?;
+        sent += 1;
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    Ok(sent)
+}
+
+/// The wall clock in seconds, as stamps carry it.
+fn now_seconds() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }

@@ -91,6 +91,18 @@ impl Reader {
         Self::start(command, "the Cyclone reader (set SP_DUST3R_PYTHON to a Python with cyclonedds)")
     }
 
+    /// The PyPI Cyclone DDS reader of sensor_msgs/Image on `topic`, best effort keep last 5 (a
+    /// camera subscriber's QoS), Cyclone's defaults on loopback (the node's loopback settings,
+    /// which Fast DDS's discovery also finds).
+    #[allow(dead_code)] // the example's; the tests include this file too
+    pub fn cyclone_images(python: &str, topic: &str, seconds: f64) -> anyhow::Result<Self> {
+        let mut command = Command::new(python);
+        command.env("CYCLONEDDS_URI", cyclone::LOCALHOST_ONLY);
+        command.arg(format!("{ROOT}/tools/peers/cyclone_cloud_reader.py"));
+        command.args(["--image", "--topic", topic, "--duration", &seconds.to_string()]);
+        Self::start(command, "the Cyclone reader (set SP_DUST3R_PYTHON to a Python with cyclonedds)")
+    }
+
     /// The Fast DDS subscriber (default settings) of `dds_type` on `topic`, built first if needed.
     pub fn fastdds(topic: &str, dds_type: &str, expect: usize, seconds: f64) -> anyhow::Result<Self> {
         let out = Command::new(format!("{ROOT}/tools/peers/build-fastdds-peer.sh")).arg("reader").output()?;
