@@ -150,10 +150,15 @@ fn capped_gemm(level: Level) -> Option<GemmFn> {
     if level >= Level::detected() {
         return None;
     }
-    use gemm_common::simd::MixedSimd;
     match level {
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2 => <gemm_common::simd::V3 as MixedSimd<f32, f32, f32, f32>>::try_new().map(|_| fma_gemm as GemmFn),
+        Level::Avx2 => {
+            use gemm_common::simd::MixedSimd;
+            <gemm_common::simd::V3 as MixedSimd<f32, f32, f32, f32>>::try_new().map(|_| fma_gemm as GemmFn)
+        }
+        // Only x86-64 has this level; elsewhere it is never detected, so never capped to.
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 => None,
         Level::Baseline => Some(scalar_gemm),
         Level::Avx512 => None,
     }
