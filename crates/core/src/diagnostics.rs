@@ -312,6 +312,12 @@ impl ReceiveBuffer {
     pub fn fix(&self) -> String {
         format!("sudo sysctl -w net.core.rmem_max={}", self.requested)
     }
+
+    /// When the kernel granted less than asked: how much of what, and the fix, in words.
+    pub fn shortfall(&self) -> Option<String> {
+        let granted = self.granted.filter(|_| self.clamped())?;
+        Some(format!("receive buffer {granted} B of {} B asked: {}", self.requested, self.fix()))
+    }
 }
 
 /// The metric scale as /diagnostics shows it.
@@ -410,11 +416,8 @@ fn input_status(
     .collect();
     if !bad.is_empty() {
         let (lost, _) = h.growth(Counter::FramesLost, window);
-        let buffer = &r.receive_buffer;
-        let hint = match buffer.granted {
-            Some(g) if lost > 0 && buffer.clamped() => {
-                format!(" (receive buffer {g} B of {} B asked: {})", buffer.requested, buffer.fix())
-            }
+        let hint = match r.receive_buffer.shortfall() {
+            Some(shortfall) if lost > 0 => format!(" ({shortfall})"),
             _ => String::new(),
         };
         t.raise(Level::WARN, format!("{} in the last {:.0} s{hint}", bad.join(", "), l.window));

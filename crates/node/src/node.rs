@@ -669,12 +669,10 @@ fn receive_buffer(requested: usize) -> ReceiveBuffer {
             ReceiveBuffer { requested, granted: None }
         }
     };
-    if let Some(granted) = buffer.granted.filter(|_| buffer.clamped()) {
+    if let Some(shortfall) = buffer.shortfall() {
         tracing::warn!(
-            "the kernel grants the DDS input sockets {granted} B of the {requested} B receive buffer asked \
-             (net.core.rmem_max): a camera frame larger than that can be lost whole; `{}` lets it grant all \
-             (a file in /etc/sysctl.d/ keeps it)",
-            buffer.fix()
+            "the kernel limits the DDS input sockets (net.core.rmem_max), {shortfall} (a file in /etc/sysctl.d/ \
+             keeps it); a camera frame larger than the buffer can be lost whole"
         );
     }
     buffer

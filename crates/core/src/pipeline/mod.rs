@@ -336,16 +336,7 @@ impl Pipeline {
     /// counted and reported, with the receive buffer when the kernel clamped it.
     pub fn on_frames_lost(&self, topic: &str, n: u64, buffer: &crate::diagnostics::ReceiveBuffer) {
         self.stats.add(Counter::FramesLost, n);
-        let hint = match buffer.granted {
-            Some(g) if buffer.clamped() => {
-                format!(
-                    "; the kernel granted {g} B of the {} B receive buffer asked: {}",
-                    buffer.requested,
-                    buffer.fix()
-                )
-            }
-            _ => String::new(),
-        };
+        let hint = buffer.shortfall().map_or(String::new(), |shortfall| format!("; {shortfall}"));
         crate::warn_throttled!(key = "frames lost in transport";
             "{n} frames on {topic} did not arrive whole (a lost datagram or fragment){hint}");
     }
