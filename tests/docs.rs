@@ -2,9 +2,12 @@
 //! declares it, the parameter table rendered from the node's own declarations, params.yaml's
 //! read-only marks, every link resolving, and no path a user's clone does not have.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use common::markdown::{code_spans, links, table_rows};
 use sp_dust3r_core::outputs::OutputKind;
 use sp_dust3r_core::params::args::ParamValue;
 use sp_dust3r_core::params::topics::{Direction, TOPICS};
@@ -28,31 +31,6 @@ fn documents() -> Vec<(String, String)> {
     names.sort();
     names.insert(0, "README.md".into());
     names.into_iter().map(|n| (n.clone(), read(&n))).collect()
-}
-
-/// The rows (cells trimmed) of every markdown table in `text` whose header starts with `header`.
-fn table_rows(text: &str, header: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let mut inside = false;
-    for line in text.lines() {
-        if line.starts_with(header) {
-            inside = true;
-            continue;
-        }
-        if !line.starts_with('|') {
-            inside = false;
-            continue;
-        }
-        if inside && !line.starts_with("|---") {
-            rows.push(line.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect());
-        }
-    }
-    rows
-}
-
-/// The `code` spans of a cell.
-fn code_spans(cell: &str) -> Vec<String> {
-    cell.split('`').skip(1).step_by(2).map(str::to_string).collect()
 }
 
 #[test]
@@ -205,7 +183,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn every_link_in_the_docs_resolves() {
     for (name, text) in documents() {
         let dir = Path::new(&name).parent().unwrap().to_path_buf();
-        for target in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+        for target in links(&text) {
             if target.starts_with("http://") || target.starts_with("https://") {
                 continue;
             }

@@ -9,6 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
+use common::markdown::{code_spans, table_rows};
 use serde_json::{json, Value};
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::topics::{
@@ -376,14 +377,9 @@ fn the_docs_list_every_launch_argument_and_preset() {
     };
     let doc = std::fs::read_to_string(root().join("docs/node.md")).unwrap();
     let first_column = |header: &str| -> std::collections::BTreeSet<String> {
-        let table = doc.split(header).nth(1).unwrap_or_else(|| panic!("docs/node.md has a table {header}"));
-        let rows = table.lines().skip(1).take_while(|l| l.starts_with('|')).filter(|l| !l.starts_with("|---"));
-        rows.flat_map(|l| {
-            let cell = l.trim_start_matches('|').split(" | ").next().unwrap_or("");
-            cell.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>()
-        })
-        .filter(|c| !c.contains("launch.py"))
-        .collect()
+        let rows = table_rows(&doc, header);
+        assert!(!rows.is_empty(), "docs/node.md has a table {header}");
+        rows.iter().flat_map(|r| code_spans(&r[0])).filter(|c| !c.contains("launch.py")).collect()
     };
     assert_eq!(first_column("| argument | default |"), names("arguments"));
     assert_eq!(first_column("| `camera:=` |"), names("presets"));

@@ -2,7 +2,11 @@
 //! small, and of the size today's code draws (a picture left from an older layout fails here:
 //! remake it with the command under it in docs/pictures.md).
 
+mod common;
+
 use std::path::PathBuf;
+
+use common::markdown::links;
 
 #[test]
 fn every_picture_shown_is_in_docs_and_every_one_there_is_shown() {
@@ -11,9 +15,8 @@ fn every_picture_shown_is_in_docs_and_every_one_there_is_shown() {
     let pictures = std::fs::read_to_string(root.join("docs/pictures.md")).unwrap();
     // Image links, as paths from the root.
     let images = |text: &str, prefix: &str| -> Vec<String> {
-        text.split("](")
-            .skip(1)
-            .filter_map(|rest| rest.split(')').next())
+        links(text)
+            .into_iter()
             .filter(|target| target.ends_with(".png"))
             .map(|target| format!("{prefix}{target}"))
             .collect()

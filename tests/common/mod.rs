@@ -4,6 +4,7 @@
 
 pub mod covariance;
 pub mod detweights;
+pub mod markdown;
 pub mod true_scene;
 pub mod tum;
 
