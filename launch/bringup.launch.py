@@ -6,9 +6,9 @@ with rviz:=true, RViz on the node's outputs.
 Takes every argument of sp_dust3r.launch.py (the node is started with its node_settings) and two
 of its own: driver (true: start the camera preset's driver with its defaults, in
 camera_namespace when one is given; when its package is not installed, a message names the apt
-package and the node starts alone) and rviz (true:
-RViz on the package's trajectory.rviz with its topics moved to this launch's; the node then
-publishes TF, which places the odometry in map, unless publish_tf is given).
+package and the node starts alone) and rviz (true: RViz on the package's trajectory.rviz with its
+topics moved to this launch's; the node then publishes TF, which places the odometry in map,
+unless publish_tf is given).
 
 The plan (bringup_plan, rviz_config) is plain Python that imports nothing from launch, so it
 can be checked without ROS (tests/launch_files.rs).
@@ -57,7 +57,7 @@ def in_namespace(driver, namespace, preset):
 def bringup_plan(config, installed):
     """What to start: the driver (or None, with a message when it is missing), the node's
     launch configuration, and whether RViz runs. `installed`: the ROS packages found."""
-    preset = config.get("camera") or "generic"
+    preset = NODE.preset_of(config)
     driver = DRIVERS.get(preset) if NODE.as_bool("driver", config.get("driver") or "true") else None
     message = None
     if driver and driver["package"] not in installed:

@@ -31,11 +31,14 @@ PRESETS = {
                     "depth_topic": "", "namespace": "/sp_dust3r"},
 }
 
+# The preset when `camera` is not given.
+DEFAULT_CAMERA = "generic"
+
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
 # (name, default, description); None: the package's config/params.yaml, filled in at launch.
 ARGUMENTS = [
-    ("camera", "generic", "Camera driver whose topics to use: " + ", ".join(PRESETS)
+    ("camera", DEFAULT_CAMERA, "Camera driver whose topics to use: " + ", ".join(PRESETS)
      + " (the topic arguments below, when given, win)"),
     ("camera_namespace", "", "Namespace of the camera driver's topics; '' = the preset's (generic: /camera)"),
     ("image_topic", "", "Image topic, relative to camera_namespace unless absolute; '' = the preset's (generic: image_raw)"),
@@ -85,12 +88,17 @@ def as_bool(argument, text):
     raise ValueError(f"launch argument {argument}:={text!r} is not a boolean (true or false)")
 
 
-def topic_settings(config):
-    """The camera's topics and the outputs' namespace: each argument given, else the preset's."""
-    preset = config.get("camera") or "generic"
+def preset_of(config):
+    """The camera preset `config` names (the default when empty); an unknown one is refused."""
+    preset = config.get("camera") or DEFAULT_CAMERA
     if preset not in PRESETS:
         raise ValueError(f"launch argument camera:={preset!r} is not one of {', '.join(PRESETS)}")
-    return {name: config.get(name) or value for name, value in PRESETS[preset].items()}
+    return preset
+
+
+def topic_settings(config):
+    """The camera's topics and the outputs' namespace: each argument given, else the preset's."""
+    return {name: config.get(name) or value for name, value in PRESETS[preset_of(config)].items()}
 
 
 def node_settings(config):
