@@ -1,10 +1,12 @@
-//! Keyframe selection (mutual nearest-neighbour matching, intervals) and the newest-wins slot.
+//! Keyframe selection (mutual nearest-neighbour matching, intervals, tracking quality) and the
+//! newest-wins slot.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use sp_dust3r_core::geometry::Transform;
 use sp_dust3r_core::superpoint::Keypoints;
-use sp_dust3r_core::vo::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector};
+use sp_dust3r_core::vo::keyframes::{KeyframeDecision, KeyframePolicy, KeyframeSelector, Tracking, Why};
 use sp_dust3r_core::vo::matching::mutual_matches;
 use sp_dust3r_core::workers::slot::LatestSlot;
 
@@ -61,36 +63,83 @@ fn mutual_nearest_neighbours_find_the_true_correspondences() {
 
 #[test]
 fn keyframes_follow_match_ratio_and_intervals() {
-    let policy = KeyframePolicy { match_ratio: 0.5, min_interval: 0.5, max_interval: 5.0 };
-    let mut sel = KeyframeSelector::new(policy);
+    let mut sel = KeyframeSelector::new(POLICY);
     let scene = descriptors(40, 32, 7);
     let other = descriptors(40, 32, 8);
     let same = keypoints(&scene);
     // 30 % of the scene still visible.
     let mostly_new = keypoints(&scene[..12].iter().chain(&other[12..]).cloned().collect::<Vec<_>>());
 
-    assert_eq!(sel.decide(10.0, &same, &"f0"), KeyframeDecision::First);
+    assert_eq!(sel.decide(10.0, &same, Tracking::NoMap, &"f0"), KeyframeDecision::First);
     assert_eq!(
-        sel.decide(10.2, &mostly_new, &"f1"),
+        sel.decide(10.2, &mostly_new, Tracking::NoMap, &"f1"),
         KeyframeDecision::Skip { match_ratio: None },
         "inside the minimum interval"
     );
-    assert_eq!(sel.decide(11.0, &same, &"f2"), KeyframeDecision::Skip { match_ratio: Some(1.0) });
-    match sel.decide(11.5, &mostly_new, &"f3") {
-        KeyframeDecision::New { previous_stamp, previous, match_ratio } => {
-            assert_eq!((previous_stamp, previous), (10.0, "f0"));
+    assert_eq!(sel.decide(11.0, &same, Tracking::NoMap, &"f2"), KeyframeDecision::Skip { match_ratio: Some(1.0) });
+    match sel.decide(11.5, &mostly_new, Tracking::NoMap, &"f3") {
+        KeyframeDecision::New { previous_stamp, previous, match_ratio, why } => {
+            assert_eq!((previous_stamp, previous, why), (10.0, "f0", Why::Matches));
             assert!((match_ratio.unwrap() - 0.3).abs() < 1e-9);
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(sel.last(), Some((11.5, &"f3")));
     // Same view for longer than the maximum interval: a keyframe anyway.
-    assert_eq!(sel.decide(14.0, &mostly_new, &"f4"), KeyframeDecision::Skip { match_ratio: Some(1.0) });
-    assert!(matches!(sel.decide(16.6, &mostly_new, &"f5"), KeyframeDecision::New { previous: "f3", .. }));
+    assert_eq!(
+        sel.decide(14.0, &mostly_new, Tracking::NoMap, &"f4"),
+        KeyframeDecision::Skip { match_ratio: Some(1.0) }
+    );
+    assert!(matches!(
+        sel.decide(16.6, &mostly_new, Tracking::NoMap, &"f5"),
+        KeyframeDecision::New { previous: "f3", why: Why::Interval, .. }
+    ));
     // A frame without keypoints cannot match: a keyframe once the minimum interval passed.
-    assert!(matches!(sel.decide(17.2, &Keypoints::default(), &"f6"), KeyframeDecision::New { match_ratio: None, .. }));
+    assert!(matches!(
+        sel.decide(17.2, &Keypoints::default(), Tracking::NoMap, &"f6"),
+        KeyframeDecision::New { match_ratio: None, .. }
+    ));
     // Time going backwards (a looped bag) starts over.
-    assert_eq!(sel.decide(1.0, &same, &"f7"), KeyframeDecision::First);
+    assert_eq!(sel.decide(1.0, &same, Tracking::NoMap, &"f7"), KeyframeDecision::First);
+}
+
+const POLICY: KeyframePolicy =
+    KeyframePolicy { match_ratio: 0.5, min_interval: 0.5, max_interval: 5.0, min_inliers: 50, max_rotation_deg: 20.0 };
+
+/// Placed by `inliers` pointmap points, turned `yaw` degrees from the odometry's origin.
+fn placed(yaw: f64, inliers: usize) -> Tracking {
+    let turn = nalgebra::Rotation3::from_euler_angles(0.0, yaw.to_radians(), 0.0);
+    Tracking::Placed { t_odom_frame: Transform::new(turn, nalgebra::Vector3::zeros()), inliers }
+}
+
+fn why<F>(decision: KeyframeDecision<F>) -> Option<Why> {
+    match decision {
+        KeyframeDecision::New { why, .. } => Some(why),
+        _ => None,
+    }
+}
+
+#[test]
+fn keyframes_follow_tracking_quality_once_the_minimum_interval_passed() {
+    let scene = keypoints(&descriptors(40, 32, 7));
+    let mut sel = KeyframeSelector::new(POLICY);
+    assert_eq!(sel.decide(10.0, &scene, placed(0.0, 200), &0), KeyframeDecision::First);
+    // Inside the minimum interval nothing about tracking makes a keyframe.
+    for (t, tracking) in [(10.1, Tracking::Lost), (10.2, placed(0.0, 10)), (10.3, placed(45.0, 200))] {
+        assert_eq!(sel.decide(t, &scene, tracking, &1), KeyframeDecision::Skip { match_ratio: None });
+    }
+    // Every keypoint still matches: tracked well and turned less than the maximum, no keyframe.
+    assert_eq!(sel.decide(11.0, &scene, placed(19.0, 50), &2), KeyframeDecision::Skip { match_ratio: Some(1.0) });
+    assert_eq!(why(sel.decide(11.1, &scene, placed(19.0, 49), &3)), Some(Why::Inliers));
+    // Rotation is measured from the last keyframe (at 19 degrees now), not the origin.
+    assert_eq!(sel.decide(11.7, &scene, placed(38.0, 200), &4), KeyframeDecision::Skip { match_ratio: Some(1.0) });
+    assert_eq!(why(sel.decide(11.8, &scene, placed(-1.5, 200), &5)), Some(Why::Rotation));
+    assert_eq!(why(sel.decide(12.4, &scene, Tracking::Lost, &6)), Some(Why::Lost));
+    // The last keyframe was lost, so it has no pose to turn from; nothing to track against yet
+    // says nothing either.
+    assert_eq!(sel.decide(13.0, &scene, placed(90.0, 200), &7), KeyframeDecision::Skip { match_ratio: Some(1.0) });
+    assert_eq!(sel.decide(13.1, &scene, Tracking::NoMap, &8), KeyframeDecision::Skip { match_ratio: Some(1.0) });
+    assert_eq!(sel.last(), Some((12.4, &6)));
 }
 
 #[test]

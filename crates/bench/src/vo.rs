@@ -234,6 +234,9 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
         gaps.len()
     );
     let counters = summary.counters();
+    let why: Vec<String> =
+        counters.iter().filter_map(|(k, v)| Some(format!("{} {v}", k.strip_prefix("keyframes_for_")?))).collect();
+    println!("  keyframes: {}", why.join(", "));
     let lost = counters.into_iter().filter(|(k, v)| k.starts_with("errors_tracking_") && *v > 0).collect();
     let trackable = summary.get(Counter::FramesIn) - summary.get(Counter::FramesBeforeMap);
     let tracked = summary.get(Counter::FramesTracked);

@@ -116,6 +116,9 @@ counters! {
     MapsSaved => "maps_saved", false;
 }
 
+/// Prefix of the keyframe counts by reason.
+const KEYFRAMES_FOR: &str = "keyframes_for_";
+
 /// The node's counters and latest measurements, shared by the DDS loop and the workers.
 pub struct Stats {
     counts: Vec<AtomicU64>,
@@ -156,8 +159,17 @@ impl Stats {
 
     /// Counts an error of `model` by its kind (`errors_<model>_<kind>`).
     pub fn count_kind(&self, model: &str, kind: &str) {
+        self.count_named(format!("errors_{model}_{kind}"));
+    }
+
+    /// Counts a keyframe by what made it one (`keyframes_for_<why>`).
+    pub fn count_keyframe(&self, why: &str) {
+        self.count_named(format!("{KEYFRAMES_FOR}{why}"));
+    }
+
+    fn count_named(&self, key: String) {
         if let Ok(mut m) = self.by_kind.lock() {
-            *m.entry(format!("errors_{model}_{kind}")).or_default() += 1;
+            *m.entry(key).or_default() += 1;
         }
     }
 
@@ -585,7 +597,7 @@ fn tracking_status(
             Counter::MapsSaved,
         ],
     );
-    for (k, v) in by_kind.iter().filter(|(k, _)| k.starts_with("errors_tracking_")) {
+    for (k, v) in by_kind.iter().filter(|(k, _)| k.starts_with("errors_tracking_") || k.starts_with(KEYFRAMES_FOR)) {
         t.value(k, v);
     }
     let ok = if s.get(Counter::KeyframesChained) == 0 {
@@ -907,11 +919,15 @@ mod tests {
             let lost = if i == 10 { 3 } else { 0 };
             s.add(if i < 2 { Counter::FramesBeforeMap } else { Counter::FramesTracked }, 10 - lost);
             s.add(Counter::FramesNotTracked, lost);
+            if i == 10 {
+                s.count_keyframe("lost");
+            }
         };
         let (s, h) = run(20, each);
         let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");
         assert_eq!((t.level, t.message.as_str()), (Level::WARN, "3 of 190 frames not tracked in the last 30 s"));
         assert!(t.values.iter().any(|kv| kv.key == "frames_before_first_pair" && kv.value == "10"));
+        assert!(t.values.iter().any(|kv| kv.key == "keyframes_for_lost" && kv.value == "1"), "{:?}", t.values);
         // 31 s after it: history.
         let (s, h) = run(41, each);
         let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");

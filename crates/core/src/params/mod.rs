@@ -175,6 +175,11 @@ parameters! {
         "Seconds of input time before another keyframe may be taken";
     keyframe_max_interval: f64 = 5.0, Constraint::Double { min: 0.0, max: 3600.0 }, TUNABLE,
         "Seconds of input time after which a keyframe is taken regardless of matches";
+    keyframe_min_inliers: i64 = 50, Constraint::Integer { min: 0, max: 100_000 }, TUNABLE,
+        "New keyframe when tracking placed the frame on fewer PnP inliers from pointmaps than this (or lost it): \
+         the view is leaving the map; 0: only a lost frame";
+    keyframe_max_rotation: f64 = 20.0, Constraint::Double { min: 0.0, max: 180.0 }, TUNABLE,
+        "New keyframe when tracking says the camera turned more than this many degrees since the last keyframe";
     confidence_threshold: f64 = DEFAULT_MIN_CONFIDENCE, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
         "Publish DUSt3R points whose confidence (>= 1) is above this";
     pose_confidence_threshold: f64 = 3.0, Constraint::Double { min: 1.0, max: 1e6 }, TUNABLE,
@@ -335,6 +340,10 @@ pub struct NodeParams {
     pub keyframe_min_interval: f64,
     /// Seconds of input time after which a keyframe is taken regardless.
     pub keyframe_max_interval: f64,
+    /// New keyframe below this many PnP inliers from pointmaps.
+    pub keyframe_min_inliers: usize,
+    /// New keyframe past this many degrees of rotation since the last.
+    pub keyframe_max_rotation: f64,
     /// Publish DUSt3R points above this confidence.
     pub confidence_threshold: f64,
     /// Points above this confidence enter the focal estimate and PnP.
@@ -435,6 +444,8 @@ impl NodeParams {
             match_ratio: self.keyframe_match_ratio,
             min_interval: self.keyframe_min_interval,
             max_interval: self.keyframe_max_interval,
+            min_inliers: self.keyframe_min_inliers,
+            max_rotation_deg: self.keyframe_max_rotation,
         }
     }
 
@@ -470,6 +481,8 @@ impl NodeParams {
             keyframe_match_ratio: v.keyframe_match_ratio,
             keyframe_min_interval: v.keyframe_min_interval,
             keyframe_max_interval: v.keyframe_max_interval,
+            keyframe_min_inliers: v.keyframe_min_inliers.max(0) as usize,
+            keyframe_max_rotation: v.keyframe_max_rotation,
             confidence_threshold: v.confidence_threshold,
             pose_confidence_threshold: v.pose_confidence_threshold,
             cloud_stride: v.cloud_stride.max(1) as usize,

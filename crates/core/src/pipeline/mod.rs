@@ -33,9 +33,9 @@ use crate::params::NodeParams;
 use crate::ply::{save_ply, PlyError};
 use crate::superpoint::Keypoints;
 use crate::vo::carried::{CarriedTracker, TRY_KEYFRAMES};
-use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector};
+use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector, Tracking};
 use crate::vo::map::{grow, VoxelMap};
-use crate::vo::odometry::{Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp, TOdomFrame};
+use crate::vo::odometry::{Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp};
 use crate::vo::robot_odometry::{RobotBase, RobotOdometry};
 use crate::vo::scale::{depth_scale, DepthView, OdometryScale, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
 use crate::vo::tracking::{FrameCam, NotTracked};
@@ -465,7 +465,7 @@ impl Pipeline {
         camera_info: Option<&sensor_msgs::CameraInfo>,
         p: &NodeParams,
         sink: &mut S,
-    ) -> Result<Option<TOdomFrame>, S::Error> {
+    ) -> Result<Tracking, S::Error> {
         // The chain's lock is held to take its newest keyframes, not while tracking.
         let (keyframes, chain) = {
             let chain = lock(&self.chain);
@@ -474,7 +474,7 @@ impl Pipeline {
         let camera = known_camera(camera_info, &seen.frame, p.rectified_images);
         let header = &seen.header;
         let params = p.odometry_params().tracking;
-        let (tracked, covariance) = match tracker.track_any(
+        let (tracked, covariance, inliers) = match tracker.track_any(
             chain,
             &keyframes,
             &seen.keypoints,
@@ -482,27 +482,28 @@ impl Pipeline {
             camera,
             &params,
         ) {
-            Ok(fp) => (fp.t_odom_frame, fp.covariance),
+            Ok(fp) => (fp.t_odom_frame, fp.covariance, fp.tracked.inliers),
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);
-                return Ok(None);
+                return Ok(Tracking::NoMap);
             }
             Err(e) => {
                 self.stats.bump(Counter::FramesNotTracked);
                 self.stats.count_kind("tracking", e.kind());
                 crate::warn_throttled!(key = e.kind(); "frame stamped {:.3} not tracked: {e}", header.stamp.seconds());
-                return Ok(None);
+                return Ok(Tracking::Lost);
             }
         };
+        let placed = Tracking::Placed { t_odom_frame: tracked, inliers };
         let outputs = {
             let mut chain = lock(&self.chain);
             if !self.mounted(&mut chain.odom, &header.frame_id, p) {
                 self.stats.bump(Counter::FramesNoMount);
-                return Ok(Some(tracked));
+                return Ok(placed);
             }
             if chain.scale_held(p) {
                 self.stats.bump(Counter::FramesNoScale);
-                return Ok(Some(tracked));
+                return Ok(placed);
             }
             let scale_sigma = if p.scale_source.is_metric() { chain.scale.relative_error() } else { 0.0 };
             let t_origin_odom = chain.odometry.t_origin_odom();
@@ -510,7 +511,7 @@ impl Pipeline {
         };
         self.stats.bump(Counter::FramesTracked);
         emit(sink, outputs)?;
-        Ok(Some(tracked))
+        Ok(placed)
     }
 
     /// Whether the odometry can go out: always without `base_frame`; with it, once the camera's
@@ -534,10 +535,10 @@ impl Pipeline {
         &self,
         side: &mut FrameSide,
         seen: Observation,
-        tracked: Option<TOdomFrame>,
+        tracked: Tracking,
         camera_info: Option<sensor_msgs::CameraInfo>,
     ) -> Option<PairJob> {
-        let decision = side.keyframes.decide(seen.header.stamp.seconds(), &seen.keypoints, &seen);
+        let decision = side.keyframes.decide(seen.header.stamp.seconds(), &seen.keypoints, tracked, &seen);
         if !matches!(decision, KeyframeDecision::Skip { .. }) && self.params().scale_source == ScaleSource::Depth {
             let max = self.depth_max_interval();
             lock(&self.depth).keyframe(seen.stamp(), max);
@@ -549,11 +550,13 @@ impl Pipeline {
                 lock(&self.chain).start_new();
                 None
             }
-            KeyframeDecision::New { previous, .. } => {
+            KeyframeDecision::New { previous, why, .. } => {
                 self.stats.bump(Counter::Keyframes);
+                self.stats.count_keyframe(why.name());
+                tracing::debug!("keyframe {:.3}: {}", seen.header.stamp.seconds(), why.name());
                 let mut chain = lock(&self.chain);
-                if let Some(pose) = tracked {
-                    chain.odometry.keyframe_tracked(seen.stamp(), pose);
+                if let Tracking::Placed { t_odom_frame, .. } = tracked {
+                    chain.odometry.keyframe_tracked(seen.stamp(), t_odom_frame);
                 }
                 let first = chain.odometry.anchor().map_or(previous, |a| a.payload.clone());
                 Some(PairJob { first, second: seen, camera_info, chain: chain.id })

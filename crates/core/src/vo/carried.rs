@@ -77,7 +77,6 @@ struct Correspondences {
 /// A frame placed by [`Correspondences::place`].
 struct Placed {
     t_frame_odom: Transform<FrameCam, OdomOrigin>,
-    inliers: usize,
     /// Which correspondences agree with the pose.
     is_inlier: Vec<bool>,
     /// PnP's covariance (a left perturbation in the odometry's frame) from the points that
@@ -98,8 +97,7 @@ impl Correspondences {
         let (solution, covariance) = match solve::<OdomOrigin>(&world, &pixels, camera, params) {
             Err(_) if world.len() < self.world.len() => {
                 let (all, covariance) = solve::<OdomOrigin>(&self.world, &self.pixels, camera, params)?;
-                let (t_frame_odom, inliers, is_inlier) = (all.pose, all.inliers, all.is_inlier);
-                return Ok(Placed { t_frame_odom, inliers, is_inlier, covariance });
+                return Ok(Placed { t_frame_odom: all.pose, is_inlier: all.is_inlier, covariance });
             }
             placed => placed?,
         };
@@ -113,7 +111,7 @@ impl Correspondences {
                     .is_some_and(|p| (p - self.pixels[i]).norm() <= threshold),
             })
             .collect();
-        Ok(Placed { t_frame_odom: solution.pose, inliers: solution.inliers, is_inlier, covariance })
+        Ok(Placed { t_frame_odom: solution.pose, is_inlier, covariance })
     }
 }
 
@@ -144,7 +142,8 @@ impl CarriedTracker {
         if c.matched < need {
             return Err(NotTracked::TooFewMatches { got: c.matched, need });
         }
-        let Placed { t_frame_odom, inliers, is_inlier, covariance: raw } = c.place(&camera, params)?;
+        let Placed { t_frame_odom, is_inlier, covariance: raw } = c.place(&camera, params)?;
+        let on_pointmaps = is_inlier.iter().zip(&c.seeded).filter(|&(&inlier, &seeded)| inlier && !seeded).count();
         let points = carried_points(&c, &is_inlier, &t_frame_odom, &camera, frame);
         self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
         let t_odom_frame = t_frame_odom.inverse();
@@ -152,7 +151,7 @@ impl CarriedTracker {
             t_kf_frame: kf.t_odom_kf.inverse().compose(&t_odom_frame),
             matches: c.matched,
             points: c.world.len(),
-            inliers,
+            inliers: on_pointmaps,
             covariance: raw.map(|cov| covariance_in(&kf.t_odom_kf.inverse(), &cov)),
         };
         let covariance = raw.map(|cov| cov * kf.tracking_inflation);

@@ -67,7 +67,8 @@ pub struct Tracked {
     pub matches: usize,
     /// Matches with a confident keyframe point.
     pub points: usize,
-    /// PnP inliers among those.
+    /// PnP inliers among those that came from pointmaps (a point seeded between keyframes
+    /// does not count: it shows the view, not the map, holding the frame).
     pub inliers: usize,
     /// The uncertainty of `t_kf_frame` (a left perturbation in the keyframe's frame, ROS's
     /// order), from PnP's inliers; `None` when it cannot be stated.
