@@ -470,3 +470,45 @@ fn cli_writes_the_pair_as_a_ply_that_plyfile_reads() {
         assert_eq!(picture.get_pixel(tx, tile_top + ty), input.get_pixel(gx, gy), "tile pixel ({tx}, {ty})");
     }
 }
+
+/// Pearson's correlation of two outputs, value by value.
+fn pcc(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    sp_dust3r_core::eval::hat::correlation(a.iter().zip(b).map(|(&x, &y)| (x as f64, y as f64)))
+}
+
+/// In bf16 (where the CPU has a bf16 kernel) every output keeps a PCC of at least 0.999 with
+/// upstream's float32 outputs (the p150 port's bar is 0.9962). Without a bf16 kernel the model
+/// says it runs fp32. (The deterministic weights give no geometry a pose could be read from.)
+#[test]
+fn bf16_outputs_correlate_with_upstream() {
+    use sp_dust3r_core::tensor::Precision;
+    let model = Dust3r::load_in(checkpoint(), Precision::Bf16).unwrap();
+    if model.precision() != Precision::Bf16 {
+        eprintln!("no bf16 kernel on this CPU: the model runs {}", model.precision().name());
+        assert_eq!((model.precision(), sp_dust3r_core::tensor::bf16_available()), (Precision::Fp32, false));
+        return;
+    }
+    for name in ["dust3r_tiny_64", "dust3r_tiny_512"] {
+        let mut fx = Fixture::open(name);
+        let (img1, shape) = fx.get("img1");
+        let (img2, _) = fx.get("img2");
+        let (h, w) = (shape[1], shape[2]);
+        let passes = |m: &Dust3r| {
+            let (e1, e2) = (m.encode(&img1, h, w).unwrap(), m.encode(&img2, h, w).unwrap());
+            (m.predict(&e1, &e2).unwrap(), m.predict(&e2, &e1).unwrap())
+        };
+        let (forward, swapped) = passes(&model);
+        let outputs = [
+            (&forward.view1, "pts3d_1", "conf_1"),
+            (&forward.view2_in_1, "pts3d_2_in_1", "conf_2"),
+            (&swapped.view1, "sym_pts3d_2", "sym_conf_2"),
+            (&swapped.view2_in_1, "sym_pts3d_1_in_2", "sym_conf_1"),
+        ];
+        for (ours, pts, conf) in outputs {
+            let (p, c) = (pcc(&ours.points, &fx.get(pts).0), pcc(&ours.confidence, &fx.get(conf).0));
+            eprintln!("{name} bf16 {pts}: PCC {p:.6}, {conf}: PCC {c:.6}");
+            assert!(p >= 0.999 && c >= 0.999, "{name} {pts} {p} / {conf} {c}");
+        }
+    }
+}

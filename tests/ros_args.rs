@@ -248,6 +248,9 @@ fn declared_parameters_check_type_and_range() {
         Err(ParamError::Type { expected: "bool", .. })
     ));
     assert!(matches!(with("keyframe_max_interval", ParamValue::Double(0.1)), Err(ParamError::Invalid { .. })));
+    assert!(matches!(with("dust3r_precision", ParamValue::String("fp16".into())), Err(ParamError::Range { .. })));
+    let bf16 = with("dust3r_precision", ParamValue::String("bf16".into())).unwrap().0;
+    assert_eq!(bf16.backend_config().dust3r_precision, sp_dust3r_core::tensor::Precision::Bf16);
     // map -> odom on TF needs two frames with names.
     for (name, frame) in [("map_frame", "odom"), ("map_frame", "/odom"), ("map_frame", ""), ("odom_frame", "")] {
         let err = with(name, ParamValue::String(frame.into())).unwrap_err();

@@ -14,6 +14,7 @@ use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::preview::preview;
+use sp_dust3r_core::tensor::{Bf16Kernel, Precision};
 use sp_dust3r_core::weights;
 
 #[derive(clap::Args)]
@@ -61,6 +62,10 @@ pub struct Args {
     /// The confidence (>= 1) a point needs to enter the PLY and the preview's cloud.
     #[arg(long, default_value_t = DEFAULT_MIN_CONFIDENCE)]
     min_confidence: f64,
+    /// What the encoder's and decoder's linear layers and attention compute in: fp32, or bf16
+    /// (float32 sums) where the CPU has AMX-BF16 or AVX512_BF16 (else it says so and runs fp32).
+    #[arg(long, default_value = "fp32", value_parser = clap::builder::PossibleValuesParser::new(Precision::NAMES))]
+    precision: String,
     #[command(flatten)]
     server: super::ServerArgs,
 }
@@ -76,14 +81,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.pose && args.intrinsics.is_some() {
         bail!("--intrinsics only matters with --pose");
     }
+    let precision = Precision::from_name(&args.precision).context("unknown precision")?;
     if args.server.backend == BackendKind::TtServer {
+        if precision != Precision::Fp32 {
+            bail!("--precision is the CPU's: the mast3r-blackhole server runs its own");
+        }
         return run_server(&args);
     }
     let total = Instant::now();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
     tracing::info!("DUSt3R weights from {} ({:?})", resolved.dir.display(), resolved.source);
-    let model = Dust3r::load(&resolved.dir)?;
+    let model = Dust3r::load_in(&resolved.dir, precision)?;
+    match (model.precision(), Bf16Kernel::best()) {
+        (p, _) if p != precision => tracing::warn!(
+            "--precision {}: this CPU has no bf16 kernel (AMX-BF16 or AVX512_BF16 at the avx512 level); running {}",
+            precision.name(),
+            p.name()
+        ),
+        (Precision::Bf16, Some(kernel)) => tracing::info!("DUSt3R in bf16 on {} kernels", kernel.name()),
+        _ => {}
+    }
 
     let t = Instant::now();
     let f1 = Frame::open(&args.image1).with_context(|| format!("{}", args.image1.display()))?;

@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use ndarray::Array2;
 
+use sp_dust3r_core::dust3r::Pointmap;
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::quantile::median;
 use sp_dust3r_core::superpoint::{preprocess, PostParams, SuperPoint, HUB_MODEL};
+use sp_dust3r_core::tensor::{Bf16Kernel, Precision};
 use sp_dust3r_core::weights;
 
 /// Multiply-adds x 2 of SuperPoint at 480x640 (torch FlopCounterMode, shared/spec/superpoint.md).
@@ -135,6 +137,9 @@ struct Dust3rArgs {
     /// Skip the peers (ONNX Runtime's MatMul and PyTorch).
     #[arg(long)]
     no_peer: bool,
+    /// fp32, or bf16 (then fp32 is timed too, in the same run, and the outputs compared).
+    #[arg(long, default_value = "fp32", value_parser = clap::builder::PossibleValuesParser::new(Precision::NAMES))]
+    precision: String,
 }
 
 #[derive(clap::Args)]
@@ -297,9 +302,21 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
             tmp.path().to_path_buf()
         }
     };
+    let asked = Precision::from_name(&args.precision).context("unknown precision")?;
     let t = Instant::now();
     let model = Dust3r::load(&dir)?;
     println!("loaded in {:.2} s", t.elapsed().as_secs_f64());
+    let lower = match asked {
+        Precision::Fp32 => None,
+        Precision::Bf16 => {
+            let m = Dust3r::load_in(&dir, asked)?;
+            match (m.precision(), Bf16Kernel::best()) {
+                (Precision::Bf16, Some(kernel)) => println!("bf16 on {} kernels", kernel.name()),
+                _ => println!("bf16 asked: this CPU has no bf16 kernel (AVX512_BF16 or AMX-BF16), so it runs fp32"),
+            }
+            Some(m)
+        }
+    };
     let (h, w) = (512, 512);
     let (img1, img2) = (test_image(h, w, 0.0), test_image(h, w, 0.7));
     // The machine's GEMM rate on the encoder MLP's shape, ours and ONNX Runtime's, measured
@@ -307,13 +324,52 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     // to minute, so the stages are set against the mean of the two.
     let python = find_python(args.python.as_deref());
     let before = gemm_peak(&python, args.no_peer)?;
-    let mut times: Vec<[f64; 3]> = Vec::new();
-    let mut swapped = Vec::new();
-    let mut last = None;
-    for _ in 0..args.repeat {
+    let fp32 = time_pair(&model, [&img1, &img2], (h, w), args.repeat, args.swapped)?;
+    let bf16 = lower.as_ref().map(|m| time_pair(m, [&img1, &img2], (h, w), args.repeat, args.swapped)).transpose()?;
+    let after = gemm_peak(&python, args.no_peer)?;
+    let peak = before.zip(after).map(|(b, a)| (b + a) / 2.0);
+    if let Some(p) = peak {
+        println!("onnxruntime's MatMul, mean of before and after the pair: {p:.0} GFLOP/s");
+    }
+    let total = print_stages("fp32", &fp32, peak, None);
+    if let Some(bf16) = &bf16 {
+        print_stages("bf16", bf16, peak, Some(&fp32));
+        for (name, a, b) in [("view 1", &fp32.last.0, &bf16.last.0), ("view 2", &fp32.last.1, &bf16.last.1)] {
+            println!("bf16 against fp32, {name}: {}", compare_pointmaps(a, b));
+        }
+    }
+    println!("peak resident memory: {:.0} MB", peak_rss_mb());
+    if args.no_peer {
+        return Ok(());
+    }
+    let (p1, p2) = &fp32.last;
+    let Some(peer) = dust3r_torch(&python, &dir, [&img1, &img2], (h, w), args.repeat, [&p1.points, &p2.points])? else {
+        return Ok(());
+    };
+    println!("ratio sp_dust3r / pytorch: {:.2}x", total / peer);
+    Ok(())
+}
+
+/// A pair's stage times (encoder, decoder, heads) over the repeats, the swapped pass's, and the
+/// last outputs.
+struct PairTimes {
+    stages: Vec<[f64; 3]>,
+    swapped: Vec<f64>,
+    last: (Pointmap, Pointmap),
+}
+
+fn time_pair(
+    model: &sp_dust3r_core::dust3r::Dust3r,
+    [img1, img2]: [&[f32]; 2],
+    (h, w): (usize, usize),
+    repeat: usize,
+    swapped: bool,
+) -> anyhow::Result<PairTimes> {
+    let mut times = PairTimes { stages: Vec::new(), swapped: Vec::new(), last: Default::default() };
+    for _ in 0..repeat.max(1) {
         let t = Instant::now();
-        let e1 = model.encode(&img1, h, w)?;
-        let e2 = model.encode(&img2, h, w)?;
+        let e1 = model.encode(img1, h, w)?;
+        let e2 = model.encode(img2, h, w)?;
         let enc = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let [b1, b2] = model.decode(&e1, &e2)?;
@@ -322,51 +378,70 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
         let p1 = model.head(0, &e1, &b1)?;
         let p2 = model.head(1, &e2, &b2)?;
         let heads = t.elapsed().as_secs_f64();
-        last = Some((p1, p2));
-        times.push([enc, dec, heads]);
-        if args.swapped {
+        times.last = (p1, p2);
+        times.stages.push([enc, dec, heads]);
+        if swapped {
             let t = Instant::now();
             let _sym = model.predict(&e2, &e1)?;
-            swapped.push(t.elapsed().as_secs_f64());
+            times.swapped.push(t.elapsed().as_secs_f64());
         }
     }
-    let after = gemm_peak(&python, args.no_peer)?;
-    let peak = before.zip(after).map(|(b, a)| (b + a) / 2.0);
-    if let Some(p) = peak {
-        println!("onnxruntime's MatMul, mean of before and after the pair: {p:.0} GFLOP/s");
-    }
-    let mut total = 0.0;
-    let mut gflop = 0.0;
+    Ok(times)
+}
+
+/// Prints each stage's median time and rate (against ONNX Runtime's MatMul rate `peak`, and
+/// against `base`'s time when given); returns the pair's time.
+fn print_stages(precision: &str, t: &PairTimes, peak: Option<f64>, base: Option<&PairTimes>) -> f64 {
     let of_peak = |rate: f64| match peak {
         Some(p) => format!(" ({:.2} of onnxruntime's MatMul)", rate / p),
         None => String::new(),
     };
+    let stage = |times: &PairTimes, i: usize| median(&times.stages.iter().map(|s| s[i]).collect::<Vec<_>>());
+    let against = |s: f64, base_s: f64| format!(", {:.2}x the fp32 time", s / base_s);
+    let (mut total, mut base_total, mut gflop) = (0.0, 0.0, 0.0);
     for (i, (name, g)) in DUST3R_GFLOP.iter().enumerate() {
-        let s = median(&times.iter().map(|t| t[i]).collect::<Vec<_>>());
-        println!("sp_dust3r {name}: {s:.2} s, {:.0} GFLOP/s{}", g / s, of_peak(g / s));
+        let s = stage(t, i);
+        let vs = base.map(|b| against(s, stage(b, i))).unwrap_or_default();
+        println!("sp_dust3r {precision} {name}: {s:.2} s, {:.0} GFLOP/s{}{vs}", g / s, of_peak(g / s));
         total += s;
+        base_total += base.map_or(0.0, |b| stage(b, i));
         gflop += g;
     }
+    let vs = base.map(|_| against(total, base_total)).unwrap_or_default();
     println!(
-        "sp_dust3r pair forward (512x512): {total:.2} s, {:.0} GFLOP/s effective{}",
+        "sp_dust3r {precision} pair forward (512x512): {total:.2} s, {:.0} GFLOP/s effective{}{vs}",
         gflop / total,
         of_peak(gflop / total)
     );
-    if args.swapped {
-        let s = median(&swapped);
-        println!("sp_dust3r swapped forward (encoder reused): {s:.2} s, {:.0} GFLOP/s", 1120.0 / s);
+    if !t.swapped.is_empty() {
+        let s = median(&t.swapped);
+        println!("sp_dust3r {precision} swapped forward (encoder reused): {s:.2} s, {:.0} GFLOP/s", 1120.0 / s);
     }
-    println!("peak resident memory: {:.0} MB", peak_rss_mb());
-    if args.no_peer {
-        return Ok(());
-    }
+    total
+}
 
-    let (p1, p2) = last.context("no runs")?;
-    let Some(peer) = dust3r_torch(&python, &dir, [&img1, &img2], (h, w), args.repeat, [&p1.points, &p2.points])? else {
-        return Ok(());
-    };
-    println!("ratio sp_dust3r / pytorch: {:.2}x", total / peer);
-    Ok(())
+/// Pearson's correlation of the points and of the confidences, and the points' median
+/// relative error, of `b` against `a`.
+fn compare_pointmaps(a: &Pointmap, b: &Pointmap) -> String {
+    use sp_dust3r_core::eval::hat::correlation;
+    let pairs = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(&p, &q)| (p as f64, q as f64)).collect::<Vec<_>>();
+    let points = pairs(&a.points, &b.points);
+    let conf = pairs(&a.confidence, &b.confidence);
+    let rel: Vec<f64> = a
+        .points
+        .chunks_exact(3)
+        .zip(b.points.chunks_exact(3))
+        .map(|(p, q)| {
+            let d = p.iter().zip(q).map(|(x, y)| (x - y) as f64 * (x - y) as f64).sum::<f64>().sqrt();
+            d / p.iter().map(|x| *x as f64 * *x as f64).sum::<f64>().sqrt().max(1e-12)
+        })
+        .collect();
+    format!(
+        "PCC pts3d {:.5}, conf {:.5}; median relative error of pts3d {:.2e}",
+        correlation(points.iter().copied()),
+        correlation(conf.iter().copied()),
+        median(&rel)
+    )
 }
 
 /// PyTorch on the CPU on the same weights (`dir`) and images, in this invocation: its pair
@@ -624,6 +699,11 @@ fn gemm_peak(python: &Path, no_peer: bool) -> anyhow::Result<Option<f64>> {
         }
         None => general,
     };
+    if let Some(packed) = sp_dust3r_core::tensor::PackedBf16::from_weight(&weight, n, k) {
+        use sp_dust3r_core::tensor::gemm_bf16;
+        let bf16 = rate(&mut || Ok(gemm_bf16(&mut out, n, &lhs, k, m, &packed, Threads::All)?))?;
+        println!("sp_dust3r GEMM {m}x{k}x{n}, bf16 packed weight: {bf16:.0} GFLOP/s ({:.2}x fp32)", bf16 / ours);
+    }
     if no_peer {
         return Ok(None);
     }

@@ -11,6 +11,7 @@ use super::{FeatureExtractor, PairReconstructor, WithFallback};
 use crate::cancel::Cancel;
 use crate::dust3r::{Dust3r, Dust3rError};
 use crate::superpoint::{SuperPoint, SuperPointError};
+use crate::tensor::Precision;
 use crate::weights::{DownloadProgress, HubModel, WeightsError};
 
 /// What the node's parameters (or a command line) say about the backends.
@@ -28,6 +29,8 @@ pub struct BackendConfig {
     pub dust3r_weights: Option<PathBuf>,
     /// Base URL of the mast3r-blackhole server.
     pub dust3r_url: String,
+    /// What the CPU's DUSt3R computes its encoder and decoder in.
+    pub dust3r_precision: Precision,
     /// Run a model on the CPU while its server cannot answer.
     pub cpu_fallback: bool,
     /// Limit for each server request, connection included.
@@ -95,7 +98,16 @@ pub fn cpu_superpoint(config: &BackendConfig, progress: Option<&dyn BuildProgres
 /// DUSt3R on the CPU with the weights `config` names (or finds).
 pub fn cpu_dust3r(config: &BackendConfig, progress: Option<&dyn BuildProgress>) -> Result<CpuPairs, BuildError> {
     let dir = cpu_weights(&crate::dust3r::HUB_MODEL, config.dust3r_weights.as_deref(), progress)?;
-    Ok(CpuPairs(Dust3r::load(&dir)?.with_cancel(config.cancel.clone())))
+    let model = Dust3r::load_in(&dir, config.dust3r_precision)?;
+    if model.precision() != config.dust3r_precision {
+        tracing::warn!(
+            "dust3r_precision {}: this CPU has no bf16 kernel (AVX512_BF16 or AMX-BF16 at the avx512 level); DUSt3R \
+             runs in {}",
+            config.dust3r_precision.name(),
+            model.precision().name()
+        );
+    }
+    Ok(CpuPairs(model.with_cancel(config.cancel.clone())))
 }
 
 fn cpu_weights(

@@ -13,6 +13,7 @@ use crate::geometry::pointmaps::{depth_ratio, scaled, transformed, MIN_SCALE_PIX
 use crate::geometry::{relative_pose, NoPose, PairPose, PnpWorld, PoseOptions};
 use crate::image::Frame;
 use crate::superpoint::{Keypoints, PostParams, SuperPoint};
+use crate::tensor::{Bf16Kernel, Precision};
 
 /// SuperPoint on this machine's CPU.
 pub struct CpuFeatures(pub SuperPoint);
@@ -48,7 +49,12 @@ impl PairReconstructor for CpuPairs {
         "cpu".into()
     }
     fn health(&self) -> Vec<BackendHealth> {
-        vec![cpu_health()]
+        let mut health = cpu_health();
+        if self.0.precision() == Precision::Bf16 {
+            let kernel = Bf16Kernel::best().map_or("", Bf16Kernel::name);
+            health.hardware_id = format!("{}, bf16 on {kernel}", health.hardware_id);
+        }
+        vec![health]
     }
 }
 

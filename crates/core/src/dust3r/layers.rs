@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::Dust3rError;
-use crate::tensor::{layer_norm, Linear};
+use crate::tensor::{layer_norm, Linear, Precision};
 use crate::weights::{Param, WeightFile, WeightsError};
 
 /// LayerNorm epsilon everywhere in the model.
@@ -13,6 +13,8 @@ const LN_EPS: f32 = 1e-6;
 /// Loading helpers shared with the DPT head.
 pub(super) struct WeightsReader {
     pub file: Arc<WeightFile>,
+    /// What [`WeightsReader::linear`]'s layers compute in.
+    pub precision: Precision,
 }
 
 impl WeightsReader {
@@ -27,7 +29,7 @@ impl WeightsReader {
     pub fn linear(&self, prefix: &str, in_dim: usize, out_dim: usize) -> Result<Linear, Dust3rError> {
         let w = self.param(&format!("{prefix}.weight"), &[out_dim, in_dim])?;
         let b = self.param(&format!("{prefix}.bias"), &[out_dim])?;
-        Ok(Linear::new(in_dim, out_dim, w, b)?)
+        Ok(Linear::with_precision(in_dim, out_dim, w, b, self.precision)?)
     }
 
     pub fn norm(&self, prefix: &str, dim: usize) -> Result<Norm, Dust3rError> {

@@ -6,14 +6,15 @@ use super::layers::{BranchHooks, Encoded, Norm, WeightsReader};
 use super::post::Pointmap;
 use super::{Dust3rConfig, Dust3rError};
 use crate::cancel::Cancel;
-use crate::tensor::{attention, gelu, Heads, Linear, Rope2d};
+use crate::tensor::{attention, gelu, Heads, Linear, Precision, Rope2d};
 use crate::weights::WeightFile;
 
-/// Geometry shared by the attention layers of one stack.
+/// Geometry shared by the attention layers of one stack, and the precision of their products.
 #[derive(Clone, Copy)]
 struct AttnShape {
     width: usize,
     heads: usize,
+    precision: Precision,
 }
 
 impl AttnShape {
@@ -50,7 +51,8 @@ impl SelfAttention {
         rope.apply(&mut qkv, 3 * w, 0, s.heads, pos)?;
         rope.apply(&mut qkv, 3 * w, w, s.heads, pos)?;
         let at = |offset| Heads { data: &qkv, tokens: n, row_stride: 3 * w, offset };
-        let a = attention(at(0), at(w), at(2 * w), s.heads, s.head_dim(), 1.0 / (s.head_dim() as f32).sqrt())?;
+        let scale = 1.0 / (s.head_dim() as f32).sqrt();
+        let a = attention(at(0), at(w), at(2 * w), s.heads, s.head_dim(), scale, s.precision)?;
         self.proj.forward_into(&a, n, w, x, true)?;
         Ok(())
     }
@@ -154,6 +156,7 @@ impl DecoderBlock {
             s.heads,
             s.head_dim(),
             1.0 / (s.head_dim() as f32).sqrt(),
+            s.precision,
         )?;
         self.cross_proj.forward_into(&a, n, w, x, true)?;
 
@@ -188,22 +191,43 @@ pub struct Dust3r {
     dec_rope: Rope2d,
     /// Checked between blocks and head stages: a set flag abandons the pair.
     cancel: Option<Cancel>,
+    /// What the encoder's and decoder's products run in (what the CPU runs of what was asked).
+    precision: Precision,
 }
 
 /// Largest token grid side the RoPE tables cover (a 4096-pixel image side at patch 16).
 const MAX_GRID: usize = 256;
 
 impl Dust3r {
-    /// Loads `model.safetensors` + `config.json` from a folder (weights stay memory-mapped).
+    /// Loads `model.safetensors` + `config.json` from a folder (weights stay memory-mapped), in
+    /// float32.
     pub fn load(dir: &Path) -> Result<Self, Dust3rError> {
-        let config = Dust3rConfig::from_file(&dir.join("config.json"))?;
-        let file = Arc::new(WeightFile::open(&dir.join("model.safetensors"))?);
-        Self::from_weights(file, config)
+        Self::load_in(dir, Precision::Fp32)
     }
 
-    /// The network from an opened weight file and its config.
+    /// As [`Dust3r::load`], the encoder's and decoder's linear layers and attention products in
+    /// `precision` where the CPU runs it (see [`Dust3r::precision`]); patch embedding, layer
+    /// norms, softmax, GELU and the heads stay float32.
+    pub fn load_in(dir: &Path, precision: Precision) -> Result<Self, Dust3rError> {
+        let config = Dust3rConfig::from_file(&dir.join("config.json"))?;
+        let file = Arc::new(WeightFile::open(&dir.join("model.safetensors"))?);
+        Self::from_weights_in(file, config, precision)
+    }
+
+    /// The network from an opened weight file and its config, in float32.
     pub fn from_weights(file: Arc<WeightFile>, config: Dust3rConfig) -> Result<Self, Dust3rError> {
-        let l = WeightsReader { file };
+        Self::from_weights_in(file, config, Precision::Fp32)
+    }
+
+    /// The network from an opened weight file and its config, in `precision` (see
+    /// [`Dust3r::load_in`]).
+    pub fn from_weights_in(
+        file: Arc<WeightFile>,
+        config: Dust3rConfig,
+        precision: Precision,
+    ) -> Result<Self, Dust3rError> {
+        let precision = precision.supported();
+        let l = WeightsReader { file, precision };
         let (e, d, p) = (config.enc_embed_dim, config.dec_embed_dim, config.patch_size);
         let patch_w = l.param("patch_embed.proj.weight", &[e, 3, p, p])?;
         let patch_b = l.param("patch_embed.proj.bias", &[e])?;
@@ -236,7 +260,13 @@ impl Dust3r {
             dec_rope: Rope2d::new(base, d / config.dec_num_heads, MAX_GRID)?,
             config,
             cancel: None,
+            precision,
         })
+    }
+
+    /// What its products run in: what was asked, or float32 where the CPU has no bf16 kernel.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The same network, abandoning its work with [`Dust3rError::Cancelled`] between two blocks
@@ -291,7 +321,8 @@ impl Dust3r {
         let mut x = self.patch_embed.forward(&patches, rows * cols, k)?;
         let enc = Encoded { tokens: Vec::new(), rows, cols, width: self.config.enc_embed_dim };
         let pos = enc.positions();
-        let shape = AttnShape { width: self.config.enc_embed_dim, heads: self.config.enc_num_heads };
+        let shape =
+            AttnShape { width: self.config.enc_embed_dim, heads: self.config.enc_num_heads, precision: self.precision };
         for block in &self.enc_blocks {
             self.check()?;
             block.forward(&mut x, &pos, shape, &self.enc_rope)?;
@@ -349,7 +380,7 @@ impl Dust3r {
         let d = self.config.dec_embed_dim;
         let mut f1 = self.decoder_embed.forward(&first.tokens, pos1.len(), first.width)?;
         let mut f2 = self.decoder_embed.forward(&second.tokens, pos2.len(), second.width)?;
-        let shape = AttnShape { width: d, heads: self.config.dec_num_heads };
+        let shape = AttnShape { width: d, heads: self.config.dec_num_heads, precision: self.precision };
         for (l, (b1, b2)) in self.dec_blocks[0].iter().zip(&self.dec_blocks[1]).enumerate() {
             self.check()?;
             let mut n1 = f1.clone();

@@ -1,7 +1,7 @@
 use crate::tensor::FeatureMap;
 
 /// A dense pointmap: one 3-D point and one confidence per pixel, row-major.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pointmap {
     /// Rows.
     pub height: usize,

@@ -15,6 +15,7 @@ use crate::dust3r::cloud::DEFAULT_MIN_CONFIDENCE;
 use crate::params::args::{load_params_file, ArgsError, ParamValue, RosArgs};
 use crate::params::qos::Qos;
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
+use crate::tensor::Precision;
 use crate::vo::scale::ScaleSource;
 use crate::workers::priority::{DEFAULT_BACKGROUND_SHARE, MAX_BACKGROUND_SHARE};
 
@@ -149,6 +150,10 @@ parameters! {
         "Where DUSt3R runs: in process (cpu) or on a tt-model server";
     dust3r_weights: String = "", Constraint::None, FIXED,
         "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download";
+    dust3r_precision: String = Precision::Fp32.name(), Constraint::OneOf(&Precision::NAMES), FIXED,
+        "What the CPU's DUSt3R computes its encoder's and decoder's linear layers and attention in: fp32, or \
+         bf16 (float32 sums; about half the pair time where the CPU has AMX-BF16 or AVX512_BF16, else it says so \
+         and runs fp32); a tt-model server runs its own";
     superpoint_url: String = DEFAULT_SUPERPOINT_URL, Constraint::None, FIXED,
         "Base URL of the superpoint-p150 tt-model server (superpoint_backend: tt-server)";
     dust3r_url: String = DEFAULT_DUST3R_URL, Constraint::None, FIXED,
@@ -316,6 +321,8 @@ pub struct NodeParams {
     pub dust3r_backend: BackendKind,
     /// DUSt3R's weights folder; `None` as for SuperPoint.
     pub dust3r_weights: Option<PathBuf>,
+    /// What the CPU's DUSt3R computes in.
+    pub dust3r_precision: Precision,
     /// Base URL of the superpoint-p150 server.
     pub superpoint_url: String,
     /// Base URL of the mast3r-blackhole server.
@@ -402,6 +409,7 @@ impl NodeParams {
             dust3r: self.dust3r_backend,
             dust3r_weights: self.dust3r_weights.clone(),
             dust3r_url: self.dust3r_url.clone(),
+            dust3r_precision: self.dust3r_precision,
             cpu_fallback: self.cpu_fallback,
             server_timeout: std::time::Duration::from_secs_f64(self.server_timeout),
             jpeg_quality: self.server_jpeg_quality,
@@ -469,6 +477,10 @@ impl NodeParams {
             superpoint_weights: path(v.superpoint_weights),
             dust3r_backend: backend(name::dust3r_backend, &v.dust3r_backend)?,
             dust3r_weights: path(v.dust3r_weights),
+            dust3r_precision: Precision::from_name(&v.dust3r_precision).ok_or_else(|| ParamError::Invalid {
+                name: name::dust3r_precision.into(),
+                detail: format!("unknown precision {:?}", v.dust3r_precision),
+            })?,
             superpoint_url: v.superpoint_url,
             dust3r_url: v.dust3r_url,
             cpu_fallback: v.fallback == "cpu",

@@ -8,6 +8,7 @@
 //! direct form), whose tiles are also the 2x2 max-pool windows; 1x1 convolutions are one GEMM over
 //! the padded grid's pixels, reading the input in place.
 
+mod bf16;
 mod conv;
 mod map;
 mod matmul;
@@ -17,6 +18,7 @@ pub mod simd;
 mod transformer;
 mod winograd;
 
+pub use bf16::{bf16_available, from_bf16, gemm_bf16, to_bf16, Bf16Kernel, PackedBf16, Precision, AMX_ENV};
 pub use conv::{Conv1x1, Conv3x3, ConvTransposeBlock};
 pub use map::FeatureMap;
 pub use matmul::{gemm, matmul, MatRef, Threads};

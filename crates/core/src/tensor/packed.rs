@@ -65,11 +65,11 @@ const MAX_TILE: usize = 12 * 32;
 
 /// Depth of one pass over a panel (the result tile is loaded and stored once per pass), the best
 /// measured on the encoder's and decoder's shapes (docs/benchmarks.md).
-const KC: usize = 1024;
+pub(super) const KC: usize = 1024;
 
 /// Rows of the left operand one task works through (its `mc x kc` block stays in L2), the best
 /// measured on the same shapes.
-const MC: usize = 384;
+pub(super) const MC: usize = 384;
 
 /// Whether products with few rows per packed operand (or a short depth) run packed at `level`.
 pub(crate) fn packs_short_products(level: Level) -> bool {
@@ -165,30 +165,38 @@ pub fn gemm_packed(
     if a.len() < (m - 1) * lda + k {
         return Err(TensorError::TooSmall { op: "gemm_packed", what: "left operand", len: a.len() });
     }
-    let panels = n.div_ceil(b.kernel.nr());
     let c_ptr = SendPtr(c.as_mut_ptr());
+    // SAFETY: each block's rows and panels lie inside the extents checked above, and no two
+    // blocks share a tile of c.
+    for_each_block(m, n.div_ceil(b.kernel.nr()), threads, |rows, panels| unsafe {
+        block(c_ptr.get(), ldc, a, lda, b, rows, panels)
+    });
+    Ok(())
+}
+
+/// Calls `f(rows, panels)` on blocks that cover `m` rows times `panels` panels once each: one
+/// block on the calling thread, or blocks of [`MC`] rows times runs of panels on rayon's pool,
+/// at least four per thread where the shape allows, so that both cores stay busy to the end.
+pub(super) fn for_each_block(
+    m: usize,
+    panels: usize,
+    threads: Threads,
+    f: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
+) {
     match threads {
-        // SAFETY: the block is all of c and a, whose extents were checked above.
-        Threads::Single => unsafe { block(c_ptr.get(), ldc, a, lda, b, 0..m, 0..panels) },
+        Threads::Single => f(0..m, 0..panels),
         Threads::All => {
-            // Tasks: blocks of MC rows times runs of panels, at least four per thread where the
-            // shape allows, so that both cores stay busy to the end.
             let row_blocks = m.div_ceil(MC);
             let want = 4 * rayon::current_num_threads();
-            let panel_runs = want.div_ceil(row_blocks).clamp(1, panels);
-            let run = panels.div_ceil(panel_runs);
+            let panel_runs = want.div_ceil(row_blocks).clamp(1, panels.max(1));
+            let run = panels.div_ceil(panel_runs).max(1);
             let tasks: Vec<(usize, usize)> =
                 (0..row_blocks).flat_map(|rb| (0..panels.div_ceil(run)).map(move |pr| (rb, pr))).collect();
             tasks.into_par_iter().for_each(|(rb, pr)| {
-                let rows = rb * MC..(rb * MC + MC).min(m);
-                let panel_range = pr * run..(pr * run + run).min(panels);
-                // SAFETY: each task's rows and panels lie inside the extents checked above, and
-                // no two tasks share a tile of c.
-                unsafe { block(c_ptr.get(), ldc, a, lda, b, rows, panel_range) }
+                f(rb * MC..(rb * MC + MC).min(m), pr * run..(pr * run + run).min(panels));
             });
         }
     }
-    Ok(())
 }
 
 /// Rows `rows` of c against panels `panels` of b, depth in passes of [`KC`].
@@ -238,13 +246,13 @@ unsafe fn block(
 
 /// A raw pointer the tasks share; each writes its own tile.
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
+pub(super) struct SendPtr(pub(super) *mut f32);
 // SAFETY: tasks write disjoint regions (see gemm_packed).
 unsafe impl Send for SendPtr {}
 // SAFETY: as above; the pointer itself is only copied.
 unsafe impl Sync for SendPtr {}
 impl SendPtr {
-    fn get(self) -> *mut f32 {
+    pub(super) fn get(self) -> *mut f32 {
         self.0
     }
 }

@@ -3,6 +3,7 @@
 
 use rayon::prelude::*;
 
+use super::bf16::{gemm_bf16, PackedBf16, Precision};
 use super::matmul::{gemm, MatRef, Threads};
 use super::ops::softmax_block;
 use super::packed::{gemm_packed, packs_short_products, PackedRhs};
@@ -11,8 +12,8 @@ use super::TensorError;
 use crate::weights::Param;
 
 /// `y = x W^T + b` with PyTorch's `(out, in)` weight: packed for the micro-kernels when built
-/// (then the file's pages of it are released), or used in place from the weight file where the
-/// CPU level has no packed kernel.
+/// (then the file's pages of it are released; in bf16 when asked and the CPU has a bf16 kernel),
+/// or used in place from the weight file where the CPU level has no packed kernel.
 #[derive(Clone)]
 pub struct Linear {
     in_dim: usize,
@@ -24,12 +25,24 @@ pub struct Linear {
 #[derive(Clone)]
 enum LinearWeight {
     Packed(PackedRhs),
+    Bf16(PackedBf16),
     InPlace(Param),
 }
 
 impl Linear {
-    /// `y = x W^T + b` with PyTorch's `out x in` weight.
+    /// `y = x W^T + b` with PyTorch's `out x in` weight, in float32.
     pub fn new(in_dim: usize, out_dim: usize, weight: Param, bias: Param) -> Result<Self, TensorError> {
+        Self::with_precision(in_dim, out_dim, weight, bias, Precision::Fp32)
+    }
+
+    /// As [`Linear::new`], the product in `precision` where the CPU runs it (float32 else).
+    pub fn with_precision(
+        in_dim: usize,
+        out_dim: usize,
+        weight: Param,
+        bias: Param,
+        precision: Precision,
+    ) -> Result<Self, TensorError> {
         if weight.as_slice().len() != in_dim * out_dim || bias.as_slice().len() != out_dim {
             return Err(TensorError::Shape {
                 op: "Linear::new",
@@ -40,10 +53,18 @@ impl Linear {
                 ),
             });
         }
-        let weight = match PackedRhs::from_weight(weight.as_slice(), out_dim, in_dim) {
+        let bf16 = match precision.supported() {
+            Precision::Bf16 => PackedBf16::from_weight(weight.as_slice(), out_dim, in_dim),
+            Precision::Fp32 => None,
+        };
+        let packed = match bf16 {
+            Some(b) => Some(LinearWeight::Bf16(b)),
+            None => PackedRhs::from_weight(weight.as_slice(), out_dim, in_dim).map(LinearWeight::Packed),
+        };
+        let weight = match packed {
             Some(packed) => {
                 weight.release();
-                LinearWeight::Packed(packed)
+                packed
             }
             None => LinearWeight::InPlace(weight),
         };
@@ -88,6 +109,7 @@ impl Linear {
         }
         match &self.weight {
             LinearWeight::Packed(packed) => gemm_packed(out, self.out_dim, x, x_rs, n, packed, Threads::All),
+            LinearWeight::Bf16(packed) => gemm_bf16(out, self.out_dim, x, x_rs, n, packed, Threads::All),
             LinearWeight::InPlace(weight) => gemm(
                 out,
                 self.out_dim,
@@ -280,7 +302,60 @@ impl<'a> Heads<'a> {
 /// Query rows per block: the block's scores (rows x keys) stay in L2.
 const ATTENTION_BLOCK: usize = 256;
 
+/// A head's keys and values packed once for all its query blocks.
+enum PackedHead {
+    F32(PackedRhs, PackedRhs),
+    Bf16(PackedBf16, PackedBf16),
+}
+
+impl PackedHead {
+    /// Packed in bf16 when asked (and the CPU runs it), else in float32 where short products
+    /// run packed ([`packs_short_products`]); `None`: the general GEMM.
+    fn new(
+        precision: Precision,
+        level: Level,
+        (kh, k): (&[f32], &Heads<'_>),
+        (vh, v): (&[f32], &Heads<'_>),
+        head_dim: usize,
+    ) -> Option<Self> {
+        let nk = k.tokens;
+        if precision.supported() == Precision::Bf16 {
+            let keys = PackedBf16::from_transposed(kh, head_dim, nk, k.row_stride);
+            let values = PackedBf16::from_strided_rows(vh, nk, head_dim, v.row_stride);
+            return keys.zip(values).map(|(k, v)| PackedHead::Bf16(k, v));
+        }
+        packs_short_products(level)
+            .then(|| {
+                PackedRhs::from_transposed_at(level, kh, head_dim, nk, k.row_stride)
+                    .zip(PackedRhs::from_strided_rows_at(level, vh, nk, head_dim, v.row_stride))
+            })
+            .flatten()
+            .map(|(k, v)| PackedHead::F32(k, v))
+    }
+
+    /// `c += a x keys` (`values` when `of_values`), one thread.
+    fn product(
+        &self,
+        of_values: bool,
+        c: &mut [f32],
+        ldc: usize,
+        a: &[f32],
+        lda: usize,
+        m: usize,
+    ) -> Result<(), TensorError> {
+        match (self, of_values) {
+            (PackedHead::F32(keys, _), false) => gemm_packed(c, ldc, a, lda, m, keys, Threads::Single),
+            (PackedHead::F32(_, values), true) => gemm_packed(c, ldc, a, lda, m, values, Threads::Single),
+            (PackedHead::Bf16(keys, _), false) => gemm_bf16(c, ldc, a, lda, m, keys, Threads::Single),
+            (PackedHead::Bf16(_, values), true) => gemm_bf16(c, ldc, a, lda, m, values, Threads::Single),
+        }
+    }
+}
+
 /// `softmax(q k^T * scale) v` per head; returns `q.tokens x (heads * head_dim)`, heads in order.
+/// In bf16 both products round their operands (the scaled queries, the keys, the softmax's
+/// probabilities, the values) and sum in float32; the softmax is float32.
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     q: Heads<'_>,
     k: Heads<'_>,
@@ -288,6 +363,7 @@ pub fn attention(
     heads: usize,
     head_dim: usize,
     scale: f32,
+    precision: Precision,
 ) -> Result<Vec<f32>, TensorError> {
     if k.tokens != v.tokens {
         return Err(TensorError::Shape { op: "attention", what: format!("{} keys, {} values", k.tokens, v.tokens) });
@@ -300,31 +376,24 @@ pub fn attention(
         || (vec![0.0f32; ATTENTION_BLOCK * nk], Vec::new()),
         |(scores, q_scaled), (h, out)| {
             let (qh, kh, vh) = (q.head(h, head_dim)?, k.head(h, head_dim)?, v.head(h, head_dim)?);
-            // Where short products run packed, the head's keys and values are packed once for
-            // all its query blocks.
-            let packed = packs_short_products(level)
-                .then(|| {
-                    PackedRhs::from_transposed_at(level, kh, head_dim, nk, k.row_stride)
-                        .zip(PackedRhs::from_strided_rows_at(level, vh, nk, head_dim, v.row_stride))
-                })
-                .flatten();
+            let packed = PackedHead::new(precision, level, (kh, &k), (vh, &v), head_dim);
             for r0 in (0..nq).step_by(ATTENTION_BLOCK) {
                 let rows = ATTENTION_BLOCK.min(nq - r0);
                 let s = &mut scores[..rows * nk];
                 let q_blk = qh.get(r0 * q.row_stride..).unwrap_or(&[]);
                 let dst = &mut out[r0 * head_dim..];
                 match &packed {
-                    Some((keys, values)) => {
+                    Some(packed) => {
                         // The scale goes on the queries (a copy of the block), not on the scores.
                         q_scaled.clear();
                         for row in q_blk.chunks(q.row_stride).take(rows) {
                             q_scaled.extend(row.iter().take(head_dim).map(|x| x * scale));
                         }
                         s.fill(0.0);
-                        gemm_packed(s, nk, q_scaled, head_dim, rows, keys, Threads::Single)?;
+                        packed.product(false, s, nk, q_scaled, head_dim, rows)?;
                         softmax_block(s, nk);
                         // `dst` is still zero: each block of the result is written once.
-                        gemm_packed(dst, head_dim, s, nk, rows, values, Threads::Single)?;
+                        packed.product(true, dst, head_dim, s, nk, rows)?;
                     }
                     None => {
                         gemm(
