@@ -372,6 +372,20 @@ fn cli_writes_both_pointmaps_and_timing() {
             assert!(npz.by_name::<ndarray::OwnedRepr<f64>, ndarray::Ix2>("R").is_err());
         }
     }
+
+    // --precision bf16: what the CPU runs is in the line; in bf16 the pointmaps correlate with
+    // the library's fp32 ones, else they are the same.
+    let last = dust3r_cli(&["--precision", "bf16"]);
+    let ran = if sp_dust3r_core::tensor::bf16_available() { "bf16" } else { "fp32" };
+    assert_eq!(last["precision"].as_str(), Some(ran), "{last}");
+    let mut npz = NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let pts1: ndarray::Array3<f32> = npz.by_name("pts3d1").unwrap();
+    let conf2: ndarray::Array2<f32> = npz.by_name("conf2").unwrap();
+    let (p, c) = (
+        pcc(pts1.as_slice().unwrap(), &pred.view1.points),
+        pcc(conf2.as_slice().unwrap(), &pred.view2_in_1.confidence),
+    );
+    assert!(p >= 0.999 && c >= 0.999, "{p} {c}");
 }
 
 #[test]

@@ -161,7 +161,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let ply_points = write_outputs(&args, &forward, [&v1.rgb, &v2.rgb], pose.as_ref().and_then(|p| p.as_ref().ok()))?;
     let mut line = json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
-                                        "heads": heads, "pose": pose_ms, "total": ms(total)}});
+                                        "heads": heads, "pose": pose_ms, "total": ms(total)},
+                         "precision": model.precision().name()});
     if let Some(p) = &pose {
         line["pose"] = super::pose::pose_json(p);
     }
