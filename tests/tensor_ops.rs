@@ -1,7 +1,10 @@
 //! The compute core against straightforward reference loops (written here from the operators'
 //! definitions), on odd sizes and channel counts the networks do not exercise.
 
-use sp_dust3r_core::tensor::{l2_normalize_rows, matmul, max_filter_2d, softmax_rows, Conv1x1, Conv3x3, FeatureMap};
+use sp_dust3r_core::tensor::{
+    bf16_available, l2_normalize_rows, matmul, max_filter_2d, softmax_rows, Conv1x1, Conv3x3, ConvTransposeBlock,
+    FeatureMap, Precision,
+};
 
 /// Deterministic pseudo-random values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -83,6 +86,55 @@ fn conv3x3_matches_reference_for_gemm_and_direct_kernels() {
             );
         }
     }
+}
+
+/// In bf16 each product's operands carry a relative error of at most 2^-9, so an output differs
+/// from the exact one by at most about 2^-8 of the sum of its terms' magnitudes (the f64
+/// reference on |x| and |w|); Winograd's transformed operands are what is rounded, which may add
+/// as much again. Where the CPU has no bf16 kernel the layers are float32 and meet the float32 bound.
+#[test]
+fn convolutions_in_bf16_stay_within_bf16s_rounding() {
+    let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+    let bf16 = bf16_available();
+    for &(h, w, ci, co) in &[(9, 11, 64, 70), (7, 10, 13, 19), (16, 16, 256, 32)] {
+        let (x, wt, b) = (values(h * w * ci, 4), values(co * ci * 9, 5), values(co, 6));
+        let map = FeatureMap::from_dense(h, w, ci, &x).unwrap();
+        let exact = conv3x3_ref(&x, h, w, ci, &wt, &b, false);
+        let magnitude = conv3x3_ref(&abs(&x), h, w, ci, &abs(&wt), &vec![0.0; co], false);
+        let ours = Conv3x3::from_torch_in(co, ci, &wt, &b, Precision::Bf16).unwrap().forward(&map, false).unwrap();
+        let worst = ours
+            .to_dense()
+            .iter()
+            .zip(&exact)
+            .zip(&magnitude)
+            .map(|((o, e), m)| (o - e).abs() / (m + 1e-6))
+            .fold(0.0f32, f32::max);
+        let bound = if bf16 { 2.0 * 2f32.powi(-8) } else { 1e-5 };
+        eprintln!(
+            "conv3x3 {ci}->{co} in {}: worst error {worst:.2e} of the terms' magnitude",
+            if bf16 { "bf16" } else { "fp32" }
+        );
+        assert!(worst <= bound, "conv3x3 {ci}->{co}: error {worst} of the terms' magnitude, bound {bound}");
+        if bf16 {
+            assert!(worst > 1e-5, "conv3x3 {ci}->{co}: no rounding seen ({worst}): did it run in bf16?");
+        }
+    }
+    let (h, w, ci, co) = (5, 7, 48, 40);
+    let (x, wt, b) = (values(h * w * ci, 7), values(co * ci, 8), values(co, 9));
+    let map = FeatureMap::from_dense(h, w, ci, &x).unwrap();
+    let fp32 = Conv1x1::from_torch(co, ci, &wt, &b).unwrap().forward(&map, false).unwrap().to_dense();
+    let low =
+        Conv1x1::from_torch_in(co, ci, &wt, &b, Precision::Bf16).unwrap().forward(&map, false).unwrap().to_dense();
+    assert_close(&low, &fp32, if bf16 { 2f32.powi(-8) * ci as f32 } else { 0.0 }, "conv1x1 in bf16");
+    let wt = values(ci * co * 4, 10);
+    let fp32 = ConvTransposeBlock::from_torch(ci, co, 2, &wt, &b).unwrap().forward(&map).unwrap().to_dense();
+    let low = ConvTransposeBlock::from_torch_in(ci, co, 2, &wt, &b, Precision::Bf16).unwrap();
+    assert_close(
+        &low.forward(&map).unwrap().to_dense(),
+        &fp32,
+        if bf16 { 2f32.powi(-8) * ci as f32 } else { 0.0 },
+        "transposed in bf16",
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use super::layers::{BranchHooks, Encoded, WeightsReader};
 use super::Dust3rError;
 use crate::cancel::Cancel;
-use crate::tensor::{Conv1x1, Conv3x3, ConvTransposeBlock, FeatureMap};
+use crate::tensor::{Conv1x1, Conv3x3, ConvTransposeBlock, FeatureMap, Precision};
 
 /// Channel widths of the reassembled maps and of the fusion path (dust3r's `create_dpt_head`).
 const LAYER_DIMS: [usize; 4] = [96, 192, 384, 768];
@@ -16,13 +16,20 @@ const OUT_CHANNELS: usize = 4;
 fn conv3(l: &WeightsReader, prefix: &str, c_out: usize, c_in: usize, bias: bool) -> Result<Conv3x3, Dust3rError> {
     let w = l.tensor(&[&format!("{prefix}.weight")], &[c_out, c_in, 3, 3])?;
     let b = if bias { l.tensor(&[&format!("{prefix}.bias")], &[c_out])? } else { vec![0.0; c_out] };
-    Ok(Conv3x3::from_torch(c_out, c_in, &w, &b)?)
+    Ok(Conv3x3::from_torch_in(c_out, c_in, &w, &b, l.precision)?)
 }
 
-fn conv1(l: &WeightsReader, prefix: &str, c_out: usize, c_in: usize) -> Result<Conv1x1, Dust3rError> {
+/// A 1x1 convolution in `precision` (the head's last layer stays float32).
+fn conv1(
+    l: &WeightsReader,
+    prefix: &str,
+    c_out: usize,
+    c_in: usize,
+    precision: Precision,
+) -> Result<Conv1x1, Dust3rError> {
     let w = l.tensor(&[&format!("{prefix}.weight")], &[c_out, c_in, 1, 1])?;
     let b = l.tensor(&[&format!("{prefix}.bias")], &[c_out])?;
-    Ok(Conv1x1::from_torch(c_out, c_in, &w, &b)?)
+    Ok(Conv1x1::from_torch_in(c_out, c_in, &w, &b, precision)?)
 }
 
 /// `x + conv2(relu(conv1(relu(x))))`.
@@ -59,7 +66,7 @@ impl FusionBlock {
         Ok(Self {
             rcu1: ResidualConvUnit::load(l, &format!("{prefix}.resConfUnit1"))?,
             rcu2: ResidualConvUnit::load(l, &format!("{prefix}.resConfUnit2"))?,
-            out_conv: conv1(l, &format!("{prefix}.out_conv"), FEATURES, FEATURES)?,
+            out_conv: conv1(l, &format!("{prefix}.out_conv"), FEATURES, FEATURES, l.precision)?,
         })
     }
 
@@ -97,14 +104,14 @@ impl DptHead {
     ) -> Result<Self, Dust3rError> {
         let pre = format!("{name}.dpt");
         let token_dims = [enc_dim, dec_dim, dec_dim, dec_dim];
-        let project =
-            [0, 1, 2, 3].map(|i| conv1(l, &format!("{pre}.act_postprocess.{i}.0"), LAYER_DIMS[i], token_dims[i]));
+        let project = [0, 1, 2, 3]
+            .map(|i| conv1(l, &format!("{pre}.act_postprocess.{i}.0"), LAYER_DIMS[i], token_dims[i], l.precision));
         let [p0, p1, p2, p3] = project;
         let convt = |i: usize, k: usize| -> Result<ConvTransposeBlock, Dust3rError> {
             let c = LAYER_DIMS[i];
             let w = l.tensor(&[&format!("{pre}.act_postprocess.{i}.1.weight")], &[c, c, k, k])?;
             let b = l.tensor(&[&format!("{pre}.act_postprocess.{i}.1.bias")], &[c])?;
-            Ok(ConvTransposeBlock::from_torch(c, c, k, &w, &b)?)
+            Ok(ConvTransposeBlock::from_torch_in(c, c, k, &w, &b, l.precision)?)
         };
         // Both spellings of the shared layer projections: `layerN_rn` (what safetensors keeps)
         // and `layer_rn.{N-1}` (the module alias in .pth checkpoints).
@@ -112,7 +119,7 @@ impl DptHead {
             let (a, b) =
                 (format!("{pre}.scratch.layer{}_rn.weight", i + 1), format!("{pre}.scratch.layer_rn.{i}.weight"));
             let w = l.tensor(&[&a, &b], &[FEATURES, LAYER_DIMS[i], 3, 3])?;
-            Ok(Conv3x3::from_torch(FEATURES, LAYER_DIMS[i], &w, &vec![0.0; FEATURES])?)
+            Ok(Conv3x3::from_torch_in(FEATURES, LAYER_DIMS[i], &w, &vec![0.0; FEATURES], l.precision)?)
         };
         let fusion = |i: usize| FusionBlock::load(l, &format!("{pre}.scratch.refinenet{}", i + 1));
         Ok(Self {
@@ -124,7 +131,7 @@ impl DptHead {
             fusion: [fusion(0)?, fusion(1)?, fusion(2)?, fusion(3)?],
             head0: conv3(l, &format!("{pre}.head.0"), LAST, FEATURES, true)?,
             head2: conv3(l, &format!("{pre}.head.2"), LAST, LAST, true)?,
-            head4: conv1(l, &format!("{pre}.head.4"), OUT_CHANNELS, LAST)?,
+            head4: conv1(l, &format!("{pre}.head.4"), OUT_CHANNELS, LAST, Precision::Fp32)?,
         })
     }
 

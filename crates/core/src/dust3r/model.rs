@@ -205,9 +205,10 @@ impl Dust3r {
         Self::load_in(dir, Precision::Fp32)
     }
 
-    /// As [`Dust3r::load`], the encoder's and decoder's linear layers and attention products in
-    /// `precision` where the CPU runs it (see [`Dust3r::precision`]); patch embedding, layer
-    /// norms, softmax, GELU and the heads stay float32.
+    /// As [`Dust3r::load`], the encoder's and decoder's linear layers, attention products and the
+    /// DPT heads' convolutions in `precision` where the CPU runs it (see [`Dust3r::precision`]);
+    /// patch embedding, layer norms, softmax, GELU, the heads' last layer (to x, y, z and
+    /// confidence) and their few-channel direct convolutions stay float32.
     pub fn load_in(dir: &Path, precision: Precision) -> Result<Self, Dust3rError> {
         let config = Dust3rConfig::from_file(&dir.join("config.json"))?;
         let file = Arc::new(WeightFile::open(&dir.join("model.safetensors"))?);

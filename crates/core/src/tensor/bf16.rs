@@ -185,6 +185,49 @@ impl PackedBf16 {
     }
 }
 
+/// A constant right operand packed once, in float32 for the packed micro-kernels or in bf16:
+/// what a layer built in a [`Precision`] multiplies by.
+#[derive(Debug, Clone)]
+pub(crate) enum Packed {
+    F32(super::packed::PackedRhs),
+    Bf16(PackedBf16),
+}
+
+impl Packed {
+    /// From PyTorch's `n x k` weight: bf16 when asked and the CPU runs it, else float32 where
+    /// the level has a packed kernel; `None`: neither (the caller keeps the general GEMM).
+    pub(crate) fn from_weight(weight: &[f32], n: usize, k: usize, precision: Precision) -> Option<Packed> {
+        match precision.supported() {
+            Precision::Bf16 => PackedBf16::from_weight(weight, n, k).map(Packed::Bf16),
+            Precision::Fp32 => super::packed::PackedRhs::from_weight(weight, n, k).map(Packed::F32),
+        }
+    }
+
+    /// From a `k x n` row-major operand, as [`Packed::from_weight`] chooses.
+    pub(crate) fn from_rows(rhs: &[f32], k: usize, n: usize, precision: Precision) -> Option<Packed> {
+        match precision.supported() {
+            Precision::Bf16 => PackedBf16::from_strided_rows(rhs, k, n, n).map(Packed::Bf16),
+            Precision::Fp32 => super::packed::PackedRhs::from_rows(rhs, k, n).map(Packed::F32),
+        }
+    }
+
+    /// `c += a x B` (see [`super::packed::gemm_packed`] and [`gemm_bf16`]).
+    pub(crate) fn gemm(
+        &self,
+        c: &mut [f32],
+        ldc: usize,
+        a: &[f32],
+        lda: usize,
+        m: usize,
+        threads: Threads,
+    ) -> Result<(), TensorError> {
+        match self {
+            Packed::F32(b) => super::packed::gemm_packed(c, ldc, a, lda, m, b, threads),
+            Packed::Bf16(b) => gemm_bf16(c, ldc, a, lda, m, b, threads),
+        }
+    }
+}
+
 /// Depth pairs of a `k`-deep product, padded to [`PAIR_BLOCK`].
 fn padded_pairs(k: usize) -> usize {
     k.div_ceil(2).div_ceil(PAIR_BLOCK) * PAIR_BLOCK

@@ -1,6 +1,6 @@
 use rayon::prelude::*;
 
-use super::packed::{gemm_packed, PackedRhs};
+use super::bf16::{Packed, Precision};
 use super::simd::multiversion;
 use super::winograd::{Scratch, Winograd};
 use super::{matmul, FeatureMap, TensorError, Threads};
@@ -20,6 +20,8 @@ pub struct Conv3x3 {
     /// The transformed kernels, where the convolution runs by Winograd's algorithm.
     winograd: Option<Winograd>,
     bias: Vec<f32>,
+    /// What Winograd's products compute in (the direct kernel is float32).
+    precision: Precision,
 }
 
 /// A 1x1 convolution with bias: a `c_in x c_out` matrix.
@@ -28,14 +30,25 @@ pub struct Conv1x1 {
     c_in: usize,
     c_out: usize,
     weight: Vec<f32>,
-    /// The same packed for the micro-kernel, at a level that has one.
-    packed: Option<PackedRhs>,
+    /// The same packed for the micro-kernel, at a level that has one (or in bf16).
+    packed: Option<Packed>,
     bias: Vec<f32>,
 }
 
 impl Conv3x3 {
     /// From PyTorch's layout: weight `(c_out, c_in, 3, 3)` row-major, bias `(c_out,)`.
     pub fn from_torch(c_out: usize, c_in: usize, weight: &[f32], bias: &[f32]) -> Result<Self, TensorError> {
+        Self::from_torch_in(c_out, c_in, weight, bias, Precision::Fp32)
+    }
+
+    /// As [`Conv3x3::from_torch`], Winograd's products in `precision` where the CPU runs it.
+    pub fn from_torch_in(
+        c_out: usize,
+        c_in: usize,
+        weight: &[f32],
+        bias: &[f32],
+        precision: Precision,
+    ) -> Result<Self, TensorError> {
         if weight.len() != c_out * c_in * 9 || bias.len() != c_out {
             return Err(TensorError::Shape {
                 op: "Conv3x3::from_torch",
@@ -53,12 +66,12 @@ impl Conv3x3 {
             }
             m
         });
-        Ok(Self::new(c_in, c_out, rows, bias.to_vec()))
+        Ok(Self::new(c_in, c_out, rows, bias.to_vec(), precision))
     }
 
-    fn new(c_in: usize, c_out: usize, rows: [Vec<f32>; 3], bias: Vec<f32>) -> Self {
-        let winograd = (c_in > DIRECT_MAX_C_IN).then(|| Winograd::new(c_in, c_out, &rows));
-        Self { c_in, c_out, rows, winograd, bias }
+    fn new(c_in: usize, c_out: usize, rows: [Vec<f32>; 3], bias: Vec<f32>, precision: Precision) -> Self {
+        let winograd = (c_in > DIRECT_MAX_C_IN).then(|| Winograd::new(c_in, c_out, &rows, precision));
+        Self { c_in, c_out, rows, winograd, bias, precision }
     }
 
     /// Stacks the output channels of several convolutions over the same input into one, so
@@ -82,7 +95,7 @@ impl Conv3x3 {
             m
         });
         let bias = parts.iter().flat_map(|p| p.bias.iter().copied()).collect();
-        Ok(Self::new(c_in, c_out, rows, bias))
+        Ok(Self::new(c_in, c_out, rows, bias, first.precision))
     }
 
     /// Input channels.
@@ -98,13 +111,24 @@ impl Conv3x3 {
 impl Conv1x1 {
     /// From PyTorch's layout: weight `(c_out, c_in, 1, 1)` row-major, bias `(c_out,)`.
     pub fn from_torch(c_out: usize, c_in: usize, weight: &[f32], bias: &[f32]) -> Result<Self, TensorError> {
+        Self::from_torch_in(c_out, c_in, weight, bias, Precision::Fp32)
+    }
+
+    /// As [`Conv1x1::from_torch`], the product in `precision` where the CPU runs it.
+    pub fn from_torch_in(
+        c_out: usize,
+        c_in: usize,
+        weight: &[f32],
+        bias: &[f32],
+        precision: Precision,
+    ) -> Result<Self, TensorError> {
         if weight.len() != c_out * c_in || bias.len() != c_out {
             return Err(TensorError::Shape {
                 op: "Conv1x1::from_torch",
                 what: format!("weight has {} values and bias {} for {c_out}x{c_in}x1x1", weight.len(), bias.len()),
             });
         }
-        let packed = PackedRhs::from_weight(weight, c_out, c_in);
+        let packed = Packed::from_weight(weight, c_out, c_in, precision);
         let mut m = vec![0.0; c_in * c_out];
         for co in 0..c_out {
             for ci in 0..c_in {
@@ -156,7 +180,7 @@ impl Conv1x1 {
             }
             let lhs = &src[(first + i * rows) * stride + first_channel..];
             match &self.packed {
-                Some(p) => gemm_packed(block, c_out, lhs, stride, m, p, Threads::Single)?,
+                Some(p) => p.gemm(block, c_out, lhs, stride, m, Threads::Single)?,
                 None => matmul(block, c_out, lhs, stride, &self.weight, c_out, (m, c_out, self.c_in), true)?,
             }
             if relu {
@@ -432,14 +456,26 @@ pub struct ConvTransposeBlock {
     /// `c_in x (k * k * c_out)`, columns ordered (block row, block column, output channel): one
     /// block row of the result is then `k` adjacent NHWC output pixels.
     weight: Vec<f32>,
-    /// The same packed for the micro-kernel, at a level that has one.
-    packed: Option<PackedRhs>,
+    /// The same packed for the micro-kernel, at a level that has one (or in bf16).
+    packed: Option<Packed>,
     bias: Vec<f32>,
 }
 
 impl ConvTransposeBlock {
     /// From PyTorch's `ConvTranspose2d` layout: weight `(c_in, c_out, k, k)`, bias `(c_out,)`.
     pub fn from_torch(c_in: usize, c_out: usize, k: usize, weight: &[f32], bias: &[f32]) -> Result<Self, TensorError> {
+        Self::from_torch_in(c_in, c_out, k, weight, bias, Precision::Fp32)
+    }
+
+    /// As [`ConvTransposeBlock::from_torch`], the product in `precision` where the CPU runs it.
+    pub fn from_torch_in(
+        c_in: usize,
+        c_out: usize,
+        k: usize,
+        weight: &[f32],
+        bias: &[f32],
+        precision: Precision,
+    ) -> Result<Self, TensorError> {
         if weight.len() != c_in * c_out * k * k || bias.len() != c_out || k == 0 {
             return Err(TensorError::Shape {
                 op: "ConvTransposeBlock::from_torch",
@@ -456,7 +492,7 @@ impl ConvTransposeBlock {
                 }
             }
         }
-        let packed = PackedRhs::from_rows(&w, c_in, k * k * c_out);
+        let packed = Packed::from_rows(&w, c_in, k * k * c_out, precision);
         Ok(Self { c_in, c_out, k, weight: w, packed, bias: bias.to_vec() })
     }
 
@@ -470,7 +506,7 @@ impl ConvTransposeBlock {
         let cols = k * k * co;
         let mut blocks = vec![0.0; h * w * cols];
         match &self.packed {
-            Some(p) => gemm_packed(&mut blocks, cols, &dense, self.c_in, h * w, p, Threads::All)?,
+            Some(p) => p.gemm(&mut blocks, cols, &dense, self.c_in, h * w, Threads::All)?,
             None => super::gemm(
                 &mut blocks,
                 cols,

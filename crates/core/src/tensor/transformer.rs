@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::bf16::{gemm_bf16, PackedBf16, Precision};
+use super::bf16::{gemm_bf16, Packed, PackedBf16, Precision};
 use super::matmul::{gemm, MatRef, Threads};
 use super::ops::softmax_block;
 use super::packed::{gemm_packed, packs_short_products, PackedRhs};
@@ -24,8 +24,7 @@ pub struct Linear {
 
 #[derive(Clone)]
 enum LinearWeight {
-    Packed(PackedRhs),
-    Bf16(PackedBf16),
+    Packed(Packed),
     InPlace(Param),
 }
 
@@ -53,18 +52,10 @@ impl Linear {
                 ),
             });
         }
-        let bf16 = match precision.supported() {
-            Precision::Bf16 => PackedBf16::from_weight(weight.as_slice(), out_dim, in_dim),
-            Precision::Fp32 => None,
-        };
-        let packed = match bf16 {
-            Some(b) => Some(LinearWeight::Bf16(b)),
-            None => PackedRhs::from_weight(weight.as_slice(), out_dim, in_dim).map(LinearWeight::Packed),
-        };
-        let weight = match packed {
+        let weight = match Packed::from_weight(weight.as_slice(), out_dim, in_dim, precision) {
             Some(packed) => {
                 weight.release();
-                packed
+                LinearWeight::Packed(packed)
             }
             None => LinearWeight::InPlace(weight),
         };
@@ -108,8 +99,7 @@ impl Linear {
             }
         }
         match &self.weight {
-            LinearWeight::Packed(packed) => gemm_packed(out, self.out_dim, x, x_rs, n, packed, Threads::All),
-            LinearWeight::Bf16(packed) => gemm_bf16(out, self.out_dim, x, x_rs, n, packed, Threads::All),
+            LinearWeight::Packed(packed) => packed.gemm(out, self.out_dim, x, x_rs, n, Threads::All),
             LinearWeight::InPlace(weight) => gemm(
                 out,
                 self.out_dim,

@@ -10,6 +10,7 @@
 //! `A^T = [1 1 1 0; 0 1 -1 -1]`. Rounding stays at the direct convolution's level: the input
 //! transform adds at most four values, and `U` is computed in f64.
 
+use super::bf16::{gemm_bf16, PackedBf16, Precision};
 use super::packed::{gemm_packed, packs_short_products, PackedRhs};
 use super::simd::{multiversion, Level};
 use super::{matmul, FeatureMap, TensorError, Threads};
@@ -39,6 +40,8 @@ enum Kernels {
     Plain(Vec<f32>),
     /// Packed for the micro-kernel, where short products run packed.
     Packed(Vec<PackedRhs>),
+    /// In bf16, when asked and the CPU runs it.
+    Bf16(Vec<PackedBf16>),
 }
 
 /// A worker's buffers for one block of tiles.
@@ -54,7 +57,7 @@ pub(super) struct Scratch {
 impl Winograd {
     /// From the convolution's three `(3 * c_in) x c_out` kernel-row matrices, whose rows run over
     /// (kernel column, input channel).
-    pub(super) fn new(c_in: usize, c_out: usize, rows: &[Vec<f32>; 3]) -> Self {
+    pub(super) fn new(c_in: usize, c_out: usize, rows: &[Vec<f32>; 3], precision: Precision) -> Self {
         const G: [[f64; 3]; 4] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]];
         let mut u = vec![0.0f32; POS * c_in * c_out];
         for ci in 0..c_in {
@@ -71,6 +74,12 @@ impl Winograd {
                         u[((i * 4 + j) * c_in + ci) * c_out + co] = s as f32;
                     }
                 }
+            }
+        }
+        if precision.supported() == Precision::Bf16 {
+            let packed = u.chunks_exact(c_in * c_out).map(|up| PackedBf16::from_strided_rows(up, c_in, c_out, c_out));
+            if let Some(packed) = packed.collect::<Option<Vec<_>>>() {
+                return Self { c_in, c_out, u: Kernels::Bf16(packed) };
             }
         }
         let level = Level::best();
@@ -163,6 +172,10 @@ impl Winograd {
                 Kernels::Packed(packed) => {
                     mp.fill(0.0);
                     gemm_packed(mp, c_out, vp, c_in, count, &packed[p], Threads::Single)?;
+                }
+                Kernels::Bf16(packed) => {
+                    mp.fill(0.0);
+                    gemm_bf16(mp, c_out, vp, c_in, count, &packed[p], Threads::Single)?;
                 }
                 Kernels::Plain(u) => {
                     let up = &u[p * c_in * c_out..][..c_in * c_out];
