@@ -62,7 +62,7 @@ pub struct Args {
     /// The confidence (>= 1) a point needs to enter the PLY and the preview's cloud.
     #[arg(long, default_value_t = DEFAULT_MIN_CONFIDENCE)]
     min_confidence: f64,
-    /// What the encoder's and decoder's linear layers and attention compute in: fp32, or bf16
+    /// What the linear layers, attention and the heads' convolutions compute in: fp32, or bf16
     /// (float32 sums) where the CPU has AMX-BF16 or AVX512_BF16 (else it says so and runs fp32).
     #[arg(long, default_value = "fp32", value_parser = clap::builder::PossibleValuesParser::new(Precision::NAMES))]
     precision: String,

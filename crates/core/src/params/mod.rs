@@ -151,7 +151,7 @@ parameters! {
     dust3r_weights: String = "", Constraint::None, FIXED,
         "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download";
     dust3r_precision: String = Precision::Fp32.name(), Constraint::OneOf(&Precision::NAMES), FIXED,
-        "What the CPU's DUSt3R computes its encoder's and decoder's linear layers and attention in: fp32, or \
+        "What the CPU's DUSt3R computes its linear layers, attention and heads' convolutions in: fp32, or \
          bf16 (float32 sums; about half the pair time where the CPU has AMX-BF16 or AVX512_BF16, else it says so \
          and runs fp32); a tt-model server runs its own";
     superpoint_url: String = DEFAULT_SUPERPOINT_URL, Constraint::None, FIXED,
