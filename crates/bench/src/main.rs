@@ -161,6 +161,13 @@ struct SuperPointArgs {
     /// Skip the peer and time only our implementation.
     #[arg(long)]
     no_peer: bool,
+    /// fp32, or bf16 (then fp32 is timed too, in the same run, and the keypoints of each
+    /// `--compare` image set against fp32's).
+    #[arg(long, default_value = "fp32", value_parser = clap::builder::PossibleValuesParser::new(Precision::NAMES))]
+    precision: String,
+    /// Images (PNG/JPEG) on which bf16's keypoints and descriptors are compared with fp32's.
+    #[arg(long, num_args = 1..)]
+    compare: Vec<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -231,6 +238,12 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
         rayon::current_num_threads()
     );
     println!("sp_dust3r post-processing ({n_kp} keypoints): median {:.2} ms", median(&post));
+    let asked = Precision::from_name(&args.precision).context("unknown precision")?;
+    let low = (asked == Precision::Bf16).then(|| SuperPoint::load_in(&resolved.dir, asked)).transpose()?;
+    let bf16 = match &low {
+        Some(low) => Some(superpoint_bf16(&model, low, &input, &args)?),
+        None => None,
+    };
     println!("peak resident memory: {:.0} MB", peak_rss_mb());
 
     if args.no_peer {
@@ -280,7 +293,65 @@ fn superpoint(args: SuperPointArgs) -> anyhow::Result<()> {
         report["threads"]
     );
     println!("ratio sp_dust3r / onnxruntime: {:.2}x", ours / peer);
+    if let Some(low) = bf16 {
+        println!("ratio sp_dust3r bf16 / onnxruntime: {:.2}x", low / peer);
+    }
     Ok(())
+}
+
+/// SuperPoint in bf16 (`low`) against fp32 (`model`): the forward's median time on `input`, in
+/// the same run, and on each `--compare` image the keypoints' F1 (the same pixel) and the
+/// descriptors' cosine at the shared keypoints. Returns bf16's median forward time, ms.
+fn superpoint_bf16(
+    model: &SuperPoint,
+    low: &SuperPoint,
+    input: &sp_dust3r_core::superpoint::Preprocessed,
+    args: &SuperPointArgs,
+) -> anyhow::Result<f64> {
+    let (h, w) = (input.height as usize, input.width as usize);
+    let time = |m: &SuperPoint| -> anyhow::Result<f64> {
+        let mut t = Vec::new();
+        for i in 0..args.warmup + args.repeat {
+            let start = Instant::now();
+            m.net().forward(&input.plane, h, w)?;
+            if i >= args.warmup {
+                t.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        Ok(median(&t))
+    };
+    let (fp32, bf16) = (time(model)?, time(low)?);
+    let kernel = Bf16Kernel::best().map_or("none: fp32 ran", Bf16Kernel::name);
+    println!("sp_dust3r forward fp32 {fp32:.1} ms, bf16 ({kernel}) {bf16:.1} ms: {:.2}x the fp32 time", bf16 / fp32);
+    let params = PostParams { max_keypoints: Some(1024), ..PostParams::default() };
+    for path in &args.compare {
+        let luma = Frame::open(path)?.to_luma();
+        let (a, _) = model.detect(&luma, &params)?;
+        let (b, _) = low.detect(&luma, &params)?;
+        let at: std::collections::HashMap<(i64, i64), usize> =
+            a.xy.iter().enumerate().map(|(i, p)| ((p[0].round() as i64, p[1].round() as i64), i)).collect();
+        let d = a.descriptor_dim;
+        let cosines: Vec<f64> =
+            b.xy.iter()
+                .enumerate()
+                .filter_map(|(j, p)| at.get(&(p[0].round() as i64, p[1].round() as i64)).map(|&i| (i, j)))
+                .map(|(i, j)| {
+                    let (u, v) = (&a.descriptors[i * d..][..d], &b.descriptors[j * d..][..d]);
+                    u.iter().zip(v).map(|(x, y)| (x * y) as f64).sum::<f64>()
+                })
+                .collect();
+        let shared = cosines.len() as f64;
+        let f1 = 2.0 * shared / (a.len() + b.len()).max(1) as f64;
+        let min = cosines.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "{}: keypoints fp32 {}, bf16 {}, F1 {f1:.4}; descriptor cosine mean {:.5}, min {min:.5}",
+            path.display(),
+            a.len(),
+            b.len(),
+            cosines.iter().sum::<f64>() / shared.max(1.0)
+        );
+    }
+    Ok(bf16)
 }
 
 /// config.json of naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt (shared/spec/dust3r.md).

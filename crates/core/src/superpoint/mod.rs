@@ -77,7 +77,13 @@ pub struct StageTimes {
 impl SuperPoint {
     /// Loads the network from a folder holding `model.safetensors` and `config.json`.
     pub fn load(dir: &std::path::Path) -> Result<Self, SuperPointError> {
-        let (net, config) = SuperPointNet::load(dir)?;
+        Self::load_in(dir, crate::tensor::Precision::Fp32)
+    }
+
+    /// As [`SuperPoint::load`], its 3x3 convolutions in `precision` where the CPU runs it (see
+    /// [`SuperPointNet::from_weights_in`]).
+    pub fn load_in(dir: &std::path::Path, precision: crate::tensor::Precision) -> Result<Self, SuperPointError> {
+        let (net, config) = SuperPointNet::load_in(dir, precision)?;
         Ok(Self { net, config })
     }
 

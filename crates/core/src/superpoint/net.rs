@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use super::{SuperPointConfig, SuperPointError};
-use crate::tensor::{Conv1x1, Conv3x3, FeatureMap};
+use crate::tensor::{Conv1x1, Conv3x3, FeatureMap, Precision};
 use crate::weights::{WeightFile, WeightsError};
 
 /// The SuperPoint network: a VGG-style encoder (four blocks of two 3x3 convolutions, 2x2 max-pool
@@ -55,13 +55,30 @@ fn load_conv(
 impl SuperPointNet {
     /// Loads `model.safetensors` + `config.json` from a folder.
     pub fn load(dir: &Path) -> Result<(Self, SuperPointConfig), SuperPointError> {
-        let config = SuperPointConfig::from_file(&dir.join("config.json"))?;
-        let file = WeightFile::open(&dir.join("model.safetensors"))?;
-        Ok((Self::from_weights(&file, &config)?, config))
+        Self::load_in(dir, Precision::Fp32)
     }
 
-    /// The network from a weight file and its config.
+    /// As [`SuperPointNet::load`], in `precision` (see [`SuperPointNet::from_weights_in`]).
+    pub fn load_in(dir: &Path, precision: Precision) -> Result<(Self, SuperPointConfig), SuperPointError> {
+        let config = SuperPointConfig::from_file(&dir.join("config.json"))?;
+        let file = WeightFile::open(&dir.join("model.safetensors"))?;
+        Ok((Self::from_weights_in(&file, &config, precision)?, config))
+    }
+
+    /// The network from a weight file and its config, in float32.
     pub fn from_weights(file: &WeightFile, config: &SuperPointConfig) -> Result<Self, SuperPointError> {
+        Self::from_weights_in(file, config, Precision::Fp32)
+    }
+
+    /// The network from a weight file and its config, the encoder's and the heads' first 3x3
+    /// convolutions in `precision` where the CPU runs it; the first convolution (one input
+    /// channel, a direct kernel) and the heads' last 1x1 layers (logits, descriptors) in float32.
+    pub fn from_weights_in(
+        file: &WeightFile,
+        config: &SuperPointConfig,
+        precision: Precision,
+    ) -> Result<Self, SuperPointError> {
+        let conv3 = |c_out, c_in, w: &[f32], b: &[f32]| Conv3x3::from_torch_in(c_out, c_in, w, b, precision);
         let sizes = &config.encoder_hidden_sizes;
         let mut blocks = Vec::with_capacity(4);
         let mut c_in = 1;
@@ -73,7 +90,7 @@ impl SuperPointNet {
             let (draft_a, draft_b) = (format!("encoder.conv{n}a"), format!("encoder.conv{n}b"));
             let (wa, ba) = load_conv(file, (&hf_a, &orig_a, &draft_a), c, c_in, 3)?;
             let (wb, bb) = load_conv(file, (&hf_b, &orig_b, &draft_b), c, c, 3)?;
-            blocks.push([Conv3x3::from_torch(c, c_in, &wa, &ba)?, Conv3x3::from_torch(c, c, &wb, &bb)?]);
+            blocks.push([conv3(c, c_in, &wa, &ba)?, conv3(c, c, &wb, &bb)?]);
             c_in = c;
         }
         let hidden = config.decoder_hidden_size;
@@ -107,8 +124,8 @@ impl SuperPointNet {
             hidden,
             1,
         )?;
-        let score_a = Conv3x3::from_torch(hidden, c_in, &wsa, &bsa)?;
-        let descriptor_a = Conv3x3::from_torch(hidden, c_in, &wda, &bda)?;
+        let score_a = conv3(hidden, c_in, &wsa, &bsa)?;
+        let descriptor_a = conv3(hidden, c_in, &wda, &bda)?;
         Ok(Self {
             blocks,
             heads_a: Conv3x3::concat_outputs(&[&score_a, &descriptor_a])?,
