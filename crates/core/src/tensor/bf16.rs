@@ -18,8 +18,8 @@ pub enum Precision {
     /// Float32 throughout.
     #[default]
     Fp32,
-    /// Linear layers and attention products in bf16 with float32 sums (see the module's
-    /// comment); the rest in float32.
+    /// The products of the layers built in it (linear layers, attention, convolutions) in bf16
+    /// with float32 sums (see the module's comment); the rest in float32.
     Bf16,
 }
 
@@ -44,8 +44,8 @@ impl Precision {
         }
     }
 
-    /// What this CPU runs when asked for `self`: bf16 needs AVX512_BF16 at the AVX-512 level
-    /// (capped levels included); else float32.
+    /// What this CPU runs when asked for `self`: bf16 needs a bf16 kernel (see
+    /// [`Bf16Kernel::best`]); else float32.
     pub fn supported(self) -> Precision {
         match self {
             Precision::Bf16 if bf16_available() => Precision::Bf16,
@@ -83,23 +83,26 @@ impl Bf16Kernel {
         *CHOSEN.get_or_init(|| {
             let amx_off = std::env::var(AMX_ENV).is_ok_and(|v| v.trim() == "0");
             let amx = Bf16Kernel::supported().contains(&Bf16Kernel::Amx) && !amx_off;
-            amx.then_some(Bf16Kernel::Amx).or_else(|| Bf16Kernel::supported().into_iter().next())
+            amx.then_some(Bf16Kernel::Amx).or_else(|| Bf16Kernel::supported().first().copied())
         })
     }
 
-    /// Every bf16 kernel this CPU runs (the tests compare them all).
-    pub fn supported() -> Vec<Bf16Kernel> {
-        let mut kernels = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        if Level::best() == Level::Avx512 {
-            if std::arch::is_x86_feature_detected!("avx512bf16") {
-                kernels.push(Bf16Kernel::Avx512Bf16);
+    /// Every bf16 kernel this CPU runs (the tests compare them all). Decided once.
+    pub fn supported() -> &'static [Bf16Kernel] {
+        static KERNELS: std::sync::OnceLock<Vec<Bf16Kernel>> = std::sync::OnceLock::new();
+        KERNELS.get_or_init(|| {
+            let mut kernels = Vec::new();
+            #[cfg(target_arch = "x86_64")]
+            if Level::best() == Level::Avx512 {
+                if std::arch::is_x86_feature_detected!("avx512bf16") {
+                    kernels.push(Bf16Kernel::Avx512Bf16);
+                }
+                if amx::granted() {
+                    kernels.push(Bf16Kernel::Amx);
+                }
             }
-            if amx::granted() {
-                kernels.push(Bf16Kernel::Amx);
-            }
-        }
-        kernels
+            kernels
+        })
     }
 }
 
@@ -298,8 +301,8 @@ pub(crate) fn gemm_bf16_on(
 }
 
 /// `x` rounded to bf16 into `out`'s first `x.len() / 2` lanes (rounded up; an odd last value
-/// pairs with zero): by `vcvtne2ps2bf16` where the CPU has it (which rounds as [`to_bf16`] does,
-/// denormals aside, which it takes as zero).
+/// pairs with zero): by `vcvtne2ps2bf16` where the CPU has it, which rounds as [`to_bf16`] does
+/// (the tests compare the two) but may take denormal inputs as zero.
 fn round_row(x: &[f32], out: &mut [u32]) {
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
@@ -654,7 +657,7 @@ mod tests {
             let a = test_values((m - 1) * lda + k, 3, 1.0);
             let start = test_values(m * ldc, 4, 1.0);
             for (kernel, threads) in
-                Bf16Kernel::supported().into_iter().flat_map(|k| [(k, Threads::All), (k, Threads::Single)])
+                Bf16Kernel::supported().iter().flat_map(|&k| [(k, Threads::All), (k, Threads::Single)])
             {
                 let mut c = start.clone();
                 gemm_bf16_on(kernel, &mut c, ldc, &a, lda, m, &b, threads).unwrap();
