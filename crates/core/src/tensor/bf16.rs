@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use super::matmul::Threads;
-use super::packed::{for_each_block, SendPtr, KC};
+use super::packed::{for_each_block, whole_tile, SendPtr, KC};
 use super::simd::Level;
 use super::TensorError;
 
@@ -349,7 +349,7 @@ unsafe fn block(
     }
 }
 
-/// One register tile, through a scratch tile when it has fewer than [`NR`] columns.
+/// One register tile (see [`whole_tile`]).
 ///
 /// # Safety
 /// `a` addresses `rows` rows of `depth` lanes `lda` apart, `panel` `depth * NR` lanes, `c`
@@ -365,22 +365,8 @@ unsafe fn tile(
     ldc: usize,
     cols: usize,
 ) {
-    if cols == NR {
-        // SAFETY: forwarded.
-        unsafe { micro(rows, depth, a, lda, panel, c, ldc) };
-        return;
-    }
-    let mut scratch = [0.0f32; MR * NR];
-    for i in 0..rows {
-        // SAFETY: row i of c has `cols` values.
-        unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), scratch.as_mut_ptr().add(i * NR), cols) };
-    }
-    // SAFETY: the scratch tile is rows x NR, rows <= MR.
-    unsafe { micro(rows, depth, a, lda, panel, scratch.as_mut_ptr(), NR) };
-    for i in 0..rows {
-        // SAFETY: as above.
-        unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr().add(i * NR), c.add(i * ldc), cols) };
-    }
+    // SAFETY: forwarded; the kernel writes `rows` rows of NR values, rows <= MR, MR x NR fits.
+    unsafe { whole_tile(rows, cols, NR, c, ldc, |c, ldc| micro(rows, depth, a, lda, panel, c, ldc)) }
 }
 
 /// Dispatches to the kernel compiled for exactly `rows` rows.

@@ -257,8 +257,7 @@ impl SendPtr {
     }
 }
 
-/// One register tile: `c[rows x cols] += a[rows x depth] x panel[depth x nr]`. A partial tile
-/// (fewer columns than the panel) goes through a scratch tile so the kernel always works whole.
+/// One register tile: `c[rows x cols] += a[rows x depth] x panel[depth x nr]`.
 ///
 /// # Safety
 /// `a` addresses `rows` rows of `depth` values `lda` apart, `panel` `depth * nr` values, `c`
@@ -275,10 +274,26 @@ unsafe fn tile(
     ldc: usize,
     cols: usize,
 ) {
-    let nr = kernel.nr();
+    // SAFETY: forwarded; the kernel writes `rows` rows of `nr` values, as whole_tile asks.
+    unsafe { whole_tile(rows, cols, kernel.nr(), c, ldc, |c, ldc| micro(kernel, rows, depth, a, lda, panel, c, ldc)) }
+}
+
+/// Runs `kernel(c, ldc)`, which adds to a whole `rows x nr` tile, on `rows x cols` of `c`: in
+/// place when `cols == nr`, else through a scratch tile, so a kernel always works whole.
+///
+/// # Safety
+/// `c` addresses `rows` rows of `cols` values `ldc` apart; `rows * nr` is at most
+/// [`MAX_TILE`]; `kernel` writes only the `rows` rows of `nr` values it is given.
+pub(super) unsafe fn whole_tile(
+    rows: usize,
+    cols: usize,
+    nr: usize,
+    c: *mut f32,
+    ldc: usize,
+    kernel: impl FnOnce(*mut f32, usize),
+) {
     if cols == nr {
-        // SAFETY: forwarded.
-        unsafe { micro(kernel, rows, depth, a, lda, panel, c, ldc) };
+        kernel(c, ldc);
         return;
     }
     let mut scratch = [0.0f32; MAX_TILE];
@@ -286,8 +301,7 @@ unsafe fn tile(
         // SAFETY: row i of c has `cols` values.
         unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), scratch.as_mut_ptr().add(i * nr), cols) };
     }
-    // SAFETY: the scratch tile is rows x nr (rows <= mr, mr * nr <= MAX_TILE).
-    unsafe { micro(kernel, rows, depth, a, lda, panel, scratch.as_mut_ptr(), nr) };
+    kernel(scratch.as_mut_ptr(), nr);
     for i in 0..rows {
         // SAFETY: as above.
         unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr().add(i * nr), c.add(i * ldc), cols) };
