@@ -14,7 +14,7 @@ use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::preview::preview;
-use sp_dust3r_core::tensor::{Bf16Kernel, Precision};
+use sp_dust3r_core::tensor::Precision;
 use sp_dust3r_core::weights;
 
 #[derive(clap::Args)]
@@ -93,14 +93,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
     tracing::info!("DUSt3R weights from {} ({:?})", resolved.dir.display(), resolved.source);
     let model = Dust3r::load_in(&resolved.dir, precision)?;
-    match (model.precision(), Bf16Kernel::best()) {
-        (p, _) if p != precision => tracing::warn!(
-            "--precision {}: this CPU has no bf16 kernel (AMX-BF16 or AVX512_BF16 at the avx512 level); running {}",
-            precision.name(),
-            p.name()
-        ),
-        (Precision::Bf16, Some(kernel)) => tracing::info!("DUSt3R in bf16 on {} kernels", kernel.name()),
-        _ => {}
+    match precision.not_run_here() {
+        Some(why) => tracing::warn!("--precision: {why}"),
+        None if precision == Precision::Bf16 => tracing::info!("DUSt3R in {}", precision.running()),
+        None => {}
     }
 
     let t = Instant::now();

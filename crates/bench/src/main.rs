@@ -20,7 +20,7 @@ use sp_dust3r_core::dust3r::Pointmap;
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::quantile::median;
 use sp_dust3r_core::superpoint::{preprocess, PostParams, SuperPoint, HUB_MODEL};
-use sp_dust3r_core::tensor::{Bf16Kernel, Precision};
+use sp_dust3r_core::tensor::Precision;
 use sp_dust3r_core::weights;
 
 /// Multiply-adds x 2 of SuperPoint at 480x640 (torch FlopCounterMode, shared/spec/superpoint.md).
@@ -321,8 +321,8 @@ fn superpoint_bf16(
         Ok(median(&t))
     };
     let (fp32, bf16) = (time(model)?, time(low)?);
-    let kernel = Bf16Kernel::best().map_or("none: fp32 ran", Bf16Kernel::name);
-    println!("sp_dust3r forward fp32 {fp32:.1} ms, bf16 ({kernel}) {bf16:.1} ms: {:.2}x the fp32 time", bf16 / fp32);
+    let ran = Precision::Bf16.running();
+    println!("sp_dust3r forward fp32 {fp32:.1} ms, bf16 asked ({ran}) {bf16:.1} ms: {:.2}x the fp32 time", bf16 / fp32);
     let params = PostParams { max_keypoints: Some(1024), ..PostParams::default() };
     for path in &args.compare {
         let luma = Frame::open(path)?.to_luma();
@@ -380,12 +380,8 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     let lower = match asked {
         Precision::Fp32 => None,
         Precision::Bf16 => {
-            let m = Dust3r::load_in(&dir, asked)?;
-            match (m.precision(), Bf16Kernel::best()) {
-                (Precision::Bf16, Some(kernel)) => println!("bf16 on {} kernels", kernel.name()),
-                _ => println!("bf16 asked: this CPU has no bf16 kernel (AVX512_BF16 or AMX-BF16), so it runs fp32"),
-            }
-            Some(m)
+            println!("{}", asked.not_run_here().unwrap_or_else(|| asked.running()));
+            Some(Dust3r::load_in(&dir, asked)?)
         }
     };
     let (h, w) = (512, 512);

@@ -98,16 +98,10 @@ pub fn cpu_superpoint(config: &BackendConfig, progress: Option<&dyn BuildProgres
 /// DUSt3R on the CPU with the weights `config` names (or finds).
 pub fn cpu_dust3r(config: &BackendConfig, progress: Option<&dyn BuildProgress>) -> Result<CpuPairs, BuildError> {
     let dir = cpu_weights(&crate::dust3r::HUB_MODEL, config.dust3r_weights.as_deref(), progress)?;
-    let model = Dust3r::load_in(&dir, config.dust3r_precision)?;
-    if model.precision() != config.dust3r_precision {
-        tracing::warn!(
-            "dust3r_precision {}: this CPU has no bf16 kernel (AVX512_BF16 or AMX-BF16 at the avx512 level); DUSt3R \
-             runs in {}",
-            config.dust3r_precision.name(),
-            model.precision().name()
-        );
+    if let Some(why) = config.dust3r_precision.not_run_here() {
+        tracing::warn!("dust3r_precision: {why}");
     }
-    Ok(CpuPairs(model.with_cancel(config.cancel.clone())))
+    Ok(CpuPairs(Dust3r::load_in(&dir, config.dust3r_precision)?.with_cancel(config.cancel.clone())))
 }
 
 fn cpu_weights(

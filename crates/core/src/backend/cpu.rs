@@ -13,7 +13,7 @@ use crate::geometry::pointmaps::{depth_ratio, scaled, transformed, MIN_SCALE_PIX
 use crate::geometry::{relative_pose, NoPose, PairPose, PnpWorld, PoseOptions};
 use crate::image::Frame;
 use crate::superpoint::{Keypoints, PostParams, SuperPoint};
-use crate::tensor::{Bf16Kernel, Precision};
+use crate::tensor::Precision;
 
 /// SuperPoint on this machine's CPU.
 pub struct CpuFeatures(pub SuperPoint);
@@ -51,8 +51,7 @@ impl PairReconstructor for CpuPairs {
     fn health(&self) -> Vec<BackendHealth> {
         let mut health = cpu_health();
         if self.0.precision() == Precision::Bf16 {
-            let kernel = Bf16Kernel::best().map_or("", Bf16Kernel::name);
-            health.hardware_id = format!("{}, bf16 on {kernel}", health.hardware_id);
+            health.hardware_id = format!("{}, {}", health.hardware_id, Precision::Bf16.running());
         }
         vec![health]
     }

@@ -52,6 +52,27 @@ impl Precision {
             _ => Precision::Fp32,
         }
     }
+
+    /// What runs when `self` is asked, for logs and /diagnostics: `fp32`, or bf16 with its
+    /// kernel (`bf16 on amx_bf16`).
+    pub fn running(self) -> String {
+        match (self.supported(), Bf16Kernel::best()) {
+            (Precision::Bf16, Some(kernel)) => format!("bf16 on {}", kernel.name()),
+            (ran, _) => ran.name().to_string(),
+        }
+    }
+
+    /// When this CPU runs something other than `self`: why, and what runs, for a warning.
+    pub fn not_run_here(self) -> Option<String> {
+        let ran = self.supported();
+        (ran != self).then(|| {
+            format!(
+                "{} asked, but this CPU has no bf16 kernel (AMX-BF16 or AVX512_BF16 at the avx512 level): {} runs",
+                self.name(),
+                ran.name()
+            )
+        })
+    }
 }
 
 /// A bf16 kernel.
@@ -204,6 +225,47 @@ impl Packed {
             Precision::Bf16 => PackedBf16::from_weight(weight, n, k).map(Packed::Bf16),
             Precision::Fp32 => super::packed::PackedRhs::from_weight(weight, n, k).map(Packed::F32),
         }
+    }
+
+    /// The `k x n` operand whose transpose has rows `row_stride` apart in `t` (attention's
+    /// keys), as [`Packed::from_weight`] chooses.
+    pub(crate) fn from_transposed(
+        t: &[f32],
+        k: usize,
+        n: usize,
+        row_stride: usize,
+        precision: Precision,
+    ) -> Option<Packed> {
+        match precision.supported() {
+            Precision::Bf16 => PackedBf16::from_transposed(t, k, n, row_stride).map(Packed::Bf16),
+            Precision::Fp32 => {
+                super::packed::PackedRhs::from_transposed_at(Level::best(), t, k, n, row_stride).map(Packed::F32)
+            }
+        }
+    }
+
+    /// The `k x n` operand whose rows are `row_stride` apart in `rhs` (attention's values), as
+    /// [`Packed::from_weight`] chooses.
+    pub(crate) fn from_strided_rows(
+        rhs: &[f32],
+        k: usize,
+        n: usize,
+        row_stride: usize,
+        precision: Precision,
+    ) -> Option<Packed> {
+        match precision.supported() {
+            Precision::Bf16 => PackedBf16::from_strided_rows(rhs, k, n, row_stride).map(Packed::Bf16),
+            Precision::Fp32 => {
+                super::packed::PackedRhs::from_strided_rows_at(Level::best(), rhs, k, n, row_stride).map(Packed::F32)
+            }
+        }
+    }
+
+    /// Whether the short products (Winograd's per-block ones, attention's per-head ones) run
+    /// packed in `precision`: in bf16 always, in float32 where
+    /// [`super::packed::packs_short_products`] says so.
+    pub(crate) fn packs_short(precision: Precision) -> bool {
+        precision.supported() == Precision::Bf16 || super::packed::packs_short_products(Level::best())
     }
 
     /// From a `k x n` row-major operand, as [`Packed::from_weight`] chooses.

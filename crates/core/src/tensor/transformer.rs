@@ -3,11 +3,10 @@
 
 use rayon::prelude::*;
 
-use super::bf16::{gemm_bf16, Packed, PackedBf16, Precision};
+use super::bf16::{Packed, Precision};
 use super::matmul::{gemm, MatRef, Threads};
 use super::ops::softmax_block;
-use super::packed::{gemm_packed, packs_short_products, PackedRhs};
-use super::simd::{multiversion, sum_lanes, Level};
+use super::simd::{multiversion, sum_lanes};
 use super::TensorError;
 use crate::weights::Param;
 
@@ -292,56 +291,6 @@ impl<'a> Heads<'a> {
 /// Query rows per block: the block's scores (rows x keys) stay in L2.
 const ATTENTION_BLOCK: usize = 256;
 
-/// A head's keys and values packed once for all its query blocks.
-enum PackedHead {
-    F32(PackedRhs, PackedRhs),
-    Bf16(PackedBf16, PackedBf16),
-}
-
-impl PackedHead {
-    /// Packed in bf16 when asked (and the CPU runs it), else in float32 where short products
-    /// run packed ([`packs_short_products`]); `None`: the general GEMM.
-    fn new(
-        precision: Precision,
-        level: Level,
-        (kh, k): (&[f32], &Heads<'_>),
-        (vh, v): (&[f32], &Heads<'_>),
-        head_dim: usize,
-    ) -> Option<Self> {
-        let nk = k.tokens;
-        if precision.supported() == Precision::Bf16 {
-            let keys = PackedBf16::from_transposed(kh, head_dim, nk, k.row_stride);
-            let values = PackedBf16::from_strided_rows(vh, nk, head_dim, v.row_stride);
-            return keys.zip(values).map(|(k, v)| PackedHead::Bf16(k, v));
-        }
-        packs_short_products(level)
-            .then(|| {
-                PackedRhs::from_transposed_at(level, kh, head_dim, nk, k.row_stride)
-                    .zip(PackedRhs::from_strided_rows_at(level, vh, nk, head_dim, v.row_stride))
-            })
-            .flatten()
-            .map(|(k, v)| PackedHead::F32(k, v))
-    }
-
-    /// `c += a x keys` (`values` when `of_values`), one thread.
-    fn product(
-        &self,
-        of_values: bool,
-        c: &mut [f32],
-        ldc: usize,
-        a: &[f32],
-        lda: usize,
-        m: usize,
-    ) -> Result<(), TensorError> {
-        match (self, of_values) {
-            (PackedHead::F32(keys, _), false) => gemm_packed(c, ldc, a, lda, m, keys, Threads::Single),
-            (PackedHead::F32(_, values), true) => gemm_packed(c, ldc, a, lda, m, values, Threads::Single),
-            (PackedHead::Bf16(keys, _), false) => gemm_bf16(c, ldc, a, lda, m, keys, Threads::Single),
-            (PackedHead::Bf16(_, values), true) => gemm_bf16(c, ldc, a, lda, m, values, Threads::Single),
-        }
-    }
-}
-
 /// `softmax(q k^T * scale) v` per head; returns `q.tokens x (heads * head_dim)`, heads in order.
 /// In bf16 both products round their operands (the scaled queries, the keys, the softmax's
 /// probabilities, the values) and sum in float32; the softmax is float32.
@@ -359,31 +308,38 @@ pub fn attention(
         return Err(TensorError::Shape { op: "attention", what: format!("{} keys, {} values", k.tokens, v.tokens) });
     }
     let (nq, nk) = (q.tokens, k.tokens);
-    let level = Level::best();
     // Head-major result, so each head is one contiguous task.
     let mut per_head = vec![0.0; heads * nq * head_dim];
     per_head.par_chunks_mut((nq * head_dim).max(1)).enumerate().try_for_each_init(
         || (vec![0.0f32; ATTENTION_BLOCK * nk], Vec::new()),
         |(scores, q_scaled), (h, out)| {
             let (qh, kh, vh) = (q.head(h, head_dim)?, k.head(h, head_dim)?, v.head(h, head_dim)?);
-            let packed = PackedHead::new(precision, level, (kh, &k), (vh, &v), head_dim);
+            // Where short products run packed, the head's keys and values are packed once for
+            // all its query blocks.
+            let packed =
+                Packed::packs_short(precision)
+                    .then(|| {
+                        Packed::from_transposed(kh, head_dim, nk, k.row_stride, precision)
+                            .zip(Packed::from_strided_rows(vh, nk, head_dim, v.row_stride, precision))
+                    })
+                    .flatten();
             for r0 in (0..nq).step_by(ATTENTION_BLOCK) {
                 let rows = ATTENTION_BLOCK.min(nq - r0);
                 let s = &mut scores[..rows * nk];
                 let q_blk = qh.get(r0 * q.row_stride..).unwrap_or(&[]);
                 let dst = &mut out[r0 * head_dim..];
                 match &packed {
-                    Some(packed) => {
+                    Some((keys, values)) => {
                         // The scale goes on the queries (a copy of the block), not on the scores.
                         q_scaled.clear();
                         for row in q_blk.chunks(q.row_stride).take(rows) {
                             q_scaled.extend(row.iter().take(head_dim).map(|x| x * scale));
                         }
                         s.fill(0.0);
-                        packed.product(false, s, nk, q_scaled, head_dim, rows)?;
+                        keys.gemm(s, nk, q_scaled, head_dim, rows, Threads::Single)?;
                         softmax_block(s, nk);
                         // `dst` is still zero: each block of the result is written once.
-                        packed.product(true, dst, head_dim, s, nk, rows)?;
+                        values.gemm(dst, head_dim, s, nk, rows, Threads::Single)?;
                     }
                     None => {
                         gemm(

@@ -10,9 +10,8 @@
 //! `A^T = [1 1 1 0; 0 1 -1 -1]`. Rounding stays at the direct convolution's level: the input
 //! transform adds at most four values, and `U` is computed in f64.
 
-use super::bf16::{gemm_bf16, PackedBf16, Precision};
-use super::packed::{gemm_packed, packs_short_products, PackedRhs};
-use super::simd::{multiversion, Level};
+use super::bf16::{Packed, Precision};
+use super::simd::multiversion;
 use super::{matmul, FeatureMap, TensorError, Threads};
 
 /// Positions of the transformed 4x4 patch.
@@ -38,10 +37,8 @@ pub(super) struct Winograd {
 enum Kernels {
     /// Row-major, one after another, for the general GEMM.
     Plain(Vec<f32>),
-    /// Packed for the micro-kernel, where short products run packed.
-    Packed(Vec<PackedRhs>),
-    /// In bf16, when asked and the CPU runs it.
-    Bf16(Vec<PackedBf16>),
+    /// Packed (in bf16, or in float32 for the micro-kernel), where short products run packed.
+    Packed(Vec<Packed>),
 }
 
 /// A worker's buffers for one block of tiles.
@@ -76,17 +73,10 @@ impl Winograd {
                 }
             }
         }
-        if precision.supported() == Precision::Bf16 {
-            let packed = u.chunks_exact(c_in * c_out).map(|up| PackedBf16::from_strided_rows(up, c_in, c_out, c_out));
-            if let Some(packed) = packed.collect::<Option<Vec<_>>>() {
-                return Self { c_in, c_out, u: Kernels::Bf16(packed) };
-            }
-        }
-        let level = Level::best();
-        let packed = packs_short_products(level)
+        let packed = Packed::packs_short(precision)
             .then(|| {
                 u.chunks_exact(c_in * c_out)
-                    .map(|up| PackedRhs::from_rows_at(level, up, c_in, c_out))
+                    .map(|up| Packed::from_rows(up, c_in, c_out, precision))
                     .collect::<Option<Vec<_>>>()
             })
             .flatten();
@@ -171,11 +161,7 @@ impl Winograd {
             match &self.u {
                 Kernels::Packed(packed) => {
                     mp.fill(0.0);
-                    gemm_packed(mp, c_out, vp, c_in, count, &packed[p], Threads::Single)?;
-                }
-                Kernels::Bf16(packed) => {
-                    mp.fill(0.0);
-                    gemm_bf16(mp, c_out, vp, c_in, count, &packed[p], Threads::Single)?;
+                    packed[p].gemm(mp, c_out, vp, c_in, count, Threads::Single)?;
                 }
                 Kernels::Plain(u) => {
                     let up = &u[p * c_in * c_out..][..c_in * c_out];
