@@ -98,7 +98,7 @@ fn max_level_difference(a: &[u8], b: &[u8]) -> i32 {
 #[test]
 fn pad_mode_matches_pil_bicubic_on_a_gray_padded_square() {
     let frame = random_rgb(640, 480, 7);
-    let view = prepare(&frame, PrepMode::Pad).unwrap();
+    let view = prepare(&frame, PrepMode::Pad, 512).unwrap();
     let m = view.mapping;
     assert_eq!((view.width, view.height, m.scale_x, m.offset_x, m.offset_y), (512, 512, 0.8, 0.0, 64.0));
     let rgb = frame.to_rgb8();
@@ -121,7 +121,7 @@ fn pad_mode_matches_pil_bicubic_on_a_gray_padded_square() {
 #[test]
 fn crop_mode_keeps_the_centre_square() {
     let frame = random_rgb(800, 600, 9);
-    let view = prepare(&frame, PrepMode::CropSquare).unwrap();
+    let view = prepare(&frame, PrepMode::CropSquare, 512).unwrap();
     let m = view.mapping;
     let s = 512.0 / 600.0;
     assert_eq!((m.scale_x, m.offset_x, m.offset_y), (s, -100.0 * s, 0.0));
@@ -138,7 +138,7 @@ fn crop_mode_keeps_the_centre_square() {
 #[test]
 fn square_512_input_is_not_resampled_and_gray_frames_replicate() {
     let frame = random_rgb(512, 512, 3);
-    let view = prepare(&frame, PrepMode::Pad).unwrap();
+    let view = prepare(&frame, PrepMode::Pad, 512).unwrap();
     assert_eq!(view.rgb, frame.to_rgb8());
     let gray = Frame::from_raw("mono8", 2, 1, 2, false, vec![10, 200]).unwrap();
     assert_eq!(gray.to_rgb8(), vec![10, 10, 10, 200, 200, 200]);
@@ -146,18 +146,43 @@ fn square_512_input_is_not_resampled_and_gray_frames_replicate() {
     assert_eq!(bgr.to_rgb8(), vec![3, 2, 1]);
 }
 
+/// Input size, resized size, crop box (x0, y0, w, h), and whether upstream shrinks with LANCZOS.
+type UpstreamCase = ((u32, u32), (usize, usize), (usize, usize, usize, usize), bool);
+
 #[test]
 fn upstream_mode_resizes_the_long_side_and_crops_to_multiples_of_16() {
-    // (input size, resized size, crop box x0, y0, w, h), from upstream's rules:
-    // long side 512 (round half to even), centre crop to multiples of 16, 4:3 for squares.
-    for ((w, h), (rw, rh), (x0, y0, cw, ch), lanczos) in [
-        ((640u32, 480u32), (512usize, 384usize), (0usize, 0usize, 512usize, 384usize), true),
-        ((1920, 1080), (512, 288), (0, 0, 512, 288), true),
-        ((600, 600), (512, 512), (0, 64, 512, 384), true),
-        ((300, 200), (512, 341), (0, 2, 512, 336), false),
-    ] {
+    // From upstream's rules: long side 512 (round half to even), centre crop to multiples of 16,
+    // 4:3 for squares.
+    check_upstream(
+        512,
+        &[
+            ((640, 480), (512, 384), (0, 0, 512, 384), true),
+            ((1920, 1080), (512, 288), (0, 0, 512, 288), true),
+            ((600, 600), (512, 512), (0, 64, 512, 384), true),
+            ((300, 200), (512, 341), (0, 2, 512, 336), false),
+        ],
+    );
+}
+
+#[test]
+fn upstream_mode_at_224_resizes_the_short_side_and_crops_the_centre_square() {
+    // From upstream's rules for size 224: long side round(224 * long / short), so the short
+    // side comes out at 224, then the centre square of half min(W // 2, H // 2).
+    check_upstream(
+        224,
+        &[
+            ((640, 480), (299, 224), (37, 0, 224, 224), true),
+            ((480, 640), (224, 299), (0, 37, 224, 224), true),
+            ((1920, 1080), (398, 224), (87, 0, 224, 224), true),
+            ((200, 150), (299, 224), (37, 0, 224, 224), false),
+        ],
+    );
+}
+
+fn check_upstream(size: u32, cases: &[UpstreamCase]) {
+    for &((w, h), (rw, rh), (x0, y0, cw, ch), lanczos) in cases {
         let frame = random_rgb(w, h, w as u64 + h as u64);
-        let view = prepare(&frame, PrepMode::Upstream).unwrap();
+        let view = prepare(&frame, PrepMode::Upstream, size).unwrap();
         assert_eq!((view.width as usize, view.height as usize), (cw, ch), "{w}x{h}");
         let full = if lanczos {
             resize_ref(&frame.to_rgb8(), (w as usize, h as usize), (rw, rh), lanczos3, 3.0)

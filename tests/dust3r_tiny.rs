@@ -15,10 +15,22 @@ use common::fixture_dir;
 use ndarray_npy::NpzReader;
 use sp_dust3r_core::dust3r::{Dust3r, Pointmap};
 
+/// A fixture's folder: ours in tests/fixtures, else the shared one beside the checkout
+/// (`dust3r_tiny_linear_64`, upstream's outputs for the linear head).
+fn fixture_path(name: &str) -> PathBuf {
+    let ours = fixture_dir(name);
+    if ours.exists() {
+        return ours;
+    }
+    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(name);
+    assert!(shared.exists(), "fixture {name} is neither in tests/fixtures nor at {}", shared.display());
+    shared
+}
+
 /// The fixture's config: meta.json's "config" object, written with Python's `-Infinity` tokens
 /// as the Hub's config.json has them.
 fn config_json(fixture: &str) -> String {
-    let meta = std::fs::read_to_string(fixture_dir(fixture).join("meta.json")).unwrap();
+    let meta = std::fs::read_to_string(fixture_path(fixture).join("meta.json")).unwrap();
     let start = meta.find("\"config\"").unwrap();
     let open = start + meta[start..].find('{').unwrap();
     let mut depth = 0;
@@ -41,14 +53,16 @@ fn config_json(fixture: &str) -> String {
 /// One checkpoint for the whole test binary (the 64 and 512 fixtures share the weights).
 fn checkpoint() -> &'static PathBuf {
     static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let keys = fixture_dir("dust3r_tiny_64").join("state_dict_keys_tiny.json");
-        write_checkpoint(dir.path(), &keys, &config_json("dust3r_tiny_64"), false);
-        let path = dir.path().to_path_buf();
-        (dir, path)
-    })
-    .1
+    &DIR.get_or_init(|| checkpoint_of("dust3r_tiny_64")).1
+}
+
+/// The deterministic-weight checkpoint of a fixture's key list and config.
+fn checkpoint_of(fixture: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = fixture_path(fixture).join("state_dict_keys_tiny.json");
+    write_checkpoint(dir.path(), &keys, &config_json(fixture), false);
+    let path = dir.path().to_path_buf();
+    (dir, path)
 }
 
 struct Fixture(NpzReader<std::fs::File>);
@@ -56,7 +70,8 @@ struct Fixture(NpzReader<std::fs::File>);
 impl Fixture {
     fn open(name: &str) -> Self {
         Self(
-            NpzReader::new(std::fs::File::open(fixture_dir(name).join("dust3r_tiny_detweights.npz")).unwrap()).unwrap(),
+            NpzReader::new(std::fs::File::open(fixture_path(name).join("dust3r_tiny_detweights.npz")).unwrap())
+                .unwrap(),
         )
     }
     fn get(&mut self, key: &str) -> (Vec<f32>, Vec<usize>) {
@@ -101,7 +116,11 @@ fn deterministic_weights_match_the_spec_test_vectors() {
 }
 
 fn run_fixture(name: &str) {
-    let model = Dust3r::load(checkpoint()).expect("load generated checkpoint");
+    run_fixture_on(name, &Dust3r::load(checkpoint()).expect("load generated checkpoint"));
+}
+
+/// Encoder, decoder hooks, both heads and the swapped pass of `model` against fixture `name`.
+fn run_fixture_on(name: &str, model: &Dust3r) {
     let mut fx = Fixture::open(name);
     let (img1, shape) = fx.get("img1");
     let (img2, _) = fx.get("img2");
@@ -139,6 +158,39 @@ fn tiny_64_matches_upstream() {
 #[test]
 fn tiny_512_matches_upstream() {
     run_fixture("dust3r_tiny_512");
+}
+
+/// The linear head (the 224 and 512 linear checkpoints' head) as upstream computes it.
+#[test]
+fn tiny_linear_64_matches_upstream() {
+    let (_dir, weights) = checkpoint_of("dust3r_tiny_linear_64");
+    let model = Dust3r::load(&weights).unwrap();
+    assert_eq!(model.config().head(), Some(sp_dust3r_core::dust3r::HeadKind::Linear));
+    run_fixture_on("dust3r_tiny_linear_64", &model);
+}
+
+/// Non-square inputs (3 x 5 tokens), written with upstream's code by
+/// tools/peers/dust3r_upstream_fixture.py: a square fixture cannot tell rows from columns in the
+/// patch grid, RoPE positions or the heads' layouts.
+#[test]
+fn tiny_non_square_matches_upstream_with_either_head() {
+    for fixture in ["dust3r_tiny_linear_48x80", "dust3r_tiny_dpt_48x80"] {
+        let (_dir, weights) = checkpoint_of(fixture);
+        let model = Dust3r::load(&weights).unwrap();
+        let mut fx = Fixture::open(fixture);
+        assert_eq!(fx.get("pts3d_1").1, [48, 80, 3], "{fixture}");
+        eprintln!("{fixture}:");
+        run_fixture_on(fixture, &model);
+    }
+}
+
+/// A config.json of one head over the other head's weights is refused with both named.
+#[test]
+fn a_config_of_the_other_head_is_refused() {
+    let (_dir, weights) = checkpoint_of("dust3r_tiny_linear_64");
+    std::fs::write(weights.join("config.json"), config_json("dust3r_tiny_64")).unwrap();
+    let err = Dust3r::load(&weights).err().expect("must fail").to_string();
+    assert!(err.contains("\"dpt\"") && err.contains("downstream_head1.proj.weight"), "{err}");
 }
 
 /// The heads must read decoder entries 6, 9 and dec_norm(12). The fixture can tell these apart
@@ -503,7 +555,11 @@ fn bf16_outputs_correlate_with_upstream() {
         assert_eq!((model.precision(), sp_dust3r_core::tensor::bf16_available()), (Precision::Fp32, false));
         return;
     }
-    for name in ["dust3r_tiny_64", "dust3r_tiny_512"] {
+    let (_linear_dir, linear_weights) = checkpoint_of("dust3r_tiny_linear_48x80");
+    let linear = Dust3r::load_in(&linear_weights, Precision::Bf16).unwrap();
+    for (name, model) in
+        [("dust3r_tiny_64", &model), ("dust3r_tiny_512", &model), ("dust3r_tiny_linear_48x80", &linear)]
+    {
         let mut fx = Fixture::open(name);
         let (img1, shape) = fx.get("img1");
         let (img2, _) = fx.get("img2");
@@ -512,7 +568,7 @@ fn bf16_outputs_correlate_with_upstream() {
             let (e1, e2) = (m.encode(&img1, h, w).unwrap(), m.encode(&img2, h, w).unwrap());
             (m.predict(&e1, &e2).unwrap(), m.predict(&e2, &e1).unwrap())
         };
-        let (forward, swapped) = passes(&model);
+        let (forward, swapped) = passes(model);
         let outputs = [
             (&forward.view1, "pts3d_1", "conf_1"),
             (&forward.view2_in_1, "pts3d_2_in_1", "conf_2"),
@@ -525,4 +581,38 @@ fn bf16_outputs_correlate_with_upstream() {
             assert!(p >= 0.999 && c >= 0.999, "{name} {pts} {p} / {conf} {c}");
         }
     }
+}
+
+/// `sp_dust3r dust3r --model 224_linear` runs the 224 checkpoint at its input size, names it in
+/// its result line, and refuses weights of another checkpoint than the one asked for.
+#[test]
+fn cli_runs_the_224_linear_checkpoint_and_refuses_a_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fx = Fixture::open("dust3r_tiny_512");
+    let (png1, _) = view_png(&mut fx, "img1", dir.path());
+    let (png2, _) = view_png(&mut fx, "img2", dir.path());
+    let weights = common::tiny_checkpoint(dir.path(), "224_linear");
+    let out = dir.path().join("pair.npz");
+    let cli = |model: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+            .arg("dust3r")
+            .args(["--weights".as_ref(), weights.as_os_str(), "--model".as_ref(), model.as_ref()])
+            .args(["--image1".as_ref(), png1.as_os_str(), "--image2".as_ref(), png2.as_os_str()])
+            .args(["--out".as_ref(), out.as_os_str(), "--pose".as_ref()])
+            .output()
+            .unwrap()
+    };
+    let run = cli("224_linear");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let line: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&run.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(line["model"], "224_linear", "{line}");
+    let mut npz = NpzReader::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let pts1: ndarray::Array3<f32> = npz.by_name("pts3d1").unwrap();
+    let conf2: ndarray::Array2<f32> = npz.by_name("conf2").unwrap();
+    assert_eq!((pts1.shape(), conf2.shape()), (&[224, 224, 3][..], &[224, 224][..]));
+    let run = cli("512_dpt");
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("holds DUSt3R 224_linear, but 512_dpt is configured"), "{err}");
 }

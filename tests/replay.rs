@@ -412,3 +412,80 @@ fn sigint_mid_pair_stops_the_replay_and_leaves_a_finished_bag() {
     assert_eq!(fox["topics"]["/cam/keypoints"]["count"].as_u64(), Some(frames), "{fox}");
     eprintln!("SIGINT to exit: {seconds:.2} s after {frames} frames, {} pairs", summary["counters"]["pairs_processed"]);
 }
+
+/// Each published checkpoint (tiny weights of its head and input size) runs through the
+/// replay's CPU DUSt3R with `dust3r_model` set to it, every pair giving a cloud of its input's
+/// size; weights of another checkpoint than the one configured are refused by name, and the
+/// replay still serves keypoints.
+#[test]
+fn each_checkpoint_runs_through_the_replay_and_a_mismatch_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bag = input_bag(dir.path(), &["--frames", "3"]);
+    let sp = fixture_dir("superpoint");
+    let run = |weights: &Path, model: &str, out: &Path| {
+        replay(&[
+            "--bag",
+            bag.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--superpoint-weights",
+            sp.to_str().unwrap(),
+            "--dust3r-weights",
+            weights.to_str().unwrap(),
+            "-p",
+            &format!("dust3r_model:={model}"),
+            "-p",
+            "keyframe_min_interval:=0.0",
+            "-p",
+            "keyframe_max_interval:=0.5",
+            "-p",
+            "cloud_stride:=1",
+            "-p",
+            "confidence_threshold:=1.0",
+        ])
+    };
+    for (model, side) in [("224_linear", 224u64), ("512_linear", 512), ("512_dpt", 512)] {
+        let weights = common::tiny_checkpoint(dir.path(), model);
+        let out = dir.path().join(format!("{model}.mcap"));
+        let (ok, summary, stderr) = run(&weights, model, &out);
+        assert!(ok, "{model}: {stderr}");
+        assert_eq!(summary["counters"]["pairs_processed"].as_u64(), Some(2), "{model}: {summary}\n{stderr}");
+        let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
+        let widths = &r["/cam/pointcloud"]["points"];
+        eprintln!("{model}: cloud widths {widths}");
+        for w in widths.as_array().unwrap() {
+            // Every pixel of both views' network inputs (stride 1, every confidence above 1).
+            assert_eq!(w.as_u64(), Some(2 * side * side), "{model}: {side}x{side} inputs: {r}");
+        }
+    }
+    let wrong = common::tiny_checkpoint(dir.path(), "224_linear");
+    let (ok, summary, stderr) = run(&wrong, "512_dpt", &dir.path().join("wrong.mcap"));
+    assert!(ok, "{stderr}");
+    assert_eq!(summary["counters"]["pairs_processed"].as_u64(), Some(0), "{summary}");
+    assert!(stderr.contains("holds DUSt3R 224_linear, but 512_dpt is configured"), "{stderr}");
+
+    // A tt-model server runs 512_dpt whatever the CPU is configured for, and says so.
+    let weights = common::tiny_checkpoint(dir.path(), "224_linear");
+    let out = dir.path().join("server.mcap");
+    let (ok, _, stderr) = replay(&[
+        "--bag",
+        bag.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--superpoint-weights",
+        sp.to_str().unwrap(),
+        "--dust3r-weights",
+        weights.to_str().unwrap(),
+        "-p",
+        "dust3r_model:=224_linear",
+        "-p",
+        "dust3r_backend:=tt-server",
+        "-p",
+        "dust3r_url:=http://127.0.0.1:9",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("dust3r_model is 224_linear, but the mast3r-blackhole server runs 512_dpt (its contract): only the CPU fallback runs it"),
+        "{stderr}"
+    );
+}

@@ -251,6 +251,14 @@ fn declared_parameters_check_type_and_range() {
     assert!(matches!(with("dust3r_precision", ParamValue::String("fp16".into())), Err(ParamError::Range { .. })));
     let bf16 = with("dust3r_precision", ParamValue::String("bf16".into())).unwrap().0;
     assert_eq!(bf16.backend_config().dust3r_precision, sp_dust3r_core::tensor::Precision::Bf16);
+    use sp_dust3r_core::dust3r::Checkpoint;
+    assert!(matches!(with("dust3r_model", ParamValue::String("224_dpt".into())), Err(ParamError::Range { .. })));
+    let linear = with("dust3r_model", ParamValue::String("224_linear".into())).unwrap().0;
+    assert_eq!(linear.backend_config().dust3r_model, Checkpoint::Linear224);
+    assert_eq!(
+        with("max_keypoints", ParamValue::Integer(5)).unwrap().0.backend_config().dust3r_model,
+        Checkpoint::Dpt512
+    );
     // map -> odom on TF needs two frames with names.
     for (name, frame) in [("map_frame", "odom"), ("map_frame", "/odom"), ("map_frame", ""), ("odom_frame", "")] {
         let err = with(name, ParamValue::String(frame.into())).unwrap_err();

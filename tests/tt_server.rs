@@ -232,7 +232,7 @@ fn dust3r_answers_map_to_pointmaps_and_the_known_pose() {
     );
     // The server's preprocess blocks say where each grid lies in its frame: the same as our
     // own padding to the square (what tracking looks a keypoint's point up through).
-    let ours = sp_dust3r_core::dust3r::prepare(&frame, sp_dust3r_core::dust3r::PrepMode::Pad).unwrap().mapping;
+    let ours = sp_dust3r_core::dust3r::prepare(&frame, sp_dust3r_core::dust3r::PrepMode::Pad, 512).unwrap().mapping;
     for m in out.mappings {
         let (a, b) = (m.to_network(17.0, 401.0), ours.to_network(17.0, 401.0));
         assert!((a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6, "{m:?} vs {ours:?}");

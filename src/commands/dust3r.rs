@@ -9,7 +9,7 @@ use sp_dust3r_core::backend::build::BackendKind;
 use sp_dust3r_core::backend::tt_server::{TtDust3r, DEFAULT_DUST3R_URL};
 use sp_dust3r_core::backend::{CameraK, PairRequest};
 use sp_dust3r_core::dust3r::cloud::{cloud_points, ColouredPoints, DEFAULT_MIN_CONFIDENCE};
-use sp_dust3r_core::dust3r::{prepare, Dust3r, PairPrediction, Pointmap, PrepMode, HUB_MODEL};
+use sp_dust3r_core::dust3r::{prepare, Checkpoint, Dust3r, PairPrediction, Pointmap, PrepMode};
 use sp_dust3r_core::geometry::lens::Lens;
 use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
 use sp_dust3r_core::image::Frame;
@@ -20,9 +20,12 @@ use sp_dust3r_core::weights;
 #[derive(clap::Args)]
 pub struct Args {
     /// Folder with model.safetensors + config.json (else $SP_DUST3R_DUST3R_WEIGHTS, the Hugging
-    /// Face cache, or a download).
+    /// Face cache, or a download); it must hold the --model checkpoint.
     #[arg(long)]
     weights: Option<PathBuf>,
+    /// The checkpoint: naver/DUSt3R_ViTLarge_BaseDecoder_<model> (224_linear takes 224x224 input).
+    #[arg(long, default_value = "512_dpt", value_parser = clap::builder::PossibleValuesParser::new(Checkpoint::NAMES))]
+    model: String,
     /// First view (reference camera), PNG or JPEG.
     #[arg(long)]
     image1: PathBuf,
@@ -42,11 +45,12 @@ pub struct Args {
     #[arg(long, default_value_t = 50.0)]
     conf_pct: f64,
     /// Input preparation: pad to a gray square (the tt-model server's), crop the centre square
-    /// (the port's), or upstream DUSt3R's long side 512 + crop to multiples of 16 (e.g. 512x384).
+    /// (the port's), or upstream DUSt3R's (at 512 long side 512 + crop to multiples of 16, e.g.
+    /// 512x384; at 224 the centre 224x224 square).
     #[arg(long, value_enum, default_value = "pad")]
     preprocess: Prep,
-    /// Output NPZ: pts3d1, pts3d2 (H,W,3) in camera 1's frame; conf1, conf2 (H,W) (512x512 unless
-    /// --preprocess upstream); with
+    /// Output NPZ: pts3d1, pts3d2 (H,W,3) in camera 1's frame; conf1, conf2 (H,W) (512x512, or
+    /// 224x224 for 224_linear, unless --preprocess upstream); with
     /// --pose also R (3,3), t (3,) (X_cam2 = R X_cam1 + t), focal1, focal2 (input pixels).
     #[arg(long, required_unless_present_any = ["ply", "preview"])]
     out: Option<PathBuf>,
@@ -82,16 +86,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--intrinsics only matters with --pose");
     }
     let precision = Precision::from_name(&args.precision).context("unknown precision")?;
+    let checkpoint: Checkpoint = args.model.parse()?;
     if args.server.backend == BackendKind::TtServer {
         if precision != Precision::Fp32 {
             bail!("--precision is the CPU's: the mast3r-blackhole server runs its own");
+        }
+        if checkpoint != Checkpoint::Dpt512 {
+            bail!("--model is the CPU's: the mast3r-blackhole server runs 512_dpt");
         }
         return run_server(&args);
     }
     let total = Instant::now();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
-    let resolved = weights::resolve(&HUB_MODEL, args.weights.as_deref())?;
+    let resolved = weights::resolve(&checkpoint.hub_model(), args.weights.as_deref())?;
     tracing::info!("DUSt3R weights from {} ({:?})", resolved.dir.display(), resolved.source);
+    checkpoint.confirm(&resolved.dir)?;
     let model = Dust3r::load_in(&resolved.dir, precision)?;
     match precision.not_run_here() {
         Some(why) => tracing::warn!("--precision: {why}"),
@@ -110,7 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Prep::Crop => PrepMode::CropSquare,
         Prep::Upstream => PrepMode::Upstream,
     };
-    let (v1, v2) = (prepare(&f1, mode)?, prepare(&f2, mode)?);
+    let size = model.config().input_size();
+    let (v1, v2) = (prepare(&f1, mode, size)?, prepare(&f2, mode, size)?);
     let preprocess = ms(t);
 
     let t = Instant::now();
@@ -158,7 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let ply_points = write_outputs(&args, &forward, [&v1.rgb, &v2.rgb], pose.as_ref().and_then(|p| p.as_ref().ok()))?;
     let mut line = json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
                                         "heads": heads, "pose": pose_ms, "total": ms(total)},
-                         "precision": model.precision().name()});
+                         "precision": model.precision().name(), "model": args.model});
     if let Some(p) = &pose {
         line["pose"] = super::pose::pose_json(p);
     }

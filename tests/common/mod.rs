@@ -229,9 +229,25 @@ pub const TINY_DUST3R: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "d
 /// Tiny DUSt3R weights ([`TINY_DUST3R`], deterministic, the real layout) written to
 /// `dir/dust3r`, whose path is returned.
 pub fn tiny_dust3r(dir: &std::path::Path) -> PathBuf {
-    let path = dir.join("dust3r");
+    tiny_dust3r_as(dir, "dust3r", TINY_DUST3R)
+}
+
+/// Tiny deterministic DUSt3R weights of the published checkpoint `name` (`512_dpt`,
+/// `512_linear`, `224_linear`: its head and input size) written to `dir/<name>`.
+pub fn tiny_checkpoint(dir: &std::path::Path, name: &str) -> PathBuf {
+    let config = match name {
+        "512_dpt" => TINY_DUST3R.to_string(),
+        "512_linear" => TINY_DUST3R.replace("\"dpt\"", "\"linear\", \"img_size\": [512, 512]"),
+        "224_linear" => TINY_DUST3R.replace("\"dpt\"", "\"linear\", \"img_size\": [224, 224]"),
+        other => panic!("no checkpoint {other}"),
+    };
+    tiny_dust3r_as(dir, name, &config)
+}
+
+fn tiny_dust3r_as(dir: &std::path::Path, folder: &str, config: &str) -> PathBuf {
+    let path = dir.join(folder);
     std::fs::create_dir_all(&path).expect("create the weights folder");
-    sp_dust3r_core::dust3r::synthetic::write_checkpoint(&path, TINY_DUST3R).expect("write the tiny checkpoint");
+    sp_dust3r_core::dust3r::synthetic::write_checkpoint(&path, config).expect("write the tiny checkpoint");
     path
 }
 

@@ -101,8 +101,8 @@ impl PairReconstructor for TruePointmaps {
         };
         let s = self.scales.get(n).copied().unwrap_or(1.0);
         let (p1, p2) = (self.pose(self.index_of(r.first)), self.pose(self.index_of(r.second)));
-        let v1 = prepare(r.first, PrepMode::Pad).unwrap();
-        let v2 = prepare(r.second, PrepMode::Pad).unwrap();
+        let v1 = prepare(r.first, PrepMode::Pad, 512).unwrap();
+        let v2 = prepare(r.second, PrepMode::Pad, 512).unwrap();
         let forward =
             PairPrediction { view1: self.pointmap(&v1, &p1, &p1, s), view2_in_1: self.pointmap(&v2, &p2, &p1, s) };
         let swapped =

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use ndarray::Array2;
 
-use sp_dust3r_core::dust3r::Pointmap;
+use sp_dust3r_core::dust3r::{Checkpoint, Dust3rConfig, HeadKind, Pointmap};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::quantile::median;
 use sp_dust3r_core::superpoint::{preprocess, PostParams, SuperPoint, HUB_MODEL};
@@ -140,6 +140,10 @@ struct Dust3rArgs {
     /// fp32, or bf16 (then fp32 is timed too, in the same run, and the outputs compared).
     #[arg(long, default_value = "fp32", value_parser = clap::builder::PossibleValuesParser::new(Precision::NAMES))]
     precision: String,
+    /// The checkpoint's geometry (head and input size) the generated weights have; with
+    /// --weights, the checkpoint they must be.
+    #[arg(long, default_value = "512_dpt", value_parser = clap::builder::PossibleValuesParser::new(Checkpoint::NAMES))]
+    model: String,
 }
 
 #[derive(clap::Args)]
@@ -357,26 +361,54 @@ fn superpoint_bf16(
 /// config.json of naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt (shared/spec/dust3r.md).
 pub const DUST3R_FULL_CONFIG: &str = r#"{"output_mode": "pts3d", "head_type": "dpt", "depth_mode": ["exp", -Infinity, Infinity], "conf_mode": ["exp", 1, Infinity], "landscape_only": false, "patch_embed_cls": "PatchEmbedDust3R", "img_size": [512, 512], "patch_size": 16, "enc_embed_dim": 1024, "enc_depth": 24, "enc_num_heads": 16, "dec_embed_dim": 768, "dec_depth": 12, "dec_num_heads": 12, "mlp_ratio": 4, "pos_embed": "RoPE100"}"#;
 
-/// GFLOP of one 512x512 pair (spec §9): encoder x2, decoder, two heads; the swapped pass adds
-/// decoder and heads again.
-const DUST3R_GFLOP: [(&str, f64); 3] = [("encoder", 1443.0 + 3.2), ("decoder", 618.0 + 3.2), ("heads", 498.0)];
+/// config.json of `checkpoint`: the 512_dpt one with its head and input size.
+fn full_config(checkpoint: Checkpoint) -> String {
+    let size = checkpoint.input_size();
+    let head = match checkpoint.head() {
+        HeadKind::Dpt => "dpt",
+        HeadKind::Linear => "linear",
+    };
+    DUST3R_FULL_CONFIG
+        .replace("\"head_type\": \"dpt\"", &format!("\"head_type\": \"{head}\""))
+        .replace("\"img_size\": [512, 512]", &format!("\"img_size\": [{size}, {size}]"))
+}
+
+/// GFLOP (multiply-add = 2) of a pair's stages at `n` tokens a view: encoder x2 with the patch
+/// embedding, decoder (both branches) with `decoder_embed`, and the two heads. At 512x512 this is
+/// spec §9's count: 1446, 621 and 498 (DPT, whose every layer scales with the image area).
+fn pair_gflop(c: &Dust3rConfig, n: usize) -> [(&'static str, f64); 3] {
+    let (n, e, d, p) = (n as f64, c.enc_embed_dim as f64, c.dec_embed_dim as f64, c.patch_size as f64);
+    let (enc_depth, dec_depth) = (c.enc_depth as f64, c.dec_depth as f64);
+    // Per block: qkv, projection and the 4x MLP (12 E^2 a token), and QK^T with AV (4 N E).
+    let encoder = 2.0 * (enc_depth * (2.0 * n * 12.0 * e * e + 4.0 * n * n * e) + 2.0 * n * 3.0 * p * p * e);
+    // Per block: self and cross attention's eight projections and the MLP (32 D^2 a token),
+    // and both attentions' products (8 N D).
+    let decoder = 2.0 * (dec_depth * (2.0 * n * 16.0 * d * d + 8.0 * n * n * d) + 2.0 * n * e * d);
+    let heads = match c.head() {
+        Some(HeadKind::Linear) => 2.0 * 2.0 * n * d * 4.0 * p * p,
+        _ => 498e9 * n / 1024.0,
+    };
+    [("encoder", encoder / 1e9), ("decoder", decoder / 1e9), ("heads", heads / 1e9)]
+}
 
 fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     use sp_dust3r_core::dust3r::{synthetic, Dust3r};
+    let checkpoint: Checkpoint = args.model.parse()?;
     let tmp = tempfile::tempdir()?;
     let dir = match &args.weights {
         Some(d) => d.clone(),
         None => {
             let t = Instant::now();
-            synthetic::write_checkpoint(tmp.path(), DUST3R_FULL_CONFIG)?;
-            println!("generated deterministic full-size weights in {:.1} s", t.elapsed().as_secs_f64());
+            synthetic::write_checkpoint(tmp.path(), &full_config(checkpoint))?;
+            println!("generated deterministic full-size {checkpoint} weights in {:.1} s", t.elapsed().as_secs_f64());
             tmp.path().to_path_buf()
         }
     };
+    checkpoint.confirm(&dir)?;
     let asked = Precision::from_name(&args.precision).context("unknown precision")?;
     let t = Instant::now();
     let model = Dust3r::load(&dir)?;
-    println!("loaded in {:.2} s", t.elapsed().as_secs_f64());
+    println!("{checkpoint} loaded in {:.2} s", t.elapsed().as_secs_f64());
     let lower = match asked {
         Precision::Fp32 => None,
         Precision::Bf16 => {
@@ -384,7 +416,9 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
             Some(Dust3r::load_in(&dir, asked)?)
         }
     };
-    let (h, w) = (512, 512);
+    let side = model.config().input_size() as usize;
+    let (h, w) = (side, side);
+    let gflop = pair_gflop(model.config(), (h / model.config().patch_size) * (w / model.config().patch_size));
     let (img1, img2) = (test_image(h, w, 0.0), test_image(h, w, 0.7));
     // The machine's GEMM rate on the encoder MLP's shape, ours and ONNX Runtime's, measured
     // before and after the network: this shared machine's speed drifts by a third from minute
@@ -398,15 +432,19 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     if let Some(p) = peak {
         println!("onnxruntime's MatMul, mean of before and after the pair: {p:.0} GFLOP/s");
     }
-    let total = print_stages("fp32", &fp32, peak, None);
+    let total = print_stages(Stages { precision: "fp32", side, gflop }, &fp32, peak, None);
     if let Some(bf16) = &bf16 {
-        print_stages("bf16", bf16, peak, Some(&fp32));
+        print_stages(Stages { precision: "bf16", side, gflop }, bf16, peak, Some(&fp32));
         for (name, a, b) in [("view 1", &fp32.last.0, &bf16.last.0), ("view 2", &fp32.last.1, &bf16.last.1)] {
             println!("bf16 against fp32, {name}: {}", compare_pointmaps(a, b));
         }
     }
     println!("peak resident memory: {:.0} MB", peak_rss_mb());
     if args.no_peer {
+        return Ok(());
+    }
+    if checkpoint.head() != HeadKind::Dpt {
+        println!("PyTorch peer skipped: tools/peers/dust3r_torch.py has the DPT head only");
         return Ok(());
     }
     let (p1, p2) = &fp32.last;
@@ -456,9 +494,18 @@ fn time_pair(
     Ok(times)
 }
 
+/// What a timing is of: the precision, the input side and the stages' GFLOP.
+#[derive(Clone, Copy)]
+struct Stages {
+    precision: &'static str,
+    side: usize,
+    gflop: [(&'static str, f64); 3],
+}
+
 /// Prints each stage's median time and rate (against ONNX Runtime's MatMul rate `peak`, and
 /// against `base`'s time when given); returns the pair's time.
-fn print_stages(precision: &str, t: &PairTimes, peak: Option<f64>, base: Option<&PairTimes>) -> f64 {
+fn print_stages(what: Stages, t: &PairTimes, peak: Option<f64>, base: Option<&PairTimes>) -> f64 {
+    let Stages { precision, side, gflop: stages } = what;
     let of_peak = |rate: f64| match peak {
         Some(p) => format!(" ({:.2} of onnxruntime's MatMul)", rate / p),
         None => String::new(),
@@ -466,7 +513,7 @@ fn print_stages(precision: &str, t: &PairTimes, peak: Option<f64>, base: Option<
     let stage = |times: &PairTimes, i: usize| median(&times.stages.iter().map(|s| s[i]).collect::<Vec<_>>());
     let against = |s: f64, base_s: f64| format!(", {:.2}x the fp32 time", s / base_s);
     let (mut total, mut base_total, mut gflop) = (0.0, 0.0, 0.0);
-    for (i, (name, g)) in DUST3R_GFLOP.iter().enumerate() {
+    for (i, (name, g)) in stages.iter().enumerate() {
         let s = stage(t, i);
         let vs = base.map(|b| against(s, stage(b, i))).unwrap_or_default();
         println!("sp_dust3r {precision} {name}: {s:.2} s, {:.0} GFLOP/s{}{vs}", g / s, of_peak(g / s));
@@ -476,13 +523,14 @@ fn print_stages(precision: &str, t: &PairTimes, peak: Option<f64>, base: Option<
     }
     let vs = base.map(|_| against(total, base_total)).unwrap_or_default();
     println!(
-        "sp_dust3r {precision} pair forward (512x512): {total:.2} s, {:.0} GFLOP/s effective{}{vs}",
+        "sp_dust3r {precision} pair forward ({side}x{side}): {total:.2} s, {:.0} GFLOP/s effective{}{vs}",
         gflop / total,
         of_peak(gflop / total)
     );
     if !t.swapped.is_empty() {
         let s = median(&t.swapped);
-        println!("sp_dust3r {precision} swapped forward (encoder reused): {s:.2} s, {:.0} GFLOP/s", 1120.0 / s);
+        let again = stages[1].1 + stages[2].1;
+        println!("sp_dust3r {precision} swapped forward (encoder reused): {s:.2} s, {:.0} GFLOP/s", again / s);
     }
     total
 }
@@ -922,7 +970,7 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     let params = PostParams { max_keypoints: Some(1024), ..PostParams::default() };
     let (kf_kp, _) = model.detect(&kf_frame.to_luma(), &params)?;
     let (kp, _) = model.detect(&frame3.to_luma(), &params)?;
-    let mapping = prepare(&kf_frame, PrepMode::Pad)?.mapping;
+    let mapping = prepare(&kf_frame, PrepMode::Pad, 512)?.mapping;
     let pointmap = true_pointmap(&mapping, (512, 512), &camera_pose(0, n), &camera_pose(0, n), 1.0);
     let k = Intrinsics { fx: FOCAL, fy: FOCAL, cx: WIDTH as f64 / 2.0 - 0.5, cy: HEIGHT as f64 / 2.0 - 0.5 };
     let p = TrackingParams::default();

@@ -12,7 +12,7 @@
 use nalgebra::{Vector2, Vector3};
 
 use sp_dust3r_core::backend::FeatureExtractor;
-use sp_dust3r_core::dust3r::{prepare, InputMapping, Pointmap, PrepMode};
+use sp_dust3r_core::dust3r::{prepare, Checkpoint, InputMapping, Pointmap, PrepMode};
 use sp_dust3r_core::eval::hat::correlation;
 use sp_dust3r_core::eval::tum::{depth_metres, DepthOracle, TumSequence};
 use sp_dust3r_core::eval::{pose_at, Camera as CamFrame, StampedPose, World};
@@ -95,7 +95,7 @@ fn load(seq: &TumSequence, features: &dyn FeatureExtractor, post: &PostParams) -
     for (i, f) in seq.frames()?.iter().enumerate() {
         let frame = Frame::decode(&std::fs::read(&f.rgb)?)?;
         let keypoints = features.detect(&frame, post)?;
-        let view = prepare(&frame, PrepMode::Pad)?;
+        let view = prepare(&frame, PrepMode::Pad, Checkpoint::default().input_size())?;
         let (depth, w) = depth_metres(&f.depth)?;
         out.push(StudyFrame {
             t: f.t,

@@ -9,7 +9,7 @@ use super::tt_server::{ServerOptions, TtDust3r, TtSuperPoint};
 pub use super::BackendKind;
 use super::{FeatureExtractor, PairReconstructor, WithFallback};
 use crate::cancel::Cancel;
-use crate::dust3r::{Dust3r, Dust3rError};
+use crate::dust3r::{Checkpoint, Dust3r, Dust3rError};
 use crate::superpoint::{SuperPoint, SuperPointError};
 use crate::tensor::Precision;
 use crate::weights::{DownloadProgress, HubModel, WeightsError};
@@ -31,6 +31,8 @@ pub struct BackendConfig {
     pub dust3r_url: String,
     /// What the CPU's DUSt3R computes its encoder and decoder in.
     pub dust3r_precision: Precision,
+    /// The DUSt3R checkpoint the CPU runs (a server runs its own).
+    pub dust3r_model: Checkpoint,
     /// Run a model on the CPU while its server cannot answer.
     pub cpu_fallback: bool,
     /// Limit for each server request, connection included.
@@ -97,10 +99,11 @@ pub fn cpu_superpoint(config: &BackendConfig, progress: Option<&dyn BuildProgres
 
 /// DUSt3R on the CPU with the weights `config` names (or finds).
 pub fn cpu_dust3r(config: &BackendConfig, progress: Option<&dyn BuildProgress>) -> Result<CpuPairs, BuildError> {
-    let dir = cpu_weights(&crate::dust3r::HUB_MODEL, config.dust3r_weights.as_deref(), progress)?;
+    let dir = cpu_weights(&config.dust3r_model.hub_model(), config.dust3r_weights.as_deref(), progress)?;
     if let Some(why) = config.dust3r_precision.not_run_here() {
         tracing::warn!("dust3r_precision: {why}");
     }
+    config.dust3r_model.confirm(&dir)?;
     Ok(CpuPairs(Dust3r::load_in(&dir, config.dust3r_precision)?.with_cancel(config.cancel.clone())))
 }
 
@@ -158,6 +161,14 @@ pub fn build_dust3r(
     Ok(match config.dust3r {
         BackendKind::Cpu => Box::new(cpu_dust3r(config, progress)?),
         BackendKind::TtServer => {
+            if config.dust3r_model != Checkpoint::Dpt512 {
+                let cpu = if config.cpu_fallback { "only the CPU fallback runs it" } else { "nothing runs it" };
+                tracing::warn!(
+                    "dust3r_model is {}, but the mast3r-blackhole server runs {} (its contract): {cpu}",
+                    config.dust3r_model,
+                    Checkpoint::Dpt512
+                );
+            }
             let fallback = cpu_fallback(config, "DUSt3R", || cpu_dust3r(config, progress));
             Box::new(WithFallback { primary: TtDust3r::new(server_options(config, &config.dust3r_url)), fallback })
         }

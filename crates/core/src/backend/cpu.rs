@@ -34,11 +34,12 @@ impl FeatureExtractor for CpuFeatures {
 pub struct CpuPairs(pub Dust3r);
 
 impl PairReconstructor for CpuPairs {
-    /// Both views padded to the network's square (as the tt-model server does), the forward
+    /// Both views padded to the checkpoint's square (as the tt-model server does), the forward
     /// pass and the swapped one on the same encoder outputs, then PairViewer.
     fn reconstruct(&self, r: &PairRequest<'_>) -> Result<PairOutput, BackendError> {
-        let v1 = prepare(r.first, PrepMode::Pad).map_err(Dust3rError::from)?;
-        let v2 = prepare(r.second, PrepMode::Pad).map_err(Dust3rError::from)?;
+        let size = self.0.config().input_size();
+        let v1 = prepare(r.first, PrepMode::Pad, size).map_err(Dust3rError::from)?;
+        let v2 = prepare(r.second, PrepMode::Pad, size).map_err(Dust3rError::from)?;
         let e1 = self.0.encode(&v1.image, v1.height as usize, v1.width as usize)?;
         let e2 = self.0.encode(&v2.image, v2.height as usize, v2.width as usize)?;
         let forward = self.0.predict(&e1, &e2)?;

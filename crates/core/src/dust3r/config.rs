@@ -30,9 +30,12 @@ pub struct Dust3rConfig {
     /// Position embedding, `RoPE<base>`.
     #[serde(default = "default_pos_embed")]
     pub pos_embed: String,
-    /// Head type (`dpt`).
+    /// Head type: `dpt` or `linear`.
     #[serde(default = "default_head")]
     pub head_type: String,
+    /// The training resolution `[height, width]` (`[512, 512]` or `[224, 224]` on the Hub).
+    #[serde(default)]
+    pub img_size: Option<Vec<usize>>,
     /// Output mode (`pts3d`).
     #[serde(default = "default_output")]
     pub output_mode: String,
@@ -95,16 +98,19 @@ impl Dust3rConfig {
         }
         if self.patch_size == 0 || self.enc_depth == 0 || self.dec_depth < 4 {
             return Some(format!(
-                "patch size {}, encoder depth {}, decoder depth {} (needs >= 4 for the DPT hooks)",
+                "patch size {}, encoder depth {}, decoder depth {} (needs >= 4 for the decoder hooks)",
                 self.patch_size, self.enc_depth, self.dec_depth
             ));
+        }
+        if let Some(size) = self.img_size.as_ref().filter(|s| s.len() != 2 || s.contains(&0)) {
+            return Some(format!("img_size {size:?} is not [height, width]"));
         }
         if self.rope_base().is_none() {
             return Some(format!("pos_embed {:?} is not RoPE<base>", self.pos_embed));
         }
-        if self.head_type != "dpt" || self.output_mode != "pts3d" {
+        if self.head().is_none() || self.output_mode != "pts3d" {
             return Some(format!(
-                "head {:?} / output {:?}: only the DPT pts3d head is supported",
+                "head {:?} / output {:?}: only the DPT and linear pts3d heads are supported",
                 self.head_type, self.output_mode
             ));
         }
@@ -116,6 +122,25 @@ impl Dust3rConfig {
             }
         }
         None
+    }
+
+    /// The head `head_type` names.
+    pub fn head(&self) -> Option<HeadKind> {
+        match self.head_type.as_str() {
+            "dpt" => Some(HeadKind::Dpt),
+            "linear" => Some(HeadKind::Linear),
+            _ => None,
+        }
+    }
+
+    /// The network input's side (its long side in upstream's mode): 224 for a checkpoint
+    /// trained at 224 (`img_size` [224, 224]), else 512, the side of upstream's 512 models and of
+    /// the tt-model server (a test model's `img_size` says nothing about what it is fed).
+    pub fn input_size(&self) -> u32 {
+        match self.img_size.as_deref() {
+            Some([224, 224]) => 224,
+            _ => 512,
+        }
     }
 
     /// RoPE frequency base from `RoPE<base>`.
@@ -138,6 +163,15 @@ impl Dust3rConfig {
     pub fn conf_min(&self) -> f32 {
         self.conf_mode.as_ref().and_then(|m| m.1).unwrap_or(1.0) as f32
     }
+}
+
+/// The head that turns decoder tokens into pointmaps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeadKind {
+    /// DPT (`downstream_head*.dpt.*`): reads the encoder and three decoder entries.
+    Dpt,
+    /// One linear layer per token to its patch of pixels (`downstream_head*.proj`).
+    Linear,
 }
 
 /// Replaces bare `Infinity`, `-Infinity` and `NaN` (outside strings) by `null`.

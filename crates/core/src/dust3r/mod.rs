@@ -1,32 +1,24 @@
-//! DUSt3R (naver, `DUSt3R_ViTLarge_BaseDecoder_512_dpt`) on the compute core: a ViT encoder shared
-//! by both views, a two-branch cross-attending decoder, and one DPT head per branch producing
-//! pointmaps of both views in camera 1's frame.
+//! DUSt3R (naver's `DUSt3R_ViTLarge_BaseDecoder_{512_dpt,512_linear,224_linear}`) on the compute
+//! core: a ViT encoder shared by both views, a two-branch cross-attending decoder, and one head
+//! per branch (DPT or linear) producing pointmaps of both views in camera 1's frame.
 
+mod checkpoint;
 pub mod cloud;
 mod config;
 mod dpt;
 mod layers;
+mod linear_head;
 mod model;
 mod post;
 pub mod preprocess;
 pub mod synthetic;
 
-pub use config::{ConfigError, Dust3rConfig};
+pub use checkpoint::{Checkpoint, UnknownCheckpoint};
+pub use config::{ConfigError, Dust3rConfig, HeadKind};
 pub use layers::{BranchHooks, Encoded};
 pub use model::{Dust3r, PairPrediction};
 pub use post::Pointmap;
 pub use preprocess::{prepare, InputMapping, PrepMode, PreparedView};
-
-use crate::weights::HubModel;
-
-/// The checkpoint the mast3r-blackhole tt-model server pins; the CPU backend resolves the same.
-pub const HUB_MODEL: HubModel = HubModel {
-    name: "DUSt3R",
-    repo: "naver/DUSt3R_ViTLarge_BaseDecoder_512_dpt",
-    revision: "61c57447d7b0adc8a1a30b2b0adec7a8935aa2a3",
-    env_var: "SP_DUST3R_DUST3R_WEIGHTS",
-    files: &["model.safetensors", "config.json"],
-};
 
 /// Why DUSt3R could not load or run.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +47,20 @@ pub enum Dust3rError {
     /// The two views' token grids differ.
     #[error("the two views have different token grids ({0:?} vs {1:?})")]
     GridMismatch((usize, usize), (usize, usize)),
+    /// The weights are another published checkpoint than the one configured.
+    #[error(
+        "{} holds DUSt3R {found}, but {configured} is configured: configure {found} (dust3r_model, --model) to \
+         run it, or give the weights of {configured}",
+        dir.display()
+    )]
+    WrongCheckpoint {
+        /// The weights folder.
+        dir: std::path::PathBuf,
+        /// What its config.json describes.
+        found: Checkpoint,
+        /// What was configured.
+        configured: Checkpoint,
+    },
     /// The pair was abandoned between two steps (the node or replay is shutting down).
     #[error(transparent)]
     Cancelled(#[from] crate::cancel::Cancelled),

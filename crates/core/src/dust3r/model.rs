@@ -1,13 +1,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::config::HeadKind;
 use super::dpt::DptHead;
 use super::layers::{BranchHooks, Encoded, Norm, WeightsReader};
+use super::linear_head::LinearHead;
 use super::post::Pointmap;
 use super::{Dust3rConfig, Dust3rError};
 use crate::cancel::Cancel;
 use crate::tensor::{attention, gelu, Heads, Linear, Precision, Rope2d};
-use crate::weights::WeightFile;
+use crate::weights::{WeightFile, WeightsError};
 
 /// Geometry shared by the attention layers of one stack, and the precision of their products.
 #[derive(Clone, Copy)]
@@ -165,6 +167,45 @@ impl DecoderBlock {
     }
 }
 
+/// A branch's head, as the checkpoint has it.
+enum Head {
+    Dpt(Box<DptHead>),
+    Linear(LinearHead),
+}
+
+impl Head {
+    /// The head `config` names, checked against the tensors the file holds: a config that says
+    /// one head over weights of the other is refused with both named.
+    fn load(l: &WeightsReader, config: &Dust3rConfig, name: &str) -> Result<Self, Dust3rError> {
+        let (e, d, p) = (config.enc_embed_dim, config.dec_embed_dim, config.patch_size);
+        let (dpt, linear) = (format!("{name}.dpt.head.4.weight"), format!("{name}.proj.weight"));
+        let held = match (l.file.find_name(&[&dpt]), l.file.find_name(&[&linear])) {
+            (Some(_), None) => Some(HeadKind::Dpt),
+            (None, Some(_)) => Some(HeadKind::Linear),
+            _ => None,
+        };
+        match (config.head(), held) {
+            (Some(HeadKind::Dpt), Some(HeadKind::Dpt) | None) => {
+                Ok(Head::Dpt(Box::new(DptHead::load(l, name, e, d, p)?)))
+            }
+            (Some(HeadKind::Linear), Some(HeadKind::Linear) | None) => {
+                Ok(Head::Linear(LinearHead::load(l, name, d, p)?))
+            }
+            (_, held) => Err(WeightsError::Config {
+                path: l.file.path().to_path_buf(),
+                reason: format!(
+                    "config.json says head_type {:?} but the weights hold a {} head ({}): the two files \
+                     are from different checkpoints",
+                    config.head_type,
+                    if held == Some(HeadKind::Dpt) { "dpt" } else { "linear" },
+                    if held == Some(HeadKind::Dpt) { &dpt } else { &linear },
+                ),
+            }
+            .into()),
+        }
+    }
+}
+
 /// Both views' pointmaps in camera 1's frame.
 #[derive(Clone, Debug)]
 pub struct PairPrediction {
@@ -186,7 +227,7 @@ pub struct Dust3r {
     decoder_embed: Linear,
     dec_blocks: [Vec<DecoderBlock>; 2],
     dec_norm: Norm,
-    heads: [DptHead; 2],
+    heads: [Head; 2],
     enc_rope: Rope2d,
     dec_rope: Rope2d,
     /// Checked between blocks and head stages: a set flag abandons the pair.
@@ -256,7 +297,7 @@ impl Dust3r {
             decoder_embed: l.linear("decoder_embed", e, d)?,
             dec_blocks: [branch("dec_blocks")?, branch("dec_blocks2")?],
             dec_norm: l.norm("dec_norm", d)?,
-            heads: [DptHead::load(&l, "downstream_head1", e, d, p)?, DptHead::load(&l, "downstream_head2", e, d, p)?],
+            heads: [Head::load(&l, &config, "downstream_head1")?, Head::load(&l, &config, "downstream_head2")?],
             enc_rope: Rope2d::new(base, e / config.enc_num_heads, MAX_GRID)?,
             dec_rope: Rope2d::new(base, d / config.dec_num_heads, MAX_GRID)?,
             config,
@@ -395,11 +436,13 @@ impl Dust3r {
         Ok(())
     }
 
-    /// DPT head `index` (0 for branch 1, 1 for branch 2) and the pointmap post-processing.
+    /// Head `index` (0 for branch 1, 1 for branch 2) and the pointmap post-processing.
     pub fn head(&self, index: usize, encoded: &Encoded, hooks: &BranchHooks) -> Result<Pointmap, Dust3rError> {
-        let head = &self.heads[index.min(1)];
         self.check()?;
-        let raw = head.forward(encoded, hooks, self.config.dec_embed_dim, self.cancel.as_ref())?;
+        let raw = match &self.heads[index.min(1)] {
+            Head::Dpt(head) => head.forward(encoded, hooks, self.config.dec_embed_dim, self.cancel.as_ref())?,
+            Head::Linear(head) => head.forward(encoded, hooks)?,
+        };
         Ok(Pointmap::from_head_output(&raw, self.config.conf_min()))
     }
 

@@ -1,16 +1,15 @@
 //! DUSt3R input preparation. The default copies the mast3r-blackhole tt-model server (spec §1 A):
-//! the frame is padded to a square with gray 128, resized to 512x512 with PIL's BICUBIC (Keys
-//! cubic, a = -0.5, antialiased when shrinking) and normalised to [-1, 1]. Two alternatives: the
-//! port's centre-square crop, and upstream DUSt3R's `load_images(size=512)` (§1 B: long side to
-//! 512, LANCZOS when shrinking, centre crop to multiples of 16, 4:3 for square inputs), the
-//! aspect ratios the checkpoint was trained on.
+//! the frame is padded to a square with gray 128, resized to the checkpoint's side (512x512, or
+//! 224x224) with PIL's BICUBIC (Keys cubic, a = -0.5, antialiased when shrinking) and normalised
+//! to [-1, 1]. Two alternatives: the port's centre-square crop, and upstream DUSt3R's
+//! `load_images(size)`, the aspect ratios the checkpoints were trained on: for 512 (§1 B) long side
+//! to 512, LANCZOS when shrinking, centre crop to multiples of 16, 4:3 for square inputs; for 224
+//! short side to 224 and the centre 224x224 square.
 
 use fast_image_resize as fr;
 
 use crate::image::Frame;
 
-/// Network input side (the long side in upstream mode).
-pub const INPUT_SIZE: u32 = 512;
 /// Gray of the padding, before normalisation.
 pub const PAD_VALUE: u8 = 128;
 
@@ -23,7 +22,8 @@ pub enum PrepMode {
     Pad,
     /// Keep the centre square, 512x512 (the port's 'crop' mode).
     CropSquare,
-    /// Upstream `load_images`: long side 512, centre crop to multiples of 16 (640x480 -> 512x384).
+    /// Upstream `load_images`: at 512 long side 512, centre crop to multiples of 16 (640x480 ->
+    /// 512x384); at 224 the centre 224x224 square of the frame resized to a 224 short side.
     Upstream,
 }
 
@@ -131,8 +131,43 @@ fn window(rgb: &[u8], (iw, ih): (u32, u32), (x0, y0): (i64, i64), (w, h): (u32, 
     out
 }
 
-/// A frame as the network's input: resized (and padded or cropped) as `mode` says.
-pub fn prepare(frame: &Frame, mode: PrepMode) -> Result<PreparedView, ResizeError> {
+/// Upstream `load_images(size)`: the frame resized with PIL's filters (LANCZOS when shrinking) so
+/// that its long side is 512 (or its short side 224), then the centre crop.
+fn upstream(rgb: Vec<u8>, (w, h): (u32, u32), size: u32) -> Result<(Vec<u8>, u32, u32, InputMapping), ResizeError> {
+    let (long, short) = (w.max(h) as f64, w.min(h) as f64);
+    // At 224 the long side is sized so that the short one comes out at 224.
+    let target = if size == 224 { (size as f64 * long / short).round_ties_even() } else { size as f64 };
+    let (rw, rh) =
+        (((w as f64 * target / long).round_ties_even()) as u32, ((h as f64 * target / long).round_ties_even()) as u32);
+    let filter = if long > target { fr::FilterType::Lanczos3 } else { fr::FilterType::CatmullRom };
+    let full = resize_pil(rgb, (w, h), (rw, rh), filter)?;
+    let (cx, cy) = (rw / 2, rh / 2);
+    let (half_w, half_h) = if size == 224 {
+        (cx.min(cy), cx.min(cy))
+    } else {
+        let half_w = (2 * cx / 16) * 8;
+        (half_w, if rw == rh { 3 * half_w / 4 } else { (2 * cy / 16) * 8 })
+    };
+    let (x0, y0) = (cx as i64 - half_w as i64, cy as i64 - half_h as i64);
+    let (cw, ch) = (2 * half_w, 2 * half_h);
+    if cw == 0 || ch == 0 {
+        return Err(ResizeError(format!("a {w}x{h} image is too small for a 16-pixel patch grid")));
+    }
+    let out = window(&full, (rw, rh), (x0, y0), (cw, ch), 0);
+    let mapping = InputMapping {
+        original_width: w,
+        original_height: h,
+        scale_x: rw as f64 / w as f64,
+        scale_y: rh as f64 / h as f64,
+        offset_x: -x0 as f64,
+        offset_y: -y0 as f64,
+    };
+    Ok((out, cw, ch, mapping))
+}
+
+/// A frame as the network's input of side `size` (the checkpoint's: 512 or 224), resized (and
+/// padded or cropped) as `mode` says.
+pub fn prepare(frame: &Frame, mode: PrepMode, size: u32) -> Result<PreparedView, ResizeError> {
     let (w, h) = (frame.width(), frame.height());
     let rgb = frame.to_rgb8();
     let (resized, width, height, mapping) = match mode {
@@ -140,7 +175,6 @@ pub fn prepare(frame: &Frame, mode: PrepMode) -> Result<PreparedView, ResizeErro
             let side = if mode == PrepMode::Pad { w.max(h) } else { w.min(h) };
             let (off_x, off_y) = ((side as i64 - w as i64) / 2, (side as i64 - h as i64) / 2);
             let square = window(&rgb, (w, h), (-off_x, -off_y), (side, side), PAD_VALUE);
-            let size = INPUT_SIZE;
             let out = resize_pil(square, (side, side), (size, size), fr::FilterType::CatmullRom)?;
             let s = size as f64 / side as f64;
             let mapping = InputMapping {
@@ -153,34 +187,7 @@ pub fn prepare(frame: &Frame, mode: PrepMode) -> Result<PreparedView, ResizeErro
             };
             (out, size, size, mapping)
         }
-        PrepMode::Upstream => {
-            let long = w.max(h) as f64;
-            let target = INPUT_SIZE as f64;
-            let (rw, rh) = (
-                ((w as f64 * target / long).round_ties_even()) as u32,
-                ((h as f64 * target / long).round_ties_even()) as u32,
-            );
-            let filter = if long > target { fr::FilterType::Lanczos3 } else { fr::FilterType::CatmullRom };
-            let full = resize_pil(rgb, (w, h), (rw, rh), filter)?;
-            let (cx, cy) = (rw / 2, rh / 2);
-            let half_w = (2 * cx / 16) * 8;
-            let half_h = if rw == rh { 3 * half_w / 4 } else { (2 * cy / 16) * 8 };
-            let (x0, y0) = (cx as i64 - half_w as i64, cy as i64 - half_h as i64);
-            let (cw, ch) = (2 * half_w, 2 * half_h);
-            if cw == 0 || ch == 0 {
-                return Err(ResizeError(format!("a {w}x{h} image is too small for a 16-pixel patch grid")));
-            }
-            let out = window(&full, (rw, rh), (x0, y0), (cw, ch), 0);
-            let mapping = InputMapping {
-                original_width: w,
-                original_height: h,
-                scale_x: rw as f64 / w as f64,
-                scale_y: rh as f64 / h as f64,
-                offset_x: -x0 as f64,
-                offset_y: -y0 as f64,
-            };
-            (out, cw, ch, mapping)
-        }
+        PrepMode::Upstream => upstream(rgb, (w, h), size)?,
     };
     let n = (width * height) as usize;
     let mut image = vec![0.0; 3 * n];

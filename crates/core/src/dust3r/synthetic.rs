@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{ConfigError, Dust3rConfig};
+use super::{ConfigError, Dust3rConfig, HeadKind};
 
 /// A small geometry (512x512 input, 4 encoder blocks of 256, 12 decoder blocks of 256) whose pair
 /// takes a few seconds on two cores: enough to keep a pair in flight while a camera streams, for
@@ -97,39 +97,46 @@ pub fn checkpoint_layout(c: &Dust3rConfig) -> Vec<(String, Vec<usize>)> {
         }
     }
     norm(&mut add, "dec_norm".into(), d);
-    let dims = [96, 192, 384, 768];
-    let tokens = [e, d, d, d];
     for head in ["downstream_head1", "downstream_head2"] {
-        let h = format!("{head}.dpt");
-        for i in 0..4 {
-            add(format!("{h}.act_postprocess.{i}.0.weight"), &[dims[i], tokens[i], 1, 1]);
-            add(format!("{h}.act_postprocess.{i}.0.bias"), &[dims[i]]);
-        }
-        for (i, k) in [(0usize, 4usize), (1, 2)] {
-            add(format!("{h}.act_postprocess.{i}.1.weight"), &[dims[i], dims[i], k, k]);
-            add(format!("{h}.act_postprocess.{i}.1.bias"), &[dims[i]]);
-        }
-        add(format!("{h}.act_postprocess.3.1.weight"), &[dims[3], dims[3], 3, 3]);
-        add(format!("{h}.act_postprocess.3.1.bias"), &[dims[3]]);
-        for (i, dim) in dims.iter().enumerate() {
-            add(format!("{h}.scratch.layer{}_rn.weight", i + 1), &[256, *dim, 3, 3]);
-        }
-        for r in 1..=4 {
-            for u in 1..=2 {
-                for cv in 1..=2 {
-                    add(format!("{h}.scratch.refinenet{r}.resConfUnit{u}.conv{cv}.weight"), &[256, 256, 3, 3]);
-                    add(format!("{h}.scratch.refinenet{r}.resConfUnit{u}.conv{cv}.bias"), &[256]);
-                }
-            }
-            add(format!("{h}.scratch.refinenet{r}.out_conv.weight"), &[256, 256, 1, 1]);
-            add(format!("{h}.scratch.refinenet{r}.out_conv.bias"), &[256]);
-        }
-        for (n, o, i, k) in [(0, 128, 256, 3), (2, 128, 128, 3), (4, 4, 128, 1)] {
-            add(format!("{h}.head.{n}.weight"), &[o, i, k, k]);
-            add(format!("{h}.head.{n}.bias"), &[o]);
+        match c.head() {
+            Some(HeadKind::Linear) => lin(&mut add, format!("{head}.proj"), d, 4 * p * p),
+            _ => dpt_layout(&mut add, head, [e, d, d, d]),
         }
     }
     t
+}
+
+/// One DPT head's tensors; `tokens` are the widths of the four entries it reads.
+fn dpt_layout(add: &mut dyn FnMut(String, &[usize]), head: &str, tokens: [usize; 4]) {
+    let dims = [96, 192, 384, 768];
+    let h = format!("{head}.dpt");
+    for i in 0..4 {
+        add(format!("{h}.act_postprocess.{i}.0.weight"), &[dims[i], tokens[i], 1, 1]);
+        add(format!("{h}.act_postprocess.{i}.0.bias"), &[dims[i]]);
+    }
+    for (i, k) in [(0usize, 4usize), (1, 2)] {
+        add(format!("{h}.act_postprocess.{i}.1.weight"), &[dims[i], dims[i], k, k]);
+        add(format!("{h}.act_postprocess.{i}.1.bias"), &[dims[i]]);
+    }
+    add(format!("{h}.act_postprocess.3.1.weight"), &[dims[3], dims[3], 3, 3]);
+    add(format!("{h}.act_postprocess.3.1.bias"), &[dims[3]]);
+    for (i, dim) in dims.iter().enumerate() {
+        add(format!("{h}.scratch.layer{}_rn.weight", i + 1), &[256, *dim, 3, 3]);
+    }
+    for r in 1..=4 {
+        for u in 1..=2 {
+            for cv in 1..=2 {
+                add(format!("{h}.scratch.refinenet{r}.resConfUnit{u}.conv{cv}.weight"), &[256, 256, 3, 3]);
+                add(format!("{h}.scratch.refinenet{r}.resConfUnit{u}.conv{cv}.bias"), &[256]);
+            }
+        }
+        add(format!("{h}.scratch.refinenet{r}.out_conv.weight"), &[256, 256, 1, 1]);
+        add(format!("{h}.scratch.refinenet{r}.out_conv.bias"), &[256]);
+    }
+    for (n, o, i, k) in [(0, 128, 256, 3), (2, 128, 128, 3), (4, 4, 128, 1)] {
+        add(format!("{h}.head.{n}.weight"), &[o, i, k, k]);
+        add(format!("{h}.head.{n}.bias"), &[o]);
+    }
 }
 
 /// Writes a deterministic checkpoint (`model.safetensors` + `config.json`) for `config_json`.

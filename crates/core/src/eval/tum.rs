@@ -13,7 +13,7 @@ use super::{parse_tum, pose_at, Camera as CameraFrame, EvalError, StampedPose, W
 use crate::backend::cpu::pair_output;
 use crate::backend::{BackendError, BackendHealth, PairOutput, PairReconstructor, PairRequest};
 use crate::bag::{BagError, BagWriter};
-use crate::dust3r::{prepare, PairPrediction, Pointmap, PrepMode, PreparedView};
+use crate::dust3r::{prepare, Checkpoint, PairPrediction, Pointmap, PrepMode, PreparedView};
 use crate::geometry::lens::{Camera, Lens, LensError};
 use crate::geometry::{Intrinsics, Transform};
 use crate::image::Frame;
@@ -401,8 +401,9 @@ impl PairReconstructor for DepthOracle {
         let s = self.scales.get(n).copied().unwrap_or(1.0);
         let rng = &mut SplitMix64::new(0x5ca1e + n as u64);
         let (a, b) = (self.index_of(r.first)?, self.index_of(r.second)?);
-        let v1 = prepare(r.first, PrepMode::Pad).map_err(|e| BackendError::StandIn(e.to_string()))?;
-        let v2 = prepare(r.second, PrepMode::Pad).map_err(|e| BackendError::StandIn(e.to_string()))?;
+        let size = Checkpoint::default().input_size();
+        let v1 = prepare(r.first, PrepMode::Pad, size).map_err(|e| BackendError::StandIn(e.to_string()))?;
+        let v2 = prepare(r.second, PrepMode::Pad, size).map_err(|e| BackendError::StandIn(e.to_string()))?;
         let forward =
             PairPrediction { view1: self.pointmap(&v1, a, a, s, rng), view2_in_1: self.pointmap(&v2, b, a, s, rng) };
         let swapped =

@@ -12,6 +12,7 @@ use crate::backend::build::{BackendConfig, BackendKind};
 use crate::backend::tt_server::{DEFAULT_DUST3R_URL, DEFAULT_SUPERPOINT_URL};
 use crate::diagnostics::Limits;
 use crate::dust3r::cloud::DEFAULT_MIN_CONFIDENCE;
+use crate::dust3r::{Checkpoint, UnknownCheckpoint};
 use crate::params::args::{load_params_file, ArgsError, ParamValue, RosArgs};
 use crate::params::qos::Qos;
 use crate::superpoint::{DEFAULT_NMS_RADIUS, DEFAULT_THRESHOLD};
@@ -148,6 +149,10 @@ parameters! {
         "Folder with SuperPoint's model.safetensors + config.json; empty: environment, Hugging Face cache, download";
     dust3r_backend: String = BackendKind::Cpu.name(), Constraint::OneOf(&BackendKind::NAMES), FIXED,
         "Where DUSt3R runs: in process (cpu) or on a tt-model server";
+    dust3r_model: String = Checkpoint::Dpt512.name(), Constraint::OneOf(&Checkpoint::NAMES), FIXED,
+        "The DUSt3R checkpoint the CPU runs (naver/DUSt3R_ViTLarge_BaseDecoder_<name>): 512_dpt, 512_linear, or \
+         224_linear (224x224 input, a few times faster, coarser); dust3r_weights must hold the same one; a tt-model \
+         server runs 512_dpt";
     dust3r_weights: String = "", Constraint::None, FIXED,
         "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download";
     dust3r_precision: String = Precision::Fp32.name(), Constraint::OneOf(&Precision::NAMES), FIXED,
@@ -323,6 +328,8 @@ pub struct NodeParams {
     pub dust3r_weights: Option<PathBuf>,
     /// What the CPU's DUSt3R computes in.
     pub dust3r_precision: Precision,
+    /// The DUSt3R checkpoint the CPU runs.
+    pub dust3r_model: Checkpoint,
     /// Base URL of the superpoint-p150 server.
     pub superpoint_url: String,
     /// Base URL of the mast3r-blackhole server.
@@ -410,6 +417,7 @@ impl NodeParams {
             dust3r_weights: self.dust3r_weights.clone(),
             dust3r_url: self.dust3r_url.clone(),
             dust3r_precision: self.dust3r_precision,
+            dust3r_model: self.dust3r_model,
             cpu_fallback: self.cpu_fallback,
             server_timeout: std::time::Duration::from_secs_f64(self.server_timeout),
             jpeg_quality: self.server_jpeg_quality,
@@ -480,6 +488,10 @@ impl NodeParams {
             dust3r_precision: Precision::from_name(&v.dust3r_precision).ok_or_else(|| ParamError::Invalid {
                 name: name::dust3r_precision.into(),
                 detail: format!("unknown precision {:?}", v.dust3r_precision),
+            })?,
+            dust3r_model: v.dust3r_model.parse().map_err(|e: UnknownCheckpoint| ParamError::Invalid {
+                name: name::dust3r_model.into(),
+                detail: e.to_string(),
             })?,
             superpoint_url: v.superpoint_url,
             dust3r_url: v.dust3r_url,

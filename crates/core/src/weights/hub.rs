@@ -97,8 +97,7 @@ pub fn resolve_with(
         return check_folder(model, Path::new(&path), model.env_var.to_string(), WeightSource::Environment);
     }
     let cache = hub_cache_dir();
-    let snapshot =
-        cache.join(format!("models--{}", model.repo.replace('/', "--"))).join("snapshots").join(model.revision);
+    let snapshot = cached_snapshot(&cache, model);
     if model.files.iter().all(|f| snapshot.join(f).is_file()) {
         return Ok(ResolvedWeights { dir: snapshot, source: WeightSource::HfCache });
     }
@@ -119,6 +118,22 @@ pub fn resolve_with(
         cache: cache.display().to_string(),
         why,
     })))
+}
+
+/// The cache's snapshot folder of `model`'s revision: a commit names its folder; a branch (a
+/// checkpoint published without a revision we could pin) goes through `refs/<branch>`, which
+/// holds the commit it was downloaded at, as the Python `huggingface_hub` writes it.
+fn cached_snapshot(cache: &Path, model: &HubModel) -> PathBuf {
+    let repo = cache.join(format!("models--{}", model.repo.replace('/', "--")));
+    let is_commit = model.revision.len() == 40 && model.revision.bytes().all(|b| b.is_ascii_hexdigit());
+    let commit = if is_commit {
+        model.revision.to_string()
+    } else {
+        std::fs::read_to_string(repo.join("refs").join(model.revision))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_else(|_| model.revision.to_string())
+    };
+    repo.join("snapshots").join(commit)
 }
 
 fn check_folder(
@@ -218,4 +233,23 @@ enum DownloadError {
     /// The model lists no files.
     #[error("no files to download")]
     NoFiles,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_branch_revision_is_found_through_its_ref_a_commit_directly() {
+        let cache = tempfile::tempdir().unwrap();
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let model = |revision| HubModel { name: "m", repo: "org/name", revision, env_var: "X", files: &[] };
+        let repo = cache.path().join("models--org--name");
+        assert_eq!(cached_snapshot(cache.path(), &model(commit)), repo.join("snapshots").join(commit));
+        // No ref yet (never downloaded): a folder that does not exist, so the files are missing.
+        assert_eq!(cached_snapshot(cache.path(), &model("main")), repo.join("snapshots/main"));
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::write(repo.join("refs/main"), format!("{commit}\n")).unwrap();
+        assert_eq!(cached_snapshot(cache.path(), &model("main")), repo.join("snapshots").join(commit));
+    }
 }
