@@ -12,15 +12,16 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
     let dir = tempfile::tempdir().unwrap();
     let plane = common::fixture_plane_npy(dir.path());
 
-    // Tiny deterministic DUSt3R weights (the real layout at a small geometry) so pairs run fast.
-    let dust3r = common::tiny_dust3r(dir.path());
+    // Tiny deterministic DUSt3R weights (the real layout at a small geometry) so pairs run fast,
+    // of the 224_linear checkpoint (the DPT one runs in the other node tests).
+    let dust3r = common::tiny_checkpoint(dir.path(), "224_linear");
     let node = env!("CARGO_BIN_EXE_sp_dust3r");
     let peer = common::cyclone_peer();
     let weights = fixture_dir("superpoint");
     let script = format!(
         "ip link set lo up || exit 90\n\
          HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam -p superpoint_weights:={weights} -p dust3r_weights:={dust3r} \
-           -p max_keypoints:=256 -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 -p confidence_threshold:=2.2 -p cloud_stride:=1 > {log} 2>&1 &\n\
+           -p dust3r_model:=224_linear -p max_keypoints:=256 -p keyframe_min_interval:=0.0 -p keyframe_max_interval:=0.5 -p confidence_threshold:=2.2 -p cloud_stride:=1 > {log} 2>&1 &\n\
          pid=$!\n\
          {py} {peer} --image {plane} --ns /cam --frames 3 --timeout 60 --expect-pairs 2\n\
          rc=$?\n\
@@ -56,7 +57,8 @@ fn node_answers_frames_from_a_cyclone_peer_inside_a_private_network_namespace() 
         assert_eq!(c["frame_id"], "cam_optical");
         assert_eq!(c["fields"], serde_json::json!(["x", "y", "z", "rgb", "confidence"]));
         assert_eq!(c["bytes"].as_u64(), Some(c["width"].as_u64().unwrap() * 20));
-        assert!(c["width"].as_u64().unwrap() > 0);
+        // At most every pixel of both 224x224 network inputs.
+        assert!((1..=2 * 224 * 224).contains(&c["width"].as_u64().unwrap()), "{c}");
         assert_eq!(c["finite"], true, "every published point is finite");
     }
     // Poses: the deterministic test weights are not a trained model, so PairViewer may find no

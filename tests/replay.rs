@@ -467,7 +467,7 @@ fn each_checkpoint_runs_through_the_replay_and_a_mismatch_is_named() {
     // A tt-model server runs 512_dpt whatever the CPU is configured for, and says so.
     let weights = common::tiny_checkpoint(dir.path(), "224_linear");
     let out = dir.path().join("server.mcap");
-    let (ok, _, stderr) = replay(&[
+    let (ok, summary, stderr) = replay(&[
         "--bag",
         bag.to_str().unwrap(),
         "--out",
@@ -482,8 +482,20 @@ fn each_checkpoint_runs_through_the_replay_and_a_mismatch_is_named() {
         "dust3r_backend:=tt-server",
         "-p",
         "dust3r_url:=http://127.0.0.1:9",
+        "-p",
+        "keyframe_min_interval:=0.0",
+        "-p",
+        "keyframe_max_interval:=0.5",
+        "-p",
+        "cloud_stride:=1",
+        "-p",
+        "confidence_threshold:=1.0",
     ]);
     assert!(ok, "{stderr}");
+    // The server cannot be reached: the CPU fallback runs the configured 224_linear.
+    assert_eq!(summary["counters"]["pairs_processed"].as_u64(), Some(2), "{summary}\n{stderr}");
+    let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
+    assert_eq!(r["/cam/pointcloud"]["points"], json!([2 * 224 * 224, 2 * 224 * 224]), "{r}");
     assert!(
         stderr.contains("dust3r_model is 224_linear, but the mast3r-blackhole server runs 512_dpt (its contract): only the CPU fallback runs it"),
         "{stderr}"
