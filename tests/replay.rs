@@ -422,8 +422,10 @@ fn each_checkpoint_runs_through_the_replay_and_a_mismatch_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let bag = input_bag(dir.path(), &["--frames", "3"]);
     let sp = fixture_dir("superpoint");
-    let run = |weights: &Path, model: &str, out: &Path| {
-        replay(&[
+    // Every frame a keyframe; every pixel of a pair in its cloud.
+    let run = |weights: &Path, model: &str, out: &Path, extra: &[&str]| {
+        let model = format!("dust3r_model:={model}");
+        let mut args = vec![
             "--bag",
             bag.to_str().unwrap(),
             "--out",
@@ -433,21 +435,21 @@ fn each_checkpoint_runs_through_the_replay_and_a_mismatch_is_named() {
             "--dust3r-weights",
             weights.to_str().unwrap(),
             "-p",
-            &format!("dust3r_model:={model}"),
-            "-p",
-            "keyframe_min_interval:=0.0",
-            "-p",
-            "keyframe_max_interval:=0.5",
-            "-p",
-            "cloud_stride:=1",
-            "-p",
-            "confidence_threshold:=1.0",
-        ])
+            &model,
+        ];
+        for p in
+            ["keyframe_min_interval:=0.0", "keyframe_max_interval:=0.5", "cloud_stride:=1", "confidence_threshold:=1.0"]
+                .iter()
+                .chain(extra)
+        {
+            args.extend(["-p", p]);
+        }
+        replay(&args)
     };
     for (model, side) in [("224_linear", 224u64), ("512_linear", 512), ("512_dpt", 512)] {
         let weights = common::tiny_checkpoint(dir.path(), model);
         let out = dir.path().join(format!("{model}.mcap"));
-        let (ok, summary, stderr) = run(&weights, model, &out);
+        let (ok, summary, stderr) = run(&weights, model, &out, &[]);
         assert!(ok, "{model}: {stderr}");
         assert_eq!(summary["counters"]["pairs_processed"].as_u64(), Some(2), "{model}: {summary}\n{stderr}");
         let r = rosbags(&["read", "--bag", out.to_str().unwrap()]);
@@ -459,7 +461,7 @@ fn each_checkpoint_runs_through_the_replay_and_a_mismatch_is_named() {
         }
     }
     let wrong = common::tiny_checkpoint(dir.path(), "224_linear");
-    let (ok, summary, stderr) = run(&wrong, "512_dpt", &dir.path().join("wrong.mcap"));
+    let (ok, summary, stderr) = run(&wrong, "512_dpt", &dir.path().join("wrong.mcap"), &[]);
     assert!(ok, "{stderr}");
     assert_eq!(summary["counters"]["pairs_processed"].as_u64(), Some(0), "{summary}");
     assert!(stderr.contains("holds DUSt3R 224_linear, but 512_dpt is configured"), "{stderr}");
@@ -467,30 +469,8 @@ fn each_checkpoint_runs_through_the_replay_and_a_mismatch_is_named() {
     // A tt-model server runs 512_dpt whatever the CPU is configured for, and says so.
     let weights = common::tiny_checkpoint(dir.path(), "224_linear");
     let out = dir.path().join("server.mcap");
-    let (ok, summary, stderr) = replay(&[
-        "--bag",
-        bag.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--superpoint-weights",
-        sp.to_str().unwrap(),
-        "--dust3r-weights",
-        weights.to_str().unwrap(),
-        "-p",
-        "dust3r_model:=224_linear",
-        "-p",
-        "dust3r_backend:=tt-server",
-        "-p",
-        "dust3r_url:=http://127.0.0.1:9",
-        "-p",
-        "keyframe_min_interval:=0.0",
-        "-p",
-        "keyframe_max_interval:=0.5",
-        "-p",
-        "cloud_stride:=1",
-        "-p",
-        "confidence_threshold:=1.0",
-    ]);
+    let server = ["dust3r_backend:=tt-server", "dust3r_url:=http://127.0.0.1:9"];
+    let (ok, summary, stderr) = run(&weights, "224_linear", &out, &server);
     assert!(ok, "{stderr}");
     // The server cannot be reached: the CPU fallback runs the configured 224_linear.
     assert_eq!(summary["counters"]["pairs_processed"].as_u64(), Some(2), "{summary}\n{stderr}");

@@ -25,9 +25,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 cargo fmt --all --check
-# Every crate with the node, then the binary as the offline job builds it (no DDS).
-cargo clippy --workspace --all-targets --features sp_dust3r/node --locked -- -D warnings
-cargo clippy -p sp_dust3r --all-targets --locked -- -D warnings
+# Every crate with the node, then the binary as the offline job builds it (no DDS). In the
+# release profile, so that the build scripts (Cyclone DDS's C build among them) and proc macros
+# they run are the ones the release tests below reuse rather than build again.
+cargo clippy --release --workspace --all-targets --features sp_dust3r/node --locked -- -D warnings
+cargo clippy --release -p sp_dust3r --all-targets --locked -- -D warnings
 if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo, plyfile, PIL" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
