@@ -16,11 +16,11 @@ pub const PAD_VALUE: u8 = 128;
 /// How a frame becomes the network input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PrepMode {
-    /// Pad with gray to a square around the whole frame, 512x512 (the tt-model server's default;
-    /// nothing is lost).
+    /// Pad with gray to a square around the whole frame, resized to the checkpoint's side (the
+    /// tt-model server's default; nothing is lost).
     #[default]
     Pad,
-    /// Keep the centre square, 512x512 (the port's 'crop' mode).
+    /// Keep the centre square, resized to the checkpoint's side (the port's 'crop' mode).
     CropSquare,
     /// Upstream `load_images`: at 512 long side 512, centre crop to multiples of 16 (640x480 ->
     /// 512x384); at 224 the centre 224x224 square of the frame resized to a 224 short side.
