@@ -12,7 +12,7 @@ use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::odometry_estimates;
-use sp_dust3r_core::eval::hat::shared_error;
+use sp_dust3r_core::eval::hat::{shared_error, span_agreement};
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::tum::{camera_from_json, published_camera, write_bag, DepthOracle, TumSequence};
 use sp_dust3r_core::eval::StampedPose;
@@ -311,6 +311,15 @@ fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose]) {
         t.own_a * 1e3,
         t.own_b * 1e3,
         s.rotation_correlation
+    );
+    let spans: Vec<String> = [1, 5, 15, 30]
+        .into_iter()
+        .map(|n| span_agreement(&ours.poses, &orb.poses, gt, n, 0.02))
+        .map(|a| format!("{}: {:.2} / {:.2} / {:.2}", a.span, a.a_gt, a.b_gt, a.a_b))
+        .collect();
+    println!(
+        "the camera's turn over n frames, median disagreement in degrees (ours-mocap / ORB-mocap / ours-ORB): {}",
+        spans.join("; ")
     );
 }
 
