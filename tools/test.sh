@@ -30,6 +30,8 @@ cargo fmt --all --check
 # they run are the ones the release tests below reuse rather than build again.
 cargo clippy --release --workspace --all-targets --features sp_dust3r/node --locked -- -D warnings
 cargo clippy --release -p sp_dust3r --all-targets --locked -- -D warnings
+# The node crate as the fuzz targets build it: without Cyclone DDS.
+cargo clippy --release -p sp_dust3r_node --no-default-features --locked -- -D warnings
 if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo, plyfile, PIL" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
