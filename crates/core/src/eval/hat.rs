@@ -12,6 +12,7 @@ use nalgebra::{Rotation3, Vector3};
 use super::trajectory::MotionError;
 use super::{pose_at, Camera, StampedPose, World};
 use crate::geometry::Transform;
+use crate::quantile::median;
 
 /// Root-mean-square parts of one error (per motion, all three axes together).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
@@ -72,6 +73,11 @@ fn key(t: f64) -> i64 {
     (t * 1e6).round() as i64
 }
 
+/// Where each frame of `poses` is, by its stamp's [`key`].
+fn by_stamp(poses: &[StampedPose]) -> HashMap<i64, usize> {
+    poses.iter().enumerate().map(|(i, p)| (key(p.t), i)).collect()
+}
+
 /// The three-cornered hat of `a` and `b` (each sorted by time, translations times their
 /// alignment's scale) against `gt`, over the motions between frames consecutive in both.
 pub fn shared_error(
@@ -80,7 +86,7 @@ pub fn shared_error(
     gt: &[StampedPose],
     tolerance: f64,
 ) -> SharedError {
-    let in_b: HashMap<i64, usize> = b.0.iter().enumerate().map(|(i, p)| (key(p.t), i)).collect();
+    let in_b = by_stamp(b.0);
     let mut errors: Vec<Errors> = Vec::new();
     for w in a.0.windows(2) {
         let Some(&j) = in_b.get(&key(w[0].t)) else { continue };
@@ -105,7 +111,8 @@ pub fn shared_error(
 }
 
 /// How far apart three reads of the camera's turn over `span` frames lie: median rotation
-/// angles, degrees, over the spans whose ends both estimates tracked (frames counted in `a`).
+/// angles, degrees (0 when none), over the spans whose ends both estimates tracked (frames
+/// counted in `a`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct SpanAgreement {
     /// Frames apart.
@@ -131,7 +138,7 @@ pub fn span_agreement(
     span: usize,
     tolerance: f64,
 ) -> SpanAgreement {
-    let in_b: HashMap<i64, usize> = b.iter().enumerate().map(|(i, p)| (key(p.t), i)).collect();
+    let in_b = by_stamp(b);
     let both: Vec<(&StampedPose, &StampedPose)> =
         a.iter().filter_map(|p| in_b.get(&key(p.t)).map(|&j| (p, &b[j]))).collect();
     let turn = |from: &Transform<World, Camera>, to: &Transform<World, Camera>| from.rotation.inverse() * to.rotation;
@@ -146,15 +153,7 @@ pub fn span_agreement(
         a_b.push(angle(ta, tb));
     }
     let spans = a_gt.len();
-    SpanAgreement { span, spans, a_gt: median(a_gt), b_gt: median(b_gt), a_b: median(a_b) }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n => v[n / 2],
-    }
+    SpanAgreement { span, spans, a_gt: median(&a_gt), b_gt: median(&b_gt), a_b: median(&a_b) }
 }
 
 /// Pearson's correlation of pairs; 0 when either side does not vary.
