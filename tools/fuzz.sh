@@ -34,11 +34,15 @@ if ! { cargo afl fuzz -h 2>&1 || true; } | grep -q 'Required parameters'; then
     cargo afl config --build >/dev/null
 fi
 
-(cd fuzz && cargo afl build --release --locked --quiet)
+# cargo-afl builds every crate as one codegen unit (its workaround for old linkers' errors; it
+# links with gold); sixteen take a fifth off the build here, and RUSTFLAGS given to it come last,
+# so they win. With an explicit target the build scripts and proc macros run uninstrumented.
+triple=$(rustc -vV | awk '/^host:/ { print $2 }')
+(cd fuzz && RUSTFLAGS="-C codegen-units=16 ${RUSTFLAGS:-}" cargo afl build --release --locked --quiet --target "$triple")
 # afl-fuzz itself: `cargo afl fuzz` always asks for CmpLog (-c0), which needs the LLVM plugins
 # that a stable toolchain cannot build, so the binary cargo-afl built is run directly.
 afl_fuzz=$(ls -d "${XDG_DATA_HOME:-$HOME/.local/share}"/afl.rs/rustc-"$(rustc -V | awk '{print $2}')"-*/afl.rs-*/afl/bin/afl-fuzz | head -1)
-bin=fuzz/target/release
+bin=fuzz/target/$triple/release
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <("$bin/fuzz" 2>&1 | awk 'NR > 1 { print $1 }')
 fi

@@ -5,7 +5,7 @@
 # message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
 # inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers; evo: the trajectory
 # metrics' reference; plyfile: an independent PLY reader), then runs every test of every crate of the workspace with the node
-# feature, the model tests again at the AVX2 level, then 10 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
+# feature, the model tests again at the AVX2 level, then 5 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages: cmake and libclang-dev build Cyclone DDS (the cyclors crate compiles it from its
@@ -51,5 +51,5 @@ else
     # it (cargo names a path crate's artifacts by its place in the workspace, the same in the
     # clone) and its binary becomes target/release/sp_dust3r.
     cargo test --release --workspace --features sp_dust3r/node --test offline_build -- --ignored
-    tools/fuzz.sh --seconds 10
+    tools/fuzz.sh --seconds 5
 fi
