@@ -75,6 +75,34 @@ impl Precision {
     }
 }
 
+impl Precision {
+    /// When bf16 runs here but is likely slower than float32, why, for a warning: Intel's
+    /// `vdpbf16ps` does no more multiply-adds a cycle than its two FMA ports do in float32, so
+    /// on an Intel CPU without AMX the AVX512_BF16 kernel loses to fp32 (docs/speed.md).
+    pub fn slower_here(self) -> Option<String> {
+        let kernel = Bf16Kernel::best().filter(|_| self.supported() == Precision::Bf16)?;
+        kernel.slower_than_fp32(cpu_is_intel()).then(|| {
+            format!(
+                "bf16 runs on {} here, which on Intel CPUs without AMX is slower than fp32 (docs/speed.md): fp32 is \
+                 the faster choice on this CPU",
+                kernel.name()
+            )
+        })
+    }
+}
+
+/// Whether the CPU's vendor is Intel (CPUID leaf 0).
+fn cpu_is_intel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let leaf0 = std::arch::x86_64::__cpuid(0);
+        let vendor: Vec<u8> = [leaf0.ebx, leaf0.edx, leaf0.ecx].iter().flat_map(|r| r.to_le_bytes()).collect();
+        vendor == b"GenuineIntel"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// A bf16 kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bf16Kernel {
@@ -106,6 +134,13 @@ impl Bf16Kernel {
             let amx = Bf16Kernel::supported().contains(&Bf16Kernel::Amx) && !amx_off;
             amx.then_some(Bf16Kernel::Amx).or_else(|| Bf16Kernel::supported().first().copied())
         })
+    }
+
+    /// Whether this kernel is expected to be slower than float32 on a CPU of this vendor: the
+    /// AVX512_BF16 kernel on Intel (measured on a Xeon without AMX, docs/speed.md); AMX is
+    /// faster, and AMD's Zen 4 is not measured, so it gets no warning.
+    fn slower_than_fp32(self, intel: bool) -> bool {
+        self == Bf16Kernel::Avx512Bf16 && intel
     }
 
     /// Every bf16 kernel this CPU runs (the tests compare them all). Decided once.
@@ -660,6 +695,16 @@ mod amx {
 mod tests {
     use super::*;
     use crate::tensor::simd::test_values;
+
+    #[test]
+    fn only_the_avx512_bf16_kernel_on_intel_is_called_slower_than_fp32() {
+        // docs/speed.md: on an Intel Xeon without AMX the AVX512_BF16 kernel took 1.39x fp32's
+        // time for a pair; AMX took 0.49x; Zen 4 is unmeasured.
+        assert!(Bf16Kernel::Avx512Bf16.slower_than_fp32(true));
+        assert!(!Bf16Kernel::Amx.slower_than_fp32(true));
+        assert!(!Bf16Kernel::Avx512Bf16.slower_than_fp32(false));
+        assert_eq!(Precision::Fp32.slower_here(), None);
+    }
 
     #[test]
     fn rounding_is_to_nearest_with_ties_to_even() {
