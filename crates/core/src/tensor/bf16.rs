@@ -73,9 +73,7 @@ impl Precision {
             )
         })
     }
-}
 
-impl Precision {
     /// When bf16 runs here but is likely slower than float32, why, for a warning: Intel's
     /// `vdpbf16ps` does no more multiply-adds a cycle than its two FMA ports do in float32, so
     /// on an Intel CPU without AMX the AVX512_BF16 kernel loses to fp32 (docs/speed.md).
@@ -698,8 +696,8 @@ mod tests {
 
     #[test]
     fn only_the_avx512_bf16_kernel_on_intel_is_called_slower_than_fp32() {
-        // docs/speed.md: on an Intel Xeon without AMX the AVX512_BF16 kernel took 1.39x fp32's
-        // time for a pair; AMX took 0.49x; Zen 4 is unmeasured.
+        // As measured (docs/speed.md): AVX512_BF16 on an Intel Xeon without AMX slower than fp32,
+        // AMX faster; Zen 4 unmeasured.
         assert!(Bf16Kernel::Avx512Bf16.slower_than_fp32(true));
         assert!(!Bf16Kernel::Amx.slower_than_fp32(true));
         assert!(!Bf16Kernel::Avx512Bf16.slower_than_fp32(false));
