@@ -102,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!("DUSt3R weights from {} ({:?})", resolved.dir.display(), resolved.source);
     checkpoint.confirm(&resolved.dir)?;
     let model = Dust3r::load_in(&resolved.dir, precision)?;
-    match precision.not_run_here().or_else(|| precision.slower_here()) {
+    match precision.warning() {
         Some(why) => tracing::warn!("--precision: {why}"),
         None if precision == Precision::Bf16 => tracing::info!("DUSt3R in {}", precision.running()),
         None => {}

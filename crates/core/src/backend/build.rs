@@ -100,7 +100,7 @@ pub fn cpu_superpoint(config: &BackendConfig, progress: Option<&dyn BuildProgres
 /// DUSt3R on the CPU with the weights `config` names (or finds).
 pub fn cpu_dust3r(config: &BackendConfig, progress: Option<&dyn BuildProgress>) -> Result<CpuPairs, BuildError> {
     let dir = cpu_weights(&config.dust3r_model.hub_model(), config.dust3r_weights.as_deref(), progress)?;
-    if let Some(why) = config.dust3r_precision.not_run_here().or_else(|| config.dust3r_precision.slower_here()) {
+    if let Some(why) = config.dust3r_precision.warning() {
         tracing::warn!("dust3r_precision: {why}");
     }
     config.dust3r_model.confirm(&dir)?;

@@ -74,10 +74,16 @@ impl Precision {
         })
     }
 
-    /// When bf16 runs here but is likely slower than float32, why, for a warning: Intel's
-    /// `vdpbf16ps` does no more multiply-adds a cycle than its two FMA ports do in float32, so
-    /// on an Intel CPU without AMX the AVX512_BF16 kernel loses to fp32 (docs/speed.md).
-    pub fn slower_here(self) -> Option<String> {
+    /// What a user asking for `self` should be warned of here, if anything: that something else
+    /// runs ([`Precision::not_run_here`]) or that bf16 is likely slower than float32.
+    pub fn warning(self) -> Option<String> {
+        self.not_run_here().or_else(|| self.slower_here())
+    }
+
+    /// When bf16 runs here but is likely slower than float32, why: Intel's `vdpbf16ps` does no
+    /// more multiply-adds a cycle than its two FMA ports do in float32, so on an Intel CPU
+    /// without AMX the AVX512_BF16 kernel loses to fp32 (docs/speed.md).
+    fn slower_here(self) -> Option<String> {
         let kernel = Bf16Kernel::best().filter(|_| self.supported() == Precision::Bf16)?;
         kernel.slower_than_fp32(cpu_is_intel()).then(|| {
             format!(
@@ -93,9 +99,9 @@ impl Precision {
 fn cpu_is_intel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
+        // The vendor string is EBX, EDX, ECX in that order.
         let leaf0 = std::arch::x86_64::__cpuid(0);
-        let vendor: Vec<u8> = [leaf0.ebx, leaf0.edx, leaf0.ecx].iter().flat_map(|r| r.to_le_bytes()).collect();
-        vendor == b"GenuineIntel"
+        [leaf0.ebx, leaf0.edx, leaf0.ecx].map(u32::to_le_bytes) == [*b"Genu", *b"ineI", *b"ntel"]
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
