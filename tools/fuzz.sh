@@ -5,6 +5,7 @@
 #   tools/fuzz.sh                      every target for 1,000,000 executions (the release bar)
 #   tools/fuzz.sh --execs N [TARGET..] N executions each
 #   tools/fuzz.sh --seconds S          S seconds each (a short run)
+#   tools/fuzz.sh --opt-level N ...    build at optimisation level N instead of 3
 #
 # Each target starts from the corpus fuzz/src/bin/seeds.rs writes plus every past finding under
 # fuzz/regressions/<target>/ (AFL refuses to start when a seed crashes or hangs, so a
@@ -18,12 +19,14 @@ cd "$(dirname "$0")/.."
 
 execs=1000000
 seconds=""
+opt_level=3
 targets=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --execs) execs="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        --opt-level) opt_level="$2"; shift 2 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) targets+=("$1"); shift ;;
     esac
 done
@@ -36,9 +39,11 @@ fi
 
 # cargo-afl builds every crate as one codegen unit (its workaround for old linkers' errors; it
 # links with gold); sixteen take a fifth off the build here, and RUSTFLAGS given to it come last,
-# so they win. With an explicit target the build scripts and proc macros run uninstrumented.
+# so they win (the optimisation level too: a short run's build costs more than its executions).
+# With an explicit target the build scripts and proc macros run uninstrumented.
 triple=$(rustc -vV | awk '/^host:/ { print $2 }')
-(cd fuzz && RUSTFLAGS="-C codegen-units=16 ${RUSTFLAGS:-}" cargo afl build --release --locked --quiet --target "$triple")
+(cd fuzz && RUSTFLAGS="-C codegen-units=16 -C opt-level=$opt_level ${RUSTFLAGS:-}" \
+    cargo afl build --release --locked --quiet --target "$triple")
 # afl-fuzz itself: `cargo afl fuzz` always asks for CmpLog (-c0), which needs the LLVM plugins
 # that a stable toolchain cannot build, so the binary cargo-afl built is run directly.
 afl_fuzz=$(ls -d "${XDG_DATA_HOME:-$HOME/.local/share}"/afl.rs/rustc-"$(rustc -V | awk '{print $2}')"-*/afl.rs-*/afl/bin/afl-fuzz | head -1)

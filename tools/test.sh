@@ -51,5 +51,5 @@ else
     # it (cargo names a path crate's artifacts by its place in the workspace, the same in the
     # clone) and its binary becomes target/release/sp_dust3r.
     cargo test --release --workspace --features sp_dust3r/node --test offline_build -- --ignored
-    tools/fuzz.sh --seconds 5
+    tools/fuzz.sh --seconds 5 --opt-level 1
 fi
