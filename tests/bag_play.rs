@@ -362,12 +362,12 @@ fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 /// depth and the motion capture's pose (`--tum`). The node takes the newest frame when its worker
 /// is free, so it sees a share of them; every frame it took after the first pair is tracked, and
 /// its odometry, scored as `bench vo` scores the replay (RPE between the frames it tracked in
-/// odom, ATE of the same frames placed on the map by TF), stays near the replay's.
+/// odom, ATE of the same frames placed on the map by TF), stays near the classic RGB-D
+/// odometry (OpenCV ORB on each frame's own depth) run on the same frames in the same test.
 #[test]
 fn tum_rpy_played_at_camera_rate_is_tracked_live() {
     use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta};
     use sp_dust3r_core::eval::StampedPose;
-    use sp_dust3r_core::geometry::Transform;
     let _turn = take_turn();
     let dir = tempfile::tempdir().unwrap();
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -405,9 +405,76 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
     let server = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
     let ctx = format!("node log:\n{log}\nserver log:\n{server}");
     assert!(stdout.contains("node_exit=0"), "{stdout} {ctx}");
-    let trajectory = &report["trajectory"];
+    let (odom, map) = node_trajectory(&report["trajectory"], &ctx);
+    let sent = report["sent"].as_array().unwrap().len();
+    let mut taken: Vec<f64> = report["received"].as_array().unwrap().iter().map(stamp_seconds).collect();
+    taken.sort_by(f64::total_cmp);
+    let received = taken.len();
+    // The frames the node took before the first pair joined have no map to be tracked on (its
+    // own count, from /diagnostics).
+    let counter = |key: &str| report["diagnostics"][key].as_str().and_then(|v| v.parse::<usize>().ok());
+    let before_map = counter("frames_before_first_pair").unwrap_or_else(|| panic!("no counters: {ctx}"));
+    let after_map = &taken[before_map.min(received)..];
+    let trackable = after_map.len();
+    let gt = seq.ground_truth();
+    let scored =
+        |poses: &[StampedPose], frames| evaluate_trajectory(poses, frames, &gt, 0.02, RpeDelta::Frames(1)).unwrap();
+    let (in_odom, on_map) = (scored(&odom, received), scored(&map, received));
+    // The baseline on the same frames: the ones the node took after its first pair.
+    let (orb, orb_lost) = seq.orb_odometry(after_map, dir.path());
+    let by_orb = scored(&orb, trackable);
+    eprintln!(
+        "fr1/rpy live: {sent} frames played, {received} taken, {before_map} before the first pair joined, {} of the {trackable} after it tracked; odom RPE median {:.2} mm / {:.3} deg (between tracked frames); map ATE {:.1} mm = {:.2} % of {:.3} m",
+        odom.len(),
+        in_odom.rpe_translation.median * 1e3,
+        in_odom.rpe_rotation_deg.median,
+        on_map.ate.rmse * 1e3,
+        on_map.ate_percent_of_path,
+        on_map.path_length
+    );
+    eprintln!(
+        "ORB baseline on those {trackable} frames: {orb_lost} lost; RPE median {:.2} mm / {:.3} deg; ATE {:.1} mm = {:.2} % (ratios ours / ORB: RPE {:.2} / {:.2})",
+        by_orb.rpe_translation.median * 1e3,
+        by_orb.rpe_rotation_deg.median,
+        by_orb.ate.rmse * 1e3,
+        by_orb.ate_percent_of_path,
+        in_odom.rpe_translation.median / by_orb.rpe_translation.median,
+        in_odom.rpe_rotation_deg.median / by_orb.rpe_rotation_deg.median,
+    );
+    // Measured on 2 cores (the player, the double and the node share them; docs/benchmarks.md
+    // has the runs): about 5 Hz of the 30 taken, every frame after the first pair tracked in
+    // most runs, map ATE 13-30 mm; the ORB baseline on the same frames lost none, and ours had
+    // 0.9-2.2x its rotation RPE, 1.0-1.5x its translation RPE and 0.5-1.8x its ATE (the pairs'
+    // latency decides).
+    // The bounds say that the node keeps up, tracks the frames it can, follows the camera and
+    // moves with it about as well as a classic odometry on the frames it saw.
+    assert_eq!(sent, 198, "{ctx}");
+    assert!(received >= 15 && trackable >= 10, "{received} frames taken, {before_map} before the map: {ctx}");
+    assert!(odom.len() * 6 >= trackable * 5, "{} of {trackable} tracked: {ctx}", odom.len());
+    assert!(odom.len() * 6 >= orb.len() * 5, "{} tracked, the ORB baseline {}: {ctx}", odom.len(), orb.len());
+    for (what, ours, orb) in [
+        ("RPE median, degrees", in_odom.rpe_rotation_deg.median, by_orb.rpe_rotation_deg.median),
+        ("RPE median, metres", in_odom.rpe_translation.median, by_orb.rpe_translation.median),
+        ("ATE", on_map.ate.rmse, by_orb.ate.rmse),
+    ] {
+        assert!(ours < 3.0 * orb, "{what} {ours} against the ORB baseline's {orb}: {ctx}");
+    }
+}
+
+/// A `[sec, nanosec]` stamp of the peer's report in seconds.
+fn stamp_seconds(s: &serde_json::Value) -> f64 {
+    s[0].as_f64().unwrap() + s[1].as_f64().unwrap() * 1e-9
+}
+
+/// The node's odometry as the peer collected it (`--trajectory`): each frame's pose in odom, and
+/// the same placed on the map through the `map -> odom` transform sent with its stamp.
+fn node_trajectory(
+    trajectory: &serde_json::Value,
+    ctx: &str,
+) -> (Vec<sp_dust3r_core::eval::StampedPose>, Vec<sp_dust3r_core::eval::StampedPose>) {
+    use sp_dust3r_core::eval::{Camera, StampedPose, World};
+    use sp_dust3r_core::geometry::Transform;
     let num = |v: &serde_json::Value| v.as_f64().unwrap();
-    let seconds = |s: &serde_json::Value| num(&s[0]) + num(&s[1]) * 1e-9;
     let pose = |p: &serde_json::Value, q: &serde_json::Value| {
         let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(
             num(&q[3]),
@@ -420,45 +487,17 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
     let tf = trajectory["tf"].as_array().unwrap();
     let (mut odom, mut map) = (Vec::new(), Vec::new());
     for o in trajectory["odom"].as_array().unwrap() {
-        let t = seconds(&o["stamp"]);
+        let t = stamp_seconds(&o["stamp"]);
         let (r, v) = pose(&o["position"], &o["orientation"]);
-        let in_odom = Transform::<sp_dust3r_core::eval::World, sp_dust3r_core::eval::Camera>::new(r, v);
+        let in_odom = Transform::<World, Camera>::new(r, v);
         let map_odom = tf
             .iter()
             .find(|m| m["parent"] == "map" && m["stamp"] == o["stamp"])
             .unwrap_or_else(|| panic!("no map -> odom at {t}: {ctx}"));
         let (r, v) = pose(&map_odom["translation"], &map_odom["rotation"]);
-        let map_odom = Transform::<sp_dust3r_core::eval::World, sp_dust3r_core::eval::World>::new(r, v);
+        let map_odom = Transform::<World, World>::new(r, v);
         map.push(StampedPose { t, pose: map_odom.compose(&in_odom) });
         odom.push(StampedPose { t, pose: in_odom });
     }
-    let sent = report["sent"].as_array().unwrap().len();
-    let received = report["received"].as_array().unwrap().len();
-    // The frames the node took before the first pair joined have no map to be tracked on (its
-    // own count, from /diagnostics).
-    let counter = |key: &str| report["diagnostics"][key].as_str().and_then(|v| v.parse::<usize>().ok());
-    let before_map = counter("frames_before_first_pair").unwrap_or_else(|| panic!("no counters: {ctx}"));
-    let trackable = received.saturating_sub(before_map);
-    let gt = seq.ground_truth();
-    let scored = |poses: &[StampedPose]| evaluate_trajectory(poses, received, &gt, 0.02, RpeDelta::Frames(1)).unwrap();
-    let (in_odom, on_map) = (scored(&odom), scored(&map));
-    eprintln!(
-        "fr1/rpy live: {sent} frames played, {received} taken, {before_map} before the first pair joined, {} of the {trackable} after it tracked; odom RPE median {:.2} mm / {:.3} deg (between tracked frames); map ATE {:.1} mm = {:.2} % of {:.3} m",
-        odom.len(),
-        in_odom.rpe_translation.median * 1e3,
-        in_odom.rpe_rotation_deg.median,
-        on_map.ate.rmse * 1e3,
-        on_map.ate_percent_of_path,
-        on_map.path_length
-    );
-    // Measured on 2 cores (Intel Xeon, 2026-12-05; the player, the double and the node share
-    // them): 28-35 of 198 frames taken (SuperPoint on the CPU, about 5 Hz), of which 5-9 came
-    // before the first pair joined; of those after, with points seeded between keyframes, 23 of
-    // 24 and 24 to 27 of as many tracked in four runs (without seeds 90-100 % in three runs
-    // here, 83-92 % on an AMD EPYC; see docs/benchmarks.md); map ATE 13-23 mm. The bounds say
-    // that the node keeps up, tracks the frames it can, and follows the camera.
-    assert_eq!(sent, 198, "{ctx}");
-    assert!(received >= 15 && trackable >= 10, "{received} frames taken, {before_map} before the map: {ctx}");
-    assert!(odom.len() * 6 >= trackable * 5, "{} of {trackable} tracked: {ctx}", odom.len());
-    assert!(on_map.ate.rmse < 0.03, "{:?}: {ctx}", on_map.ate);
+    (odom, map)
 }

@@ -4,7 +4,8 @@
 # then makes sure ./.venv has the Python peers the tests compare against (PyPI rosbags: ROS 2
 # message definitions and CDR; cyclonedds: an independent DDS stack for the node tests, which run
 # inside `unshare -n`; mcap + mcap-ros2-support: Foxglove's MCAP readers; evo: the trajectory
-# metrics' reference; plyfile: an independent PLY reader), then runs every test of every crate of the workspace with the node
+# metrics' reference; plyfile: an independent PLY reader; opencv-python-headless: the classic RGB-D
+# odometry the live tracking test compares against), then runs every test of every crate of the workspace with the node
 # feature, the model tests again at the AVX2 level, then 5 s of each fuzz target (tools/fuzz.sh; skipped when arguments pick some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,10 +33,10 @@ cargo clippy --release --workspace --all-targets --features sp_dust3r/node --loc
 cargo clippy --release -p sp_dust3r --all-targets --locked -- -D warnings
 # The node crate as the fuzz targets build it: without Cyclone DDS.
 cargo clippy --release -p sp_dust3r_node --no-default-features --locked -- -D warnings
-if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo, plyfile, PIL" 2>/dev/null; then
+if ! .venv/bin/python -c "import rosbags, numpy, cyclonedds, mcap_ros2, evo, plyfile, PIL, cv2" 2>/dev/null; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --upgrade pip
-    .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support evo plyfile
+    .venv/bin/pip install --quiet rosbags numpy cyclonedds mcap-ros2-support evo plyfile opencv-python-headless
 fi
 export SP_DUST3R_PYTHON="$PWD/.venv/bin/python"
 if [ $# -gt 0 ]; then

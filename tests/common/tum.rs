@@ -63,6 +63,38 @@ impl Sequence {
     pub fn camera(&self) -> Camera {
         published_camera(self.camera).unwrap()
     }
+
+    /// The classic sparse RGB-D odometry of issue 35's bars (tools/peers/vo_orb_opencv.py: OpenCV
+    /// ORB, each frame's own depth image, solvePnPRansac frame to frame) on this sequence's frames
+    /// with these colour stamps: its poses (the first frame at the origin) and how many it lost.
+    pub fn orb_odometry(&self, stamps: &[f64], scratch: &Path) -> (Vec<StampedPose>, usize) {
+        use sp_dust3r_core::geometry::lens::Lens;
+        let camera = self.camera();
+        let Lens::PlumbBob(d) = camera.lens else { panic!("the ORB peer knows plumb_bob lenses only") };
+        let list = scratch.join("orb_stamps.txt");
+        std::fs::write(&list, stamps.iter().map(|t| format!("{t:.6}\n")).collect::<String>()).unwrap();
+        let k = camera.k;
+        let out = std::process::Command::new(super::peer_python())
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/vo_orb_opencv.py"))
+            .arg("--tum")
+            .arg(super::real_dir().join(self.dir))
+            .arg("--k")
+            .args([k.fx, k.fy, k.cx, k.cy].map(|v| v.to_string()))
+            .arg("--dist")
+            .args(d.map(|v| v.to_string()))
+            .arg("--stamps")
+            .arg(&list)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ORB peer: {}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = report["poses"].as_array().unwrap().iter().map(|p| {
+            let row: Vec<String> = p.as_array().unwrap().iter().map(|v| v.to_string()).collect();
+            row.join(" ") + "\n"
+        });
+        let poses = sp_dust3r_core::eval::parse_tum(&rows.collect::<String>()).unwrap();
+        (poses, report["lost"].as_array().unwrap().len())
+    }
 }
 
 pub fn time(t: f64) -> builtin_interfaces::Time {

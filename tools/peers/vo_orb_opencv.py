@@ -8,6 +8,9 @@ last tracked one. Prints one JSON line: the poses (TUM order: t tx ty tz qx qy q
 frame at the origin), the lost frames' stamps and the median time per frame.
 
     python vo_orb_opencv.py --tum DIR --k fx fy cx cy --dist k1 k2 p1 p2 k3 --first 0 --frames 198
+
+--stamps FILE keeps only the frames whose colour stamp is on one of FILE's lines (seconds), as a
+live node took them.
 """
 import argparse
 import json
@@ -21,9 +24,12 @@ import numpy as np
 MIN_INLIERS = 15
 
 
-def frames_of(tum, first, count, every=1):
+def frames_of(tum, first, count, every=1, stamps=None):
     rows = [l.split() for l in open(os.path.join(tum, "associations.txt")) if l.strip() and not l.startswith("#")]
-    return [(float(r[0]), os.path.join(tum, r[1]), os.path.join(tum, r[3])) for r in rows][first::every][:count]
+    frames = [(float(r[0]), os.path.join(tum, r[1]), os.path.join(tum, r[3])) for r in rows][first::every][:count]
+    if stamps is not None:
+        frames = [f for f in frames if any(abs(f[0] - s) < 5e-4 for s in stamps)]
+    return frames
 
 
 def quaternion(r):
@@ -76,8 +82,10 @@ def main():
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--frames", type=int, default=1 << 30)
     ap.add_argument("--every", type=int, default=1, help="every n-th frame only")
+    ap.add_argument("--stamps", help="file of colour stamps (seconds, one a line): those frames only")
     ap.add_argument("--depth-scale", type=float, default=5000.0)
     a = ap.parse_args()
+    stamps = [float(l) for l in open(a.stamps) if l.strip()] if a.stamps else None
     cv2.setNumThreads(1)
     fx, fy, cx, cy = a.k
     k = np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1]], dtype=np.float64)
@@ -85,7 +93,7 @@ def main():
     orb = cv2.ORB_create(nfeatures=1000)
     matcher = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
     poses, lost, times, prev, pose = [], [], [], None, np.eye(4)
-    for t, rgb, depth_file in frames_of(a.tum, a.first, a.frames, a.every):
+    for t, rgb, depth_file in frames_of(a.tum, a.first, a.frames, a.every, stamps):
         gray = cv2.imread(rgb, cv2.IMREAD_GRAYSCALE)
         depth = cv2.imread(depth_file, cv2.IMREAD_UNCHANGED).astype(np.float64) / a.depth_scale
         start = time.perf_counter()
