@@ -441,6 +441,8 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
         in_odom.rpe_translation.median / by_orb.rpe_translation.median,
         in_odom.rpe_rotation_deg.median / by_orb.rpe_rotation_deg.median,
     );
+    let stamps: Vec<String> = taken.iter().map(|t| format!("{t:.6}")).collect();
+    eprintln!("frames taken (colour stamps, for `sp_dust3r_bench vo --stamps`): {}", stamps.join(" "));
     // Measured on 2 cores (the player, the double and the node share them; docs/benchmarks.md
     // has the runs): about 5 Hz of the 30 taken, every frame after the first pair tracked in
     // most runs, map ATE 13-30 mm; the ORB baseline on the same frames lost none, and ours had

@@ -47,6 +47,7 @@ impl Sequence {
             first: self.first,
             len: self.len,
             step: 1,
+            stamps: None,
         }
     }
 

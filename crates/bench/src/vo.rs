@@ -43,6 +43,10 @@ pub struct VoArgs {
     /// the camera sees.
     #[arg(long, default_value_t = 1)]
     every: usize,
+    /// Of those, only the frames whose colour stamps (seconds, whitespace-separated) this file
+    /// lists: the frames a live node took (the live fr1/rpy test prints them), for both odometries.
+    #[arg(long)]
+    stamps: Option<PathBuf>,
     /// Frames each DUSt3R pair takes to join (one at a time, the newest waiting wins): the
     /// latency a live node's pairs have; 0, right after their keyframe.
     #[arg(long, default_value_t = 0)]
@@ -92,6 +96,13 @@ fn write_tum(path: &Path, poses: &[StampedPose]) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
+/// Seconds, whitespace-separated.
+fn read_stamps(path: &Path) -> anyhow::Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let stamps = text.split_whitespace().map(str::parse).collect::<Result<Vec<f64>, _>>();
+    stamps.with_context(|| format!("{}: stamps in seconds expected", path.display()))
+}
+
 /// What one odometry gave on the sequence.
 struct Scored {
     /// Its continuous trajectory (ours: in odom).
@@ -116,6 +127,7 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
         first: args.first,
         len: args.frames,
         step: args.every,
+        stamps: args.stamps.as_deref().map(read_stamps).transpose()?,
     };
     let gt = seq.ground_truth()?;
     let frames = seq.frames()?.len();
@@ -261,8 +273,13 @@ fn run_orb(
     a.extend([k.fx, k.fy, k.cx, k.cy].map(|v| v.to_string()));
     a.push("--dist".into());
     a.extend(d.map(|v| v.to_string()));
-    a.extend(["--first".into(), seq.first.to_string(), "--frames".into(), frames.to_string()]);
+    a.extend(["--first".into(), seq.first.to_string(), "--frames".into(), seq.len.to_string()]);
     a.extend(["--every".into(), seq.step.to_string()]);
+    let list = tempfile::NamedTempFile::new()?;
+    if let Some(stamps) = &seq.stamps {
+        std::fs::write(list.path(), stamps.iter().map(|t| format!("{t:.6}\n")).collect::<String>())?;
+        a.extend(["--stamps".into(), list.path().display().to_string()]);
+    }
     let os: Vec<&std::ffi::OsStr> = a.iter().map(std::ffi::OsStr::new).collect();
     let out = crate::run_peer(ORB_PEER, "vo_orb_opencv.py", python, &os)?;
     let poses: Vec<StampedPose> = out["poses"]

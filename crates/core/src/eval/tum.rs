@@ -137,6 +137,9 @@ pub struct TumSequence {
     /// Every `step`-th frame from `first` (1: all; more: the spacing a node that cannot keep up
     /// with the camera sees).
     pub step: usize,
+    /// Of those, only the frames with these colour stamps (seconds, to half a millisecond): the
+    /// ones a live node took.
+    pub stamps: Option<Vec<f64>>,
 }
 
 impl TumSequence {
@@ -155,7 +158,11 @@ impl TumSequence {
             let (t, t_depth) = (t.parse().map_err(|_| bad())?, t_depth.parse().map_err(|_| bad())?);
             frames.push(TumFrame { t, rgb: self.dir.join(rgb), t_depth, depth: self.dir.join(depth) });
         }
-        Ok(frames.into_iter().skip(self.first).step_by(self.step.max(1)).take(self.len).collect())
+        let picked = frames.into_iter().skip(self.first).step_by(self.step.max(1)).take(self.len);
+        Ok(match &self.stamps {
+            Some(stamps) => picked.filter(|f| stamps.iter().any(|s| (s - f.t).abs() < 5e-4)).collect(),
+            None => picked.collect(),
+        })
     }
 
     /// The motion capture (camera-to-world poses of the colour camera).
