@@ -424,3 +424,31 @@ impl PairReconstructor for DepthOracle {
         Vec::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_pick_the_frames_a_live_node_took_among_those_first_and_step_pick() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: String =
+            (0..8).map(|i| format!("{0}.033{i} rgb/{i}.png {0}.030{i} depth/{i}.png\n", 100 + i)).collect();
+        std::fs::write(dir.path().join("associations.txt"), format!("# colour, depth\n{lines}")).unwrap();
+        let seq = |step, stamps| TumSequence {
+            dir: dir.path().to_path_buf(),
+            camera: published_camera("fr1").unwrap(),
+            first: 1,
+            len: usize::MAX,
+            step,
+            stamps,
+        };
+        let times = |s: TumSequence| s.frames().unwrap().iter().map(|f| f.t).collect::<Vec<_>>();
+        assert_eq!(times(seq(1, None)), [101.0331, 102.0332, 103.0333, 104.0334, 105.0335, 106.0336, 107.0337]);
+        // Stamps as a ROS header carries them (nanoseconds) find their frames; one before `first`
+        // or off every frame's by more than half a millisecond does not.
+        let taken = vec![100.0330, 102.033_200_001, 103.0333, 105.0345, 106.0336];
+        assert_eq!(times(seq(1, Some(taken.clone()))), [102.0332, 103.0333, 106.0336]);
+        assert_eq!(times(seq(2, Some(taken))), [103.0333]);
+    }
+}
