@@ -21,7 +21,7 @@ use sp_dust3r_core::outputs::odom::{body_from_optical, UNKNOWN_VARIANCE};
 use sp_dust3r_core::sample::{FOCAL, FRAMES, HEIGHT, RATE, WIDTH};
 use sp_dust3r_core::superpoint::{Keypoints, PostParams, SuperPoint};
 use sp_dust3r_core::vo::odometry::{
-    track_frame, Attached, FramePose, NotAttached, OdomOrigin, Odometry, OdometryParams, PairView, TOdomFrame,
+    track_frame, Attached, FramePose, NotAttached, OdomOrigin, Odometry, OdometryParams, PairView, Reposed, TOdomFrame,
     TOriginFrame,
 };
 use sp_dust3r_core::vo::tracking::NotTracked;
@@ -228,6 +228,23 @@ fn a_keyframe_tracked_off_its_pair_pose_keeps_the_odometry_continuous_and_the_co
         1e-4,
         "keyframe 18 on the map",
     );
+
+    // Moved in the odometry (a late pair caught up with), the newest keyframe takes `map ->
+    // odom` with it: a frame tracked against it lands elsewhere in the odometry and where the
+    // renderer put it on the map.
+    let further = Transform::<OdomOrigin, OdomOrigin>::new(
+        nalgebra::Rotation3::from_euler_angles(0.5f64.to_radians(), 0.0, 0.0),
+        Vector3::new(0.0, 0.01, 0.0),
+    );
+    let reposed = Reposed { keyframe: 18, t_odom_kf: further.compose(&kf.t_odom_kf) };
+    assert!(!odometry.repose(Reposed { keyframe: 19, ..reposed }), "not on the chain");
+    assert!(odometry.repose(reposed));
+    let frame =
+        track_frame(odometry.anchor().as_deref(), &s.keypoints(&s.scene.frame(20)), None, &params.tracking).unwrap();
+    let want = further.compose(&in_odom(s.truth(0, 20)));
+    let odom_error = (frame.t_odom_frame.translation - want.translation).norm();
+    assert!(odom_error < 5e-3 && frame.t_odom_frame.rotation_error_deg(&want) < 0.1, "in odom: {odom_error}");
+    assert_close(&on_map(&odometry, &frame.t_odom_frame), &s.truth(0, 20), 5e-3, "frame 20 on the map");
 }
 
 /// A pose in the odometry placed on the chain by its newest correction.

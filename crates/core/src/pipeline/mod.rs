@@ -467,13 +467,22 @@ impl Pipeline {
         sink: &mut S,
     ) -> Result<Tracking, S::Error> {
         // The chain's lock is held to take its newest keyframes, not while tracking.
-        let (keyframes, chain) = {
+        let (mut keyframes, mut chain) = {
             let chain = lock(&self.chain);
             (chain.odometry.newest(TRY_KEYFRAMES), chain.id.0)
         };
         let camera = known_camera(camera_info, &seen.frame, p.rectified_images);
         let header = &seen.header;
         let params = p.odometry_params().tracking;
+        if let Some(reposed) = tracker.catch_up(chain, &keyframes, &params) {
+            // Let go of them first, so the chain moves its keyframe rather than a copy of it.
+            drop(keyframes);
+            let mut held = lock(&self.chain);
+            if held.id.0 == chain {
+                held.odometry.repose(reposed);
+            }
+            (keyframes, chain) = (held.odometry.newest(TRY_KEYFRAMES), held.id.0);
+        }
         let (tracked, covariance, inliers) = match tracker.track_any(
             chain,
             &keyframes,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use nalgebra::{Matrix3, Vector2, Vector3};
 
 use super::matching::match_descriptors;
-use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Stamp};
+use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Reposed, Stamp, TOdomFrame};
 use super::tracking::{solve, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::{covariance_in, Covariance6};
@@ -42,11 +42,13 @@ struct CarriedPoint {
 }
 
 /// A frame seen recently, tracked or not: a keyframe whose pair joins after it is tracked
-/// through them (see [`CarriedTracker::track_any`]).
+/// through them (see [`CarriedTracker::catch_up`]).
 struct Seen {
     stamp: Stamp,
     keypoints: Arc<Keypoints>,
     camera: Option<Camera>,
+    /// The pose it went out with, if it was tracked.
+    went_out: Option<TOdomFrame>,
 }
 
 /// The most recent frames kept for catching up (bounds the work when a pair joins late).
@@ -165,9 +167,8 @@ pub const TRY_KEYFRAMES: usize = 4;
 
 impl CarriedTracker {
     /// [`CarriedTracker::track`] of `frame` (stamped `stamp`) against `keyframes` (newest first)
-    /// in turn until one places it; none: the newest's reason. A newest keyframe whose pair
-    /// joined after frames that came after it is first caught up from (see
-    /// [`CarriedTracker::catch_up`]).
+    /// in turn until one places it; none: the newest's reason. Call
+    /// [`CarriedTracker::catch_up`] first.
     pub fn track_any<F>(
         &mut self,
         chain: u64,
@@ -177,12 +178,12 @@ impl CarriedTracker {
         camera: Option<Camera>,
         params: &TrackingParams,
     ) -> Result<FramePose, NotTracked> {
-        self.catch_up(chain, keyframes, params);
         let placed = self.try_each(chain, keyframes, frame, camera, params);
         if self.recent.len() == CATCH_UP_FRAMES {
             self.recent.pop_front();
         }
-        self.recent.push_back(Seen { stamp, keypoints: frame.clone(), camera });
+        let went_out = placed.as_ref().ok().map(|p| p.t_odom_frame);
+        self.recent.push_back(Seen { stamp, keypoints: frame.clone(), camera, went_out });
         placed
     }
 
@@ -209,24 +210,52 @@ impl CarriedTracker {
     /// their pointmap points, and the frames since are tracked again in turn. The next frame
     /// is then placed against points carried over one frame's motion from the keyframe, not
     /// matched across the whole time its pair took.
-    fn catch_up<F>(&mut self, chain: u64, keyframes: &[Arc<ChainKeyframe<F>>], params: &TrackingParams) {
-        let Some(kf) = keyframes.first() else { return };
+    ///
+    /// Those frames' poses have gone out, placed on carried points that drifted from the
+    /// keyframe's: tracked again, the newest of them lands elsewhere, and the next frame would
+    /// step by the difference. So the keyframe moves in the odometry instead, as far as keeps
+    /// that frame where it went out, and the carried points with it; the returned pose is the
+    /// keyframe's so moved, which the driver puts on the chain
+    /// ([`super::odometry::Odometry::repose`]) before tracking the next frame against it.
+    /// `map -> odom` takes up the difference, as REP 105 has it.
+    pub fn catch_up<F>(
+        &mut self,
+        chain: u64,
+        keyframes: &[Arc<ChainKeyframe<F>>],
+        params: &TrackingParams,
+    ) -> Option<Reposed> {
+        let kf = keyframes.first()?;
         if self.caught_up_from.replace((chain, kf.stamp)) == Some((chain, kf.stamp)) {
-            return;
+            return None;
         }
-        let since: Vec<(Arc<Keypoints>, Option<Camera>)> =
-            self.recent.iter().filter(|s| s.stamp > kf.stamp).map(|s| (s.keypoints.clone(), s.camera)).collect();
+        let since: Vec<(Arc<Keypoints>, Option<Camera>, Option<TOdomFrame>)> = self
+            .recent
+            .iter()
+            .filter(|s| s.stamp > kf.stamp)
+            .map(|s| (s.keypoints.clone(), s.camera, s.went_out))
+            .collect();
         if since.is_empty() {
-            return;
+            return None;
         }
         let points = (0..kf.keypoints.len())
             .map(|i| kf.odom_point(i, params.min_confidence).map(|point| CarriedPoint { point, seeded: false }))
             .collect();
         self.last = Some(LastFrame { chain, keypoints: Arc::new(kf.keypoints.clone()), points });
-        for (frame, camera) in since {
+        // The newest frame that went out and is placed again: its two poses.
+        let mut newest = None;
+        for (frame, camera, went_out) in since {
             // A frame that was lost may be placed now; one that is not keeps the last in place.
-            let _ = self.try_each(chain, keyframes, &frame, camera, params);
+            let again = self.try_each(chain, keyframes, &frame, camera, params);
+            if let (Some(went_out), Ok(again)) = (went_out, again) {
+                newest = Some((went_out, again.t_odom_frame));
+            }
         }
+        let (went_out, again) = newest?;
+        let shift: Transform<OdomOrigin, OdomOrigin> = went_out.compose(&again.inverse());
+        for p in self.last.iter_mut().flat_map(|l| l.points.iter_mut().flatten()) {
+            p.point = shift.apply(&p.point);
+        }
+        Some(Reposed { keyframe: kf.stamp, t_odom_kf: shift.compose(&kf.t_odom_kf) })
     }
 }
 
@@ -609,9 +638,62 @@ mod tests {
                 NotTracked::NoMap
             );
         }
+        // Nothing went out after the keyframe: it stays where it is.
+        assert_eq!(tracker.catch_up(1, with, &params), None);
         let placed = tracker.track_any(1, with, &after.1, 103, camera, &params).unwrap();
         let error = (placed.t_odom_frame.translation - after.0.translation).norm();
         assert!(error < 1e-3 && placed.keyframe == 100, "{error} {:?}", placed.t_odom_frame);
+    }
+
+    #[test]
+    fn a_keyframe_whose_pair_joins_after_frames_went_out_moves_so_the_odometry_runs_on_without_a_step() {
+        let mut rng = SplitMix64::new(13);
+        let (xy, d) = (scattered(&mut rng), descriptors(&mut rng, 150));
+        // The camera was at the origin for both keyframes; tracking placed the newer one a
+        // degree off, and its pair put it on the chain there.
+        let earlier = Arc::new(keyframe(&xy, d.clone()));
+        let mut newer = keyframe(&xy, d.clone());
+        newer.stamp = 100;
+        let off = nalgebra::Rotation3::from_euler_angles(0.0, 1f64.to_radians(), 0.0);
+        newer.t_odom_kf = Transform::new(off, Vector3::zeros());
+        let pose = |i: f64| {
+            Transform::<OdomOrigin, FrameCam>::new(
+                nalgebra::Rotation3::from_euler_angles(0.0, (0.5 * i).to_radians(), 0.0),
+                Vector3::new(0.01 * i, 0.0, 0.0),
+            )
+        };
+        let frame = |i: f64| {
+            let xy = seen(&earlier, &pose(i));
+            Arc::new(Keypoints { scores: vec![1.0; xy.len()], xy, descriptors: d.clone(), descriptor_dim: 32 })
+        };
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+        let turned = |a: &FramePose, i: f64| a.t_odom_frame.rotation_error_deg(&pose(i));
+
+        // Two frames after the newer keyframe go out, placed on the earlier one's points.
+        let mut tracker = CarriedTracker::default();
+        let only_earlier = std::slice::from_ref(&earlier);
+        for i in 1..=2 {
+            assert_eq!(tracker.catch_up(1, only_earlier, &params), None);
+            let out = tracker.track_any(1, only_earlier, &frame(i as f64), 100 + i, camera, &params).unwrap();
+            assert!(turned(&out, i as f64) < 1e-3);
+        }
+        // The newer keyframe's pair joins: placed against it alone, the next frame would step by
+        // the degree it is off.
+        let mut chain = vec![Arc::new(newer), earlier.clone()];
+        let stepped = track_frame(Some(&chain[0]), &frame(3.0), camera, &params).unwrap();
+        assert!((turned(&stepped, 3.0) - 1.0).abs() < 0.01, "{}", turned(&stepped, 3.0));
+        // Caught up, the keyframe moves back to where the frames that went out put it ...
+        let reposed = tracker.catch_up(1, &chain, &params).unwrap();
+        assert_eq!(reposed.keyframe, 100);
+        assert!(reposed.t_odom_kf.rotation_error_deg(&Transform::identity()) < 1e-3, "{reposed:?}");
+        assert!(reposed.t_odom_kf.translation.norm() < 1e-4);
+        let mut moved = (*chain[0]).clone();
+        moved.t_odom_kf = reposed.t_odom_kf;
+        chain[0] = Arc::new(moved);
+        // ... and the next frame follows on from them.
+        let next = tracker.track_any(1, &chain, &frame(3.0), 103, camera, &params).unwrap();
+        assert!(turned(&next, 3.0) < 1e-3 && next.keyframe == 100, "{}", turned(&next, 3.0));
+        assert_eq!(tracker.catch_up(1, &chain, &params), None, "once per keyframe");
     }
 
     /// A wall `z = 2 + 0.1 x` (odometry frame) with 900 points, each with its own descriptor;

@@ -63,6 +63,7 @@ pub type Stamp = i64;
 pub const KEEP_KEYFRAMES: usize = 16;
 
 /// A keyframe on the chain.
+#[derive(Clone)]
 pub struct ChainKeyframe<F> {
     /// Its input time.
     pub stamp: Stamp,
@@ -112,6 +113,17 @@ impl<F> ChainKeyframe<F> {
 fn estimated_intrinsics(mapping: &InputMapping, grid: &Pointmap, focal: f64) -> Intrinsics {
     let (cx, cy) = mapping.to_original(grid.width as f64 / 2.0, grid.height as f64 / 2.0);
     Intrinsics { fx: focal, fy: focal, cx, cy }
+}
+
+/// A keyframe moved in the odometry after its pair joined, so that the odometry runs on
+/// without a step from the frames that went out before (see
+/// [`super::carried::CarriedTracker::catch_up`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reposed {
+    /// The keyframe.
+    pub keyframe: Stamp,
+    /// Its new pose in the odometry.
+    pub t_odom_kf: TOdomKeyframe,
 }
 
 /// One view of a pair as the driver knows it.
@@ -296,6 +308,14 @@ impl<F: Clone> Odometry<F> {
         while self.tracked_keyframes.len() > KEEP_KEYFRAMES {
             self.tracked_keyframes.pop_first();
         }
+    }
+
+    /// Moves a keyframe in the odometry (and so `map -> odom` with it, when it is the newest);
+    /// false when it is not on the chain.
+    pub fn repose(&mut self, r: Reposed) -> bool {
+        let Some(kf) = self.keyframes.iter_mut().find(|k| k.stamp == r.keyframe) else { return false };
+        Arc::make_mut(kf).t_odom_kf = r.t_odom_kf;
+        true
     }
 
     /// Puts a pair's second view on the chain (and its first, when it is the first pair):
