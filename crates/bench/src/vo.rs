@@ -15,9 +15,8 @@ use sp_dust3r_core::eval::bag::odometry_estimates;
 use sp_dust3r_core::eval::hat::{shared_error, span_agreement};
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::tum::{camera_from_json, published_camera, write_bag, DepthOracle, TumSequence};
-use sp_dust3r_core::eval::StampedPose;
+use sp_dust3r_core::eval::{parse_tum, StampedPose};
 use sp_dust3r_core::geometry::lens::{Camera, Lens};
-use sp_dust3r_core::geometry::Transform;
 use sp_dust3r_core::params::args::{split_ros_args, RosArgs};
 use sp_dust3r_core::params::NodeParams;
 use sp_dust3r_core::superpoint::{SuperPoint, HUB_MODEL};
@@ -275,24 +274,19 @@ fn run_orb(
     a.extend(d.map(|v| v.to_string()));
     a.extend(["--first".into(), seq.first.to_string(), "--frames".into(), seq.len.to_string()]);
     a.extend(["--every".into(), seq.step.to_string()]);
-    let list = tempfile::NamedTempFile::new()?;
-    if let Some(stamps) = &seq.stamps {
+    let list = seq.stamps.as_ref().map(|_| tempfile::NamedTempFile::new()).transpose()?;
+    if let (Some(stamps), Some(list)) = (&seq.stamps, &list) {
         std::fs::write(list.path(), stamps.iter().map(|t| format!("{t:.6}\n")).collect::<String>())?;
         a.extend(["--stamps".into(), list.path().display().to_string()]);
     }
     let os: Vec<&std::ffi::OsStr> = a.iter().map(std::ffi::OsStr::new).collect();
     let out = crate::run_peer(ORB_PEER, "vo_orb_opencv.py", python, &os)?;
-    let poses: Vec<StampedPose> = out["poses"]
-        .as_array()
-        .context("no poses from the ORB peer")?
-        .iter()
-        .filter_map(|p| {
-            let v: Vec<f64> = p.as_array()?.iter().filter_map(serde_json::Value::as_f64).collect();
-            let [t, x, y, z, qx, qy, qz, qw] = v[..] else { return None };
-            let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(qw, qx, qy, qz));
-            Some(StampedPose { t, pose: Transform::new(q.to_rotation_matrix(), nalgebra::Vector3::new(x, y, z)) })
-        })
-        .collect();
+    // Each pose a TUM trajectory line (`t tx ty tz qx qy qz qw`), read as TUM's files are.
+    let rows = out["poses"].as_array().context("no poses from the ORB peer")?.iter().map(|p| {
+        let row: Vec<String> = p.as_array().into_iter().flatten().map(ToString::to_string).collect();
+        row.join(" ") + "\n"
+    });
+    let poses = parse_tum(&rows.collect::<String>()).context("the ORB peer's poses")?;
     if let Some(dir) = save {
         write_tum(&dir.join("orb.txt"), &poses)?;
     }
