@@ -44,6 +44,8 @@ struct CarriedPoint {
 /// A frame seen recently, tracked or not: a keyframe whose pair joins after it is tracked
 /// through them (see [`CarriedTracker::catch_up`]).
 struct Seen {
+    /// The chain it was tracked on (frames of another one are not caught up with).
+    chain: u64,
     stamp: Stamp,
     keypoints: Arc<Keypoints>,
     camera: Option<Camera>,
@@ -183,7 +185,7 @@ impl CarriedTracker {
             self.recent.pop_front();
         }
         let went_out = placed.as_ref().ok().map(|p| p.t_odom_frame);
-        self.recent.push_back(Seen { stamp, keypoints: frame.clone(), camera, went_out });
+        self.recent.push_back(Seen { chain, stamp, keypoints: frame.clone(), camera, went_out });
         placed
     }
 
@@ -231,7 +233,7 @@ impl CarriedTracker {
         let since: Vec<(Arc<Keypoints>, Option<Camera>, Option<TOdomFrame>)> = self
             .recent
             .iter()
-            .filter(|s| s.stamp > kf.stamp)
+            .filter(|s| s.chain == chain && s.stamp > kf.stamp)
             .map(|s| (s.keypoints.clone(), s.camera, s.went_out))
             .collect();
         if since.is_empty() {
@@ -694,6 +696,8 @@ mod tests {
         let next = tracker.track_any(1, &chain, &frame(3.0), 103, camera, &params).unwrap();
         assert!(turned(&next, 3.0) < 1e-3 && next.keyframe == 100, "{}", turned(&next, 3.0));
         assert_eq!(tracker.catch_up(1, &chain, &params), None, "once per keyframe");
+        // The frames that went out on chain 1 say nothing of where chain 2's keyframe lies.
+        assert_eq!(tracker.catch_up(2, &chain, &params), None, "another chain's frames");
     }
 
     /// A wall `z = 2 + 0.1 x` (odometry frame) with 900 points, each with its own descriptor;
