@@ -116,8 +116,8 @@ fn estimated_intrinsics(mapping: &InputMapping, grid: &Pointmap, focal: f64) -> 
 }
 
 /// A keyframe moved in the odometry after its pair joined, so that the odometry runs on
-/// without a step from the frames that went out before (see
-/// [`super::carried::CarriedTracker::catch_up`]).
+/// without a step from the frames that went out before it joined (the frame side's tracker
+/// finds the move when it catches up with the pair).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Reposed {
     /// The keyframe.
