@@ -441,6 +441,12 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
         in_odom.rpe_translation.median / by_orb.rpe_translation.median,
         in_odom.rpe_rotation_deg.median / by_orb.rpe_rotation_deg.median,
     );
+    let paired = sp_dust3r_core::eval::hat::shared_error((&odom, in_odom.scale), (&orb, by_orb.scale), &gt, 0.02);
+    let (r, t) = (paired.rotation_ratio, paired.translation_ratio);
+    eprintln!(
+        "ours / ORB over the {} motions both tracked: RPE median rotation {:.2} (95 % interval {:.2}-{:.2}), translation {:.2} ({:.2}-{:.2})",
+        paired.motions, r.ratio, r.low, r.high, t.ratio, t.low, t.high
+    );
     let stamps: Vec<String> = taken.iter().map(|t| format!("{t:.6}")).collect();
     eprintln!("frames taken (colour stamps, for `sp_dust3r_bench vo --stamps`): {}", stamps.join(" "));
     // The bounds, with room over the runs docs/benchmarks.md lists (2 cores shared by the player,
