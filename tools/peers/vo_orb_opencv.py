@@ -10,7 +10,9 @@ frame at the origin), the lost frames' stamps and the median time per frame.
     python vo_orb_opencv.py --tum DIR --k fx fy cx cy --dist k1 k2 p1 p2 k3 --first 0 --frames 198
 
 --stamps FILE keeps only the frames whose colour stamp is on one of FILE's lines (seconds), as a
-live node took them.
+live node took them. --features DIR replaces ORB by the keypoints and descriptors in DIR/<colour
+image's name>.npz (`keypoints` n x 2, `descriptors` n x d, float32: what `sp_dust3r superpoint`
+writes), matched by L2 distance, cross-checked: the same odometry on other features.
 """
 import argparse
 import json
@@ -53,6 +55,14 @@ def lift(kps, depth, k, dist):
     return pts, z > 0
 
 
+def load_features(folder, rgb):
+    """Keypoints and descriptors of the colour image `rgb` from `folder`."""
+    stem = os.path.splitext(os.path.basename(rgb))[0]
+    with np.load(os.path.join(folder, stem + ".npz")) as f:
+        xy, desc = f["keypoints"], f["descriptors"].astype(np.float32)
+    return [cv2.KeyPoint(float(x), float(y), 8.0) for x, y in xy], desc
+
+
 def track(prev, cur, k, dist, matcher):
     matches = matcher.match(prev["desc"], cur["desc"])
     pts, valid = prev["points"]
@@ -83,6 +93,7 @@ def main():
     ap.add_argument("--frames", type=int, default=1 << 30)
     ap.add_argument("--every", type=int, default=1, help="every n-th frame only")
     ap.add_argument("--stamps", help="file of colour stamps (seconds, one a line): those frames only")
+    ap.add_argument("--features", help="folder of other features (see above) to use instead of ORB")
     ap.add_argument("--depth-scale", type=float, default=5000.0)
     a = ap.parse_args()
     stamps = [float(l) for l in open(a.stamps) if l.strip()] if a.stamps else None
@@ -91,13 +102,13 @@ def main():
     k = np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1]], dtype=np.float64)
     dist = np.array(a.dist, dtype=np.float64)
     orb = cv2.ORB_create(nfeatures=1000)
-    matcher = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
+    matcher = cv2.BFMatcher(cv2.NORM_L2 if a.features else cv2.NORM_HAMMING, crossCheck=True)
     poses, lost, times, prev, pose = [], [], [], None, np.eye(4)
     for t, rgb, depth_file in frames_of(a.tum, a.first, a.frames, a.every, stamps):
         gray = cv2.imread(rgb, cv2.IMREAD_GRAYSCALE)
         depth = cv2.imread(depth_file, cv2.IMREAD_UNCHANGED).astype(np.float64) / a.depth_scale
         start = time.perf_counter()
-        kps, desc = orb.detectAndCompute(gray, None)
+        kps, desc = load_features(a.features, rgb) if a.features else orb.detectAndCompute(gray, None)
         cur = {"kps": kps, "desc": desc, "points": lift(kps, depth, k, dist) if kps else None}
         step = None if prev is None or desc is None else track(prev, cur, k, dist, matcher)
         times.append((time.perf_counter() - start) * 1e3)

@@ -61,7 +61,13 @@ pub struct VoArgs {
     pub python: Option<PathBuf>,
     #[arg(long)]
     no_peer: bool,
-    /// Write both odometries here in TUM's format (`sp_dust3r.txt`, `orb.txt`), for evo.
+    /// The baseline's features: ORB (the classic odometry), or this pipeline's SuperPoint
+    /// keypoints and descriptors in the baseline's own code (cross-checked L2 matches, the
+    /// previous frame's depth image, solvePnPRansac): what the features alone change.
+    #[arg(long, value_enum, default_value_t = PeerFeatures::Orb)]
+    peer_features: PeerFeatures,
+    /// Write both odometries here in TUM's format (`sp_dust3r.txt`, `orb.txt` or
+    /// `peer_superpoint.txt`), for evo.
     #[arg(long)]
     save: Option<PathBuf>,
     /// Instead: where a tracked frame's error comes from (each frame against the frame d before
@@ -71,6 +77,25 @@ pub struct VoArgs {
     /// Node parameters, as after `--ros-args`: `-p name:=value` ...
     #[arg(last = true)]
     ros_args: Vec<String>,
+}
+
+/// Which features the baseline peer tracks.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerFeatures {
+    /// OpenCV's ORB (1000 a frame), Hamming distance.
+    Orb,
+    /// This pipeline's SuperPoint, L2 distance.
+    Superpoint,
+}
+
+impl PeerFeatures {
+    /// The peer's name in the printed ratios.
+    fn short(self) -> &'static str {
+        match self {
+            Self::Orb => "ORB",
+            Self::Superpoint => "SP baseline",
+        }
+    }
 }
 
 fn camera_of(args: &VoArgs) -> anyhow::Result<Camera> {
@@ -144,16 +169,22 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
     if args.no_peer {
         return Ok(());
     }
-    let orb = run_orb(&seq, &gt, python, frames, args.save.as_deref())?;
+    let features_dir = tempfile::tempdir()?;
+    let peer_features = match args.peer_features {
+        PeerFeatures::Orb => None,
+        PeerFeatures::Superpoint => Some(write_features(&seq, &args, features_dir.path())?),
+    };
+    let orb = run_orb(&seq, &gt, python, frames, args.save.as_deref(), peer_features)?;
     let ratio = |a: f64, b: f64| a / b;
     let ours_ate = ours.map.as_ref().unwrap_or(&ours.report).ate.rmse;
     println!(
-        "ours / ORB: RPE median translation {:.2}, rotation {:.2} (odom); ATE {:.2} (map)",
+        "ours / {}: RPE median translation {:.2}, rotation {:.2} (odom); ATE {:.2} (map)",
+        args.peer_features.short(),
         ratio(ours.report.rpe_translation.median, orb.report.rpe_translation.median),
         ratio(ours.report.rpe_rotation_deg.median, orb.report.rpe_rotation_deg.median),
         ratio(ours_ate, orb.report.ate.rmse)
     );
-    print_shared(&ours, &orb, &gt);
+    print_shared(&ours, &orb, &gt, args.peer_features.short());
     Ok(())
 }
 
@@ -173,8 +204,8 @@ fn study_against_orb(
     let ours = Scored { report, map: None, tracked, trackable: frames as u64 - 1, lost: Vec::new(), poses };
     print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
     if !no_peer {
-        let orb = run_orb(seq, gt, python, frames, None)?;
-        print_shared(&ours, &orb, gt);
+        let orb = run_orb(seq, gt, python, frames, None, None)?;
+        print_shared(&ours, &orb, gt, "ORB");
     }
     Ok(())
 }
@@ -191,6 +222,26 @@ fn node_params(args: &VoArgs) -> anyhow::Result<NodeParams> {
         eprintln!("warning: {w}");
     }
     Ok(params)
+}
+
+/// This pipeline's SuperPoint keypoints and descriptors of `seq`'s frames in `dir`, one npz per
+/// frame named for its colour image (the layout `sp_dust3r superpoint` writes), for the peer.
+fn write_features<'a>(seq: &TumSequence, args: &VoArgs, dir: &'a Path) -> anyhow::Result<&'a Path> {
+    use sp_dust3r_core::backend::FeatureExtractor;
+    let (features, post) = (features(args)?, node_params(args)?.post_params());
+    for f in seq.frames()? {
+        let frame = sp_dust3r_core::image::Frame::decode(&std::fs::read(&f.rgb)?)?;
+        let kp = features.detect(&frame, &post)?;
+        let xy = ndarray::Array2::from_shape_vec((kp.len(), 2), kp.xy.iter().flatten().copied().collect())?;
+        let desc = ndarray::Array2::from_shape_vec((kp.len(), kp.descriptor_dim), kp.descriptors)?;
+        let stem = f.rgb.file_stem().with_context(|| format!("{}: no file name", f.rgb.display()))?;
+        let path = dir.join(format!("{}.npz", stem.to_string_lossy()));
+        let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&path)?);
+        npz.add_array("keypoints", &xy)?;
+        npz.add_array("descriptors", &desc)?;
+        npz.finish()?;
+    }
+    Ok(dir)
 }
 
 /// SuperPoint on the CPU with the trained weights.
@@ -261,6 +312,7 @@ fn run_orb(
     python: &Path,
     frames: usize,
     save: Option<&Path>,
+    features: Option<&Path>,
 ) -> anyhow::Result<Scored> {
     let k = &seq.camera.k;
     let d = match seq.camera.lens {
@@ -279,6 +331,9 @@ fn run_orb(
         std::fs::write(list.path(), stamps.iter().map(|t| format!("{t:.6}\n")).collect::<String>())?;
         a.extend(["--stamps".into(), list.path().display().to_string()]);
     }
+    if let Some(dir) = features {
+        a.extend(["--features".into(), dir.display().to_string()]);
+    }
     let os: Vec<&std::ffi::OsStr> = a.iter().map(std::ffi::OsStr::new).collect();
     let out = crate::run_peer(ORB_PEER, "vo_orb_opencv.py", python, &os)?;
     // Each pose a TUM trajectory line (`t tx ty tz qx qy qz qw`), read as TUM's files are.
@@ -288,10 +343,11 @@ fn run_orb(
     });
     let poses = parse_tum(&rows.collect::<String>()).context("the ORB peer's poses")?;
     if let Some(dir) = save {
-        write_tum(&dir.join("orb.txt"), &poses)?;
+        write_tum(&dir.join(if features.is_some() { "peer_superpoint.txt" } else { "orb.txt" }), &poses)?;
     }
     let lost = out["lost"].as_array().map_or(0, Vec::len) as u64;
-    println!("  ORB peer: {:.1} ms per frame (median)", out["ms_per_frame"].as_f64().unwrap_or(f64::NAN));
+    let what = if features.is_some() { "matching and PnP" } else { "ORB, matching and PnP" };
+    println!("  peer: {what} {:.1} ms per frame (median)", out["ms_per_frame"].as_f64().unwrap_or(f64::NAN));
     let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
     let tracked = report.num_tracked.saturating_sub(1) as u64;
     let scored = Scored {
@@ -302,18 +358,19 @@ fn run_orb(
         lost: vec![("lost".into(), lost)],
         poses,
     };
-    print_scored("ORB + solvePnPRansac, frame to frame", &scored);
+    let name = if features.is_some() { "SuperPoint + the baseline's solvePnPRansac" } else { "ORB + solvePnPRansac" };
+    print_scored(&format!("{name}, frame to frame"), &scored);
     Ok(scored)
 }
 
 /// How much of the two odometries' per-frame error they share (the motion capture's, and what
 /// both see alike) and how much is each one's own (see `eval::hat`).
-fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose]) {
+fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose], peer: &str) {
     let s = shared_error((&ours.poses, ours.report.scale), (&orb.poses, orb.report.scale), gt, 0.02);
     let (r, t) = (s.rotation_deg, s.translation);
     println!(
-        "per-frame error (rms over {} motions both tracked): rotation shared {:.3} deg, ours {:.3}, ORB {:.3}; \
-         translation shared {:.2} mm, ours {:.2}, ORB {:.2}; rotation errors' correlation {:.2}",
+        "per-frame error (rms over {} motions both tracked): rotation shared {:.3} deg, ours {:.3}, {peer} {:.3}; \
+         translation shared {:.2} mm, ours {:.2}, {peer} {:.2}; rotation errors' correlation {:.2}",
         s.motions,
         r.shared,
         r.own_a,
@@ -323,13 +380,19 @@ fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose]) {
         t.own_b * 1e3,
         s.rotation_correlation
     );
+    let (rr, tr) = (s.rotation_ratio, s.translation_ratio);
+    println!(
+        "ours / {peer} over those motions: RPE median rotation {:.2} (95 % interval {:.2}-{:.2}), translation {:.2} \
+         ({:.2}-{:.2}); paired bootstrap",
+        rr.ratio, rr.low, rr.high, tr.ratio, tr.low, tr.high
+    );
     let spans: Vec<String> = [1, 5, 15, 30]
         .into_iter()
         .map(|n| span_agreement(&ours.poses, &orb.poses, gt, n, 0.02))
         .map(|a| format!("{}: {:.2} / {:.2} / {:.2}", a.span, a.a_gt, a.b_gt, a.a_b))
         .collect();
     println!(
-        "the camera's turn over n frames, median disagreement in degrees (ours-mocap / ORB-mocap / ours-ORB): {}",
+        "the camera's turn over n frames, median disagreement in degrees (ours-mocap / {peer}-mocap / ours-{peer}): {}",
         spans.join("; ")
     );
 }
