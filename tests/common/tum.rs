@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use sp_dust3r_core::bag::BagWriter;
 use sp_dust3r_core::eval::tum::topics;
-use sp_dust3r_core::eval::tum::{published_camera, TumSequence};
+use sp_dust3r_core::eval::tum::{orb_peer_poses, published_camera, TumSequence};
 pub use sp_dust3r_core::eval::tum::{DepthEncoding, DepthOracle};
 use sp_dust3r_core::eval::StampedPose;
 use sp_dust3r_core::geometry::lens::Camera;
@@ -69,32 +69,15 @@ impl Sequence {
     /// ORB, each frame's own depth image, solvePnPRansac frame to frame) on this sequence's frames
     /// with these colour stamps: its poses (the first frame at the origin) and how many it lost.
     pub fn orb_odometry(&self, stamps: &[f64], scratch: &Path) -> (Vec<StampedPose>, usize) {
-        use sp_dust3r_core::geometry::lens::Lens;
-        let camera = self.camera();
-        let Lens::PlumbBob(d) = camera.lens else { panic!("the ORB peer knows plumb_bob lenses only") };
-        let list = scratch.join("orb_stamps.txt");
-        std::fs::write(&list, stamps.iter().map(|t| format!("{t:.6}\n")).collect::<String>()).unwrap();
-        let k = camera.k;
+        let seq = TumSequence { stamps: Some(stamps.to_vec()), ..self.open() };
         let out = std::process::Command::new(super::peer_python())
             .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/vo_orb_opencv.py"))
-            .arg("--tum")
-            .arg(super::real_dir().join(self.dir))
-            .arg("--k")
-            .args([k.fx, k.fy, k.cx, k.cy].map(|v| v.to_string()))
-            .arg("--dist")
-            .args(d.map(|v| v.to_string()))
-            .arg("--stamps")
-            .arg(&list)
+            .args(seq.orb_peer_args(scratch).unwrap())
             .output()
             .unwrap();
         assert!(out.status.success(), "ORB peer: {}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let rows = report["poses"].as_array().unwrap().iter().map(|p| {
-            let row: Vec<String> = p.as_array().unwrap().iter().map(|v| v.to_string()).collect();
-            row.join(" ") + "\n"
-        });
-        let poses = sp_dust3r_core::eval::parse_tum(&rows.collect::<String>()).unwrap();
-        (poses, report["lost"].as_array().unwrap().len())
+        (orb_peer_poses(&report).unwrap(), report["lost"].as_array().unwrap().len())
     }
 }
 

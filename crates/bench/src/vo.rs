@@ -14,9 +14,11 @@ use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::odometry_estimates;
 use sp_dust3r_core::eval::hat::{shared_error, span_agreement};
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
-use sp_dust3r_core::eval::tum::{camera_from_json, published_camera, write_bag, DepthOracle, TumSequence};
-use sp_dust3r_core::eval::{parse_tum, StampedPose};
-use sp_dust3r_core::geometry::lens::{Camera, Lens};
+use sp_dust3r_core::eval::tum::{
+    camera_from_json, orb_peer_poses, published_camera, write_bag, DepthOracle, TumSequence,
+};
+use sp_dust3r_core::eval::StampedPose;
+use sp_dust3r_core::geometry::lens::Camera;
 use sp_dust3r_core::params::args::{split_ros_args, RosArgs};
 use sp_dust3r_core::params::NodeParams;
 use sp_dust3r_core::superpoint::{SuperPoint, HUB_MODEL};
@@ -314,34 +316,14 @@ fn run_orb(
     save: Option<&Path>,
     features: Option<&Path>,
 ) -> anyhow::Result<Scored> {
-    let k = &seq.camera.k;
-    let d = match seq.camera.lens {
-        Lens::PlumbBob(d) => d,
-        Lens::Pinhole => [0.0; 5],
-        _ => bail!("the ORB peer knows plumb_bob lenses only"),
-    };
-    let mut a: Vec<String> = vec!["--tum".into(), seq.dir.display().to_string(), "--k".into()];
-    a.extend([k.fx, k.fy, k.cx, k.cy].map(|v| v.to_string()));
-    a.push("--dist".into());
-    a.extend(d.map(|v| v.to_string()));
-    a.extend(["--first".into(), seq.first.to_string(), "--frames".into(), seq.len.to_string()]);
-    a.extend(["--every".into(), seq.step.to_string()]);
-    let list = seq.stamps.as_ref().map(|_| tempfile::NamedTempFile::new()).transpose()?;
-    if let (Some(stamps), Some(list)) = (&seq.stamps, &list) {
-        std::fs::write(list.path(), stamps.iter().map(|t| format!("{t:.6}\n")).collect::<String>())?;
-        a.extend(["--stamps".into(), list.path().display().to_string()]);
-    }
+    let scratch = tempfile::tempdir()?;
+    let mut a = seq.orb_peer_args(scratch.path())?;
     if let Some(dir) = features {
         a.extend(["--features".into(), dir.display().to_string()]);
     }
     let os: Vec<&std::ffi::OsStr> = a.iter().map(std::ffi::OsStr::new).collect();
     let out = crate::run_peer(ORB_PEER, "vo_orb_opencv.py", python, &os)?;
-    // Each pose a TUM trajectory line (`t tx ty tz qx qy qz qw`), read as TUM's files are.
-    let rows = out["poses"].as_array().context("no poses from the ORB peer")?.iter().map(|p| {
-        let row: Vec<String> = p.as_array().into_iter().flatten().map(ToString::to_string).collect();
-        row.join(" ") + "\n"
-    });
-    let poses = parse_tum(&rows.collect::<String>()).context("the ORB peer's poses")?;
+    let poses = orb_peer_poses(&out)?;
     if let Some(dir) = save {
         write_tum(&dir.join(if features.is_some() { "peer_superpoint.txt" } else { "orb.txt" }), &poses)?;
     }

@@ -71,6 +71,25 @@ pub enum TumError {
     /// A message cannot be encoded.
     #[error("cannot encode a message: {0}")]
     Encode(String),
+    /// The classic odometry peer takes plumb_bob (or no) distortion only.
+    #[error("the ORB odometry peer knows plumb_bob lenses only, not {0:?}")]
+    PeerLens(Lens),
+    /// The peer printed no poses.
+    #[error("the ORB odometry peer printed no `poses`")]
+    PeerNoPoses,
+    /// The peer's poses do not read as a TUM trajectory.
+    #[error("the ORB odometry peer's poses")]
+    PeerPoses(#[source] EvalError),
+}
+
+/// The poses the ORB odometry peer printed (its JSON's `poses`, rows `t tx ty tz qx qy qz qw`),
+/// read as a TUM trajectory: a malformed row is an error.
+pub fn orb_peer_poses(report: &serde_json::Value) -> Result<Vec<StampedPose>, TumError> {
+    let rows = report["poses"].as_array().ok_or(TumError::PeerNoPoses)?.iter().map(|p| {
+        let row: Vec<String> = p.as_array().into_iter().flatten().map(ToString::to_string).collect();
+        row.join(" ") + "\n"
+    });
+    parse_tum(&rows.collect::<String>()).map_err(TumError::PeerPoses)
 }
 
 /// The registered depth's scale: metres = value / 5000 (TUM's convention).
@@ -163,6 +182,31 @@ impl TumSequence {
             Some(stamps) => picked.filter(|f| stamps.iter().any(|s| (s - f.t).abs() < 5e-4)).collect(),
             None => picked.collect(),
         })
+    }
+
+    /// The arguments of the classic RGB-D odometry the tracking is compared against
+    /// (`tools/peers/vo_orb_opencv.py`) for these frames; the stamps, when set, go in a file in
+    /// `scratch` that the arguments name.
+    pub fn orb_peer_args(&self, scratch: &Path) -> Result<Vec<String>, TumError> {
+        let d = match self.camera.lens {
+            Lens::PlumbBob(d) => d,
+            Lens::Pinhole => [0.0; 5],
+            other => return Err(TumError::PeerLens(other)),
+        };
+        let k = &self.camera.k;
+        let mut a: Vec<String> = vec!["--tum".into(), self.dir.display().to_string(), "--k".into()];
+        a.extend([k.fx, k.fy, k.cx, k.cy].map(|v| v.to_string()));
+        a.push("--dist".into());
+        a.extend(d.map(|v| v.to_string()));
+        a.extend(["--first", &self.first.to_string(), "--frames", &self.len.to_string()].map(String::from));
+        a.extend(["--every".into(), self.step.to_string()]);
+        if let Some(stamps) = &self.stamps {
+            let list = scratch.join("orb_peer_stamps.txt");
+            let text: String = stamps.iter().map(|t| format!("{t:.6}\n")).collect();
+            std::fs::write(&list, text).map_err(|source| TumError::Read { path: list.clone(), source })?;
+            a.extend(["--stamps".into(), list.display().to_string()]);
+        }
+        Ok(a)
     }
 
     /// The motion capture (camera-to-world poses of the colour camera).
@@ -450,5 +494,37 @@ mod tests {
         let taken = vec![100.0330, 102.033_200_001, 103.0333, 105.0345, 106.0336];
         assert_eq!(times(seq(1, Some(taken.clone()))), [102.0332, 103.0333, 106.0336]);
         assert_eq!(times(seq(2, Some(taken))), [103.0333]);
+    }
+
+    #[test]
+    fn the_orb_peer_gets_the_frames_and_lens_it_can_use_and_its_poses_are_read_strictly() {
+        let scratch = tempfile::tempdir().unwrap();
+        let seq = TumSequence {
+            dir: "/data/fr1".into(),
+            camera: published_camera("fr1").unwrap(),
+            first: 2,
+            len: 30,
+            step: 3,
+            stamps: Some(vec![1.25, 2.5]),
+        };
+        let args = seq.orb_peer_args(scratch.path()).unwrap();
+        let after = |flag: &str, n: usize| {
+            let at = args.iter().position(|a| a == flag).unwrap_or_else(|| panic!("{flag} in {args:?}"));
+            args[at + 1..at + 1 + n].to_vec()
+        };
+        let Lens::PlumbBob(d) = seq.camera.lens else { panic!("fr1 is plumb_bob") };
+        assert_eq!(after("--dist", 5), d.map(|v| v.to_string()));
+        assert_eq!([after("--first", 1), after("--frames", 1), after("--every", 1)].concat(), ["2", "30", "3"]);
+        let list = std::fs::read_to_string(&after("--stamps", 1)[0]).unwrap();
+        assert_eq!(list.lines().map(|l| l.parse::<f64>().unwrap()).collect::<Vec<_>>(), [1.25, 2.5]);
+        let fisheye = TumSequence { camera: Camera { lens: Lens::Equidistant([0.1; 4]), ..seq.camera }, ..seq };
+        assert!(matches!(fisheye.orb_peer_args(scratch.path()), Err(TumError::PeerLens(_))));
+
+        let report = serde_json::json!({"poses": [[1.0, 0.1, 0.2, 0.3, 0.0, 0.0, 0.0, 1.0]]});
+        let poses = orb_peer_poses(&report).unwrap();
+        assert_eq!((poses.len(), poses[0].t, poses[0].pose.translation.y), (1, 1.0, 0.2));
+        let short = serde_json::json!({"poses": [[1.0, 0.1, 0.2]]});
+        assert!(matches!(orb_peer_poses(&short), Err(TumError::PeerPoses(_))));
+        assert!(matches!(orb_peer_poses(&serde_json::json!({"lost": []})), Err(TumError::PeerNoPoses)));
     }
 }
