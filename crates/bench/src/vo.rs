@@ -12,7 +12,7 @@ use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::odometry_estimates;
-use sp_dust3r_core::eval::hat::{shared_error, span_agreement};
+use sp_dust3r_core::eval::hat::{paired_motions, shared_error, span_agreement, MotionErrors};
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::tum::{
     camera_from_json, orb_peer_poses, published_camera, write_bag, DepthOracle, TumSequence,
@@ -21,6 +21,7 @@ use sp_dust3r_core::eval::StampedPose;
 use sp_dust3r_core::geometry::lens::Camera;
 use sp_dust3r_core::params::args::{split_ros_args, RosArgs};
 use sp_dust3r_core::params::NodeParams;
+use sp_dust3r_core::quantile::median;
 use sp_dust3r_core::superpoint::{SuperPoint, HUB_MODEL};
 
 const ORB_PEER: &str = include_str!("../../../tools/peers/vo_orb_opencv.py");
@@ -144,6 +145,8 @@ struct Scored {
     lost: Vec<(String, u64)>,
     /// The poses `report` scored.
     poses: Vec<StampedPose>,
+    /// Ours: the stamps of the chain's keyframes.
+    keyframes: Vec<f64>,
 }
 
 pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
@@ -187,6 +190,7 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
         ratio(ours_ate, orb.report.ate.rmse)
     );
     print_shared(&ours, &orb, &gt, args.peer_features.short());
+    print_by_keyframe_age(&ours, &orb, &gt, args.peer_features.short());
     Ok(())
 }
 
@@ -203,7 +207,8 @@ fn study_against_orb(
 ) -> anyhow::Result<()> {
     let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
     let tracked = report.num_tracked as u64;
-    let ours = Scored { report, map: None, tracked, trackable: frames as u64 - 1, lost: Vec::new(), poses };
+    let trackable = frames as u64 - 1;
+    let ours = Scored { report, map: None, tracked, trackable, lost: Vec::new(), poses, keyframes: Vec::new() };
     print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
     if !no_peer {
         let orb = run_orb(seq, gt, python, frames, None, None)?;
@@ -291,12 +296,7 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
         chain.path_length
     );
     let gaps: Vec<f64> = summary.keyframe_gaps.iter().map(|g| g.0).collect();
-    println!(
-        "  pairs {}, keyframe_gap median {:.2} deg over {} keyframes",
-        summary.poses(),
-        sp_dust3r_core::quantile::median(&gaps),
-        gaps.len()
-    );
+    println!("  pairs {}, keyframe_gap median {:.2} deg over {} keyframes", summary.poses(), median(&gaps), gaps.len());
     let counters = summary.counters();
     let why: Vec<String> =
         counters.iter().filter_map(|(k, v)| Some(format!("{} {v}", k.strip_prefix("keyframes_for_")?))).collect();
@@ -304,7 +304,8 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     let lost = counters.into_iter().filter(|(k, v)| k.starts_with("errors_tracking_") && *v > 0).collect();
     let trackable = summary.get(Counter::FramesIn) - summary.get(Counter::FramesBeforeMap);
     let tracked = summary.get(Counter::FramesTracked);
-    Ok(Scored { report, map: Some(map), tracked, trackable, lost, poses: found.odom })
+    let keyframes = found.keyframes.iter().map(|k| k.t).collect();
+    Ok(Scored { report, map: Some(map), tracked, trackable, lost, poses: found.odom, keyframes })
 }
 
 /// The ORB baseline (the peer script) on `seq`'s frames, scored against `gt` and printed.
@@ -339,6 +340,7 @@ fn run_orb(
         trackable: frames.saturating_sub(1) as u64,
         lost: vec![("lost".into(), lost)],
         poses,
+        keyframes: Vec::new(),
     };
     let name = if features.is_some() { "SuperPoint + the baseline's solvePnPRansac" } else { "ORB + solvePnPRansac" };
     print_scored(&format!("{name}, frame to frame"), &scored);
@@ -376,6 +378,39 @@ fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose], peer: &str) {
     println!(
         "the camera's turn over n frames, median disagreement in degrees (ours-mocap / {peer}-mocap / ours-{peer}): {}",
         spans.join("; ")
+    );
+}
+
+/// Our error against the peer's on the same motions, by how many of our frames came since our
+/// newest keyframe when the motion ended (0: it ends on the keyframe): where the carried
+/// points' drift between keyframes shows.
+fn print_by_keyframe_age(ours: &Scored, peer: &Scored, gt: &[StampedPose], name: &str) {
+    let motions = paired_motions((&ours.poses, ours.report.scale), (&peer.poses, peer.report.scale), gt, 0.02);
+    let age = |t: f64| {
+        let keyframe = ours.keyframes.iter().copied().filter(|&k| k <= t + 1e-6).reduce(f64::max)?;
+        Some(ours.poses.iter().filter(|p| p.t > keyframe + 1e-6 && p.t <= t + 1e-6).count())
+    };
+    let buckets: Vec<String> = [(0, 0), (1, 2), (3, 5), (6, 9), (10, usize::MAX)]
+        .into_iter()
+        .map(|(lo, hi)| {
+            let part: Vec<_> = motions.iter().filter(|m| age(m.t).is_some_and(|a| (lo..=hi).contains(&a))).collect();
+            let ratio = |f: &dyn Fn(&MotionErrors) -> f64| {
+                median(&part.iter().map(|m| f(&m.a)).collect::<Vec<_>>())
+                    / median(&part.iter().map(|m| f(&m.b)).collect::<Vec<_>>())
+            };
+            let span = if hi == usize::MAX {
+                format!("{lo}+")
+            } else if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            };
+            format!("{span}: {:.2} / {:.2} (n {})", ratio(&|e| e.1.norm()), ratio(&|e| e.0.norm()), part.len())
+        })
+        .collect();
+    println!(
+        "ours / {name} by frames since our newest keyframe, RPE median translation / rotation: {}",
+        buckets.join("; ")
     );
 }
 

@@ -110,7 +110,7 @@ fn motion_error(
 }
 
 /// One motion's errors (rotation, translation) in a and in b.
-type Errors = ((Vector3<f64>, Vector3<f64>), (Vector3<f64>, Vector3<f64>));
+type Errors = (MotionErrors, MotionErrors);
 
 /// Frames count as the same when their stamps agree to a microsecond.
 fn key(t: f64) -> i64 {
@@ -122,6 +122,43 @@ fn by_stamp(poses: &[StampedPose]) -> HashMap<i64, usize> {
     poses.iter().enumerate().map(|(i, p)| (key(p.t), i)).collect()
 }
 
+/// One estimate's error of one motion: the rotation vector (degrees) and the translation.
+pub type MotionErrors = (Vector3<f64>, Vector3<f64>);
+
+/// One motion's errors in two estimates: the stamp it ends at, and each one's rotation
+/// (degrees) and translation error vectors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PairedMotion {
+    /// The stamp of the frame the motion ends at.
+    pub t: f64,
+    /// The first estimate's.
+    pub a: MotionErrors,
+    /// The second's.
+    pub b: MotionErrors,
+}
+
+/// The errors of the motions between frames consecutive in both `a` and `b` (each sorted by
+/// time, translations times their alignment's scale) against `gt`.
+pub fn paired_motions(
+    a: (&[StampedPose], f64),
+    b: (&[StampedPose], f64),
+    gt: &[StampedPose],
+    tolerance: f64,
+) -> Vec<PairedMotion> {
+    let in_b = by_stamp(b.0);
+    let mut out = Vec::new();
+    for w in a.0.windows(2) {
+        let Some(&j) = in_b.get(&key(w[0].t)) else { continue };
+        let Some(next) = b.0.get(j + 1).filter(|p| key(p.t) == key(w[1].t)) else { continue };
+        let ea = motion_error((&w[0], &w[1]), gt, a.1, tolerance);
+        let eb = motion_error((&b.0[j], next), gt, b.1, tolerance);
+        if let (Some(ea), Some(eb)) = (ea, eb) {
+            out.push(PairedMotion { t: w[1].t, a: ea, b: eb });
+        }
+    }
+    out
+}
+
 /// The three-cornered hat of `a` and `b` (each sorted by time, translations times their
 /// alignment's scale) against `gt`, over the motions between frames consecutive in both.
 pub fn shared_error(
@@ -130,17 +167,7 @@ pub fn shared_error(
     gt: &[StampedPose],
     tolerance: f64,
 ) -> SharedError {
-    let in_b = by_stamp(b.0);
-    let mut errors: Vec<Errors> = Vec::new();
-    for w in a.0.windows(2) {
-        let Some(&j) = in_b.get(&key(w[0].t)) else { continue };
-        let Some(next) = b.0.get(j + 1).filter(|p| key(p.t) == key(w[1].t)) else { continue };
-        let ea = motion_error((&w[0], &w[1]), gt, a.1, tolerance);
-        let eb = motion_error((&b.0[j], next), gt, b.1, tolerance);
-        if let (Some(ea), Some(eb)) = (ea, eb) {
-            errors.push((ea, eb));
-        }
-    }
+    let errors: Vec<Errors> = paired_motions(a, b, gt, tolerance).into_iter().map(|m| (m.a, m.b)).collect();
     let n = errors.len().max(1) as f64;
     let mean_square = |f: &dyn Fn(&Errors) -> Vector3<f64>| errors.iter().map(|e| f(e).norm_squared()).sum::<f64>() / n;
     let split = |a: &dyn Fn(&Errors) -> Vector3<f64>, b: &dyn Fn(&Errors) -> Vector3<f64>| {
