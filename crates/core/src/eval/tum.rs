@@ -32,6 +32,15 @@ pub enum TumError {
         #[source]
         source: std::io::Error,
     },
+    /// A file cannot be written.
+    #[error("cannot write {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A line of `associations.txt` is not `t_rgb rgb_file t_depth depth_file`.
     #[error("{path} line {line}: expected `t_rgb rgb_file t_depth depth_file`")]
     Association {
@@ -203,7 +212,7 @@ impl TumSequence {
         if let Some(stamps) = &self.stamps {
             let list = scratch.join("orb_peer_stamps.txt");
             let text: String = stamps.iter().map(|t| format!("{t:.6}\n")).collect();
-            std::fs::write(&list, text).map_err(|source| TumError::Read { path: list.clone(), source })?;
+            std::fs::write(&list, text).map_err(|source| TumError::Write { path: list.clone(), source })?;
             a.extend(["--stamps".into(), list.display().to_string()]);
         }
         Ok(a)
@@ -517,6 +526,8 @@ mod tests {
         assert_eq!([after("--first", 1), after("--frames", 1), after("--every", 1)].concat(), ["2", "30", "3"]);
         let list = std::fs::read_to_string(&after("--stamps", 1)[0]).unwrap();
         assert_eq!(list.lines().map(|l| l.parse::<f64>().unwrap()).collect::<Vec<_>>(), [1.25, 2.5]);
+        let nowhere = scratch.path().join("no such folder");
+        assert!(matches!(seq.orb_peer_args(&nowhere), Err(TumError::Write { path, .. }) if path.starts_with(&nowhere)));
         let fisheye = TumSequence { camera: Camera { lens: Lens::Equidistant([0.1; 4]), ..seq.camera }, ..seq };
         assert!(matches!(fisheye.orb_peer_args(scratch.path()), Err(TumError::PeerLens(_))));
 
