@@ -12,7 +12,7 @@ use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::odometry_estimates;
-use sp_dust3r_core::eval::hat::{paired_motions, shared_error, span_agreement, MotionErrors};
+use sp_dust3r_core::eval::hat::{paired_motions, shared_error_of, span_agreement, MotionErrors, PairedMotion};
 use sp_dust3r_core::eval::trajectory::{evaluate_trajectory, RpeDelta, TrajectoryReport};
 use sp_dust3r_core::eval::tum::{
     camera_from_json, orb_peer_poses, published_camera, write_bag, DepthOracle, TumSequence,
@@ -190,7 +190,6 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
         ratio(ours_ate, orb.report.ate.rmse)
     );
     print_shared(&ours, &orb, &gt, args.peer_features.short());
-    print_by_keyframe_age(&ours, &orb, &gt, args.peer_features.short());
     Ok(())
 }
 
@@ -348,9 +347,11 @@ fn run_orb(
 }
 
 /// How much of the two odometries' per-frame error they share (the motion capture's, and what
-/// both see alike) and how much is each one's own (see `eval::hat`).
+/// both see alike) and how much is each one's own (see `eval::hat`); with our keyframes known,
+/// the same motions by the keyframe's age too.
 fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose], peer: &str) {
-    let s = shared_error((&ours.poses, ours.report.scale), (&orb.poses, orb.report.scale), gt, 0.02);
+    let motions = paired_motions((&ours.poses, ours.report.scale), (&orb.poses, orb.report.scale), gt, 0.02);
+    let s = shared_error_of(&motions);
     let (r, t) = (s.rotation_deg, s.translation);
     println!(
         "per-frame error (rms over {} motions both tracked): rotation shared {:.3} deg, ours {:.3}, {peer} {:.3}; \
@@ -379,33 +380,29 @@ fn print_shared(ours: &Scored, orb: &Scored, gt: &[StampedPose], peer: &str) {
         "the camera's turn over n frames, median disagreement in degrees (ours-mocap / {peer}-mocap / ours-{peer}): {}",
         spans.join("; ")
     );
+    if !ours.keyframes.is_empty() {
+        print_by_keyframe_age(ours, &motions, peer);
+    }
 }
 
 /// Our error against the peer's on the same motions, by how many of our frames came since our
 /// newest keyframe when the motion ended (0: it ends on the keyframe): where the carried
 /// points' drift between keyframes shows.
-fn print_by_keyframe_age(ours: &Scored, peer: &Scored, gt: &[StampedPose], name: &str) {
-    let motions = paired_motions((&ours.poses, ours.report.scale), (&peer.poses, peer.report.scale), gt, 0.02);
+fn print_by_keyframe_age(ours: &Scored, motions: &[PairedMotion], name: &str) {
     let age = |t: f64| {
         let keyframe = ours.keyframes.iter().copied().filter(|&k| k <= t + 1e-6).reduce(f64::max)?;
         Some(ours.poses.iter().filter(|p| p.t > keyframe + 1e-6 && p.t <= t + 1e-6).count())
     };
-    let buckets: Vec<String> = [(0, 0), (1, 2), (3, 5), (6, 9), (10, usize::MAX)]
+    let aged: Vec<(usize, &PairedMotion)> = motions.iter().filter_map(|m| Some((age(m.t)?, m))).collect();
+    let buckets: Vec<String> = [("0", 0, 0), ("1-2", 1, 2), ("3-5", 3, 5), ("6-9", 6, 9), ("10+", 10, usize::MAX)]
         .into_iter()
-        .map(|(lo, hi)| {
-            let part: Vec<_> = motions.iter().filter(|m| age(m.t).is_some_and(|a| (lo..=hi).contains(&a))).collect();
+        .map(|(label, lo, hi)| {
+            let part: Vec<&PairedMotion> = aged.iter().filter(|(a, _)| (lo..=hi).contains(a)).map(|p| p.1).collect();
             let ratio = |f: &dyn Fn(&MotionErrors) -> f64| {
                 median(&part.iter().map(|m| f(&m.a)).collect::<Vec<_>>())
                     / median(&part.iter().map(|m| f(&m.b)).collect::<Vec<_>>())
             };
-            let span = if hi == usize::MAX {
-                format!("{lo}+")
-            } else if lo == hi {
-                lo.to_string()
-            } else {
-                format!("{lo}-{hi}")
-            };
-            format!("{span}: {:.2} / {:.2} (n {})", ratio(&|e| e.1.norm()), ratio(&|e| e.0.norm()), part.len())
+            format!("{label}: {:.2} / {:.2} (n {})", ratio(&|e| e.1.norm()), ratio(&|e| e.0.norm()), part.len())
         })
         .collect();
     println!(

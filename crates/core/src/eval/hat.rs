@@ -167,7 +167,12 @@ pub fn shared_error(
     gt: &[StampedPose],
     tolerance: f64,
 ) -> SharedError {
-    let errors: Vec<Errors> = paired_motions(a, b, gt, tolerance).into_iter().map(|m| (m.a, m.b)).collect();
+    shared_error_of(&paired_motions(a, b, gt, tolerance))
+}
+
+/// [`shared_error`] over motions already paired (see [`paired_motions`]).
+pub fn shared_error_of(motions: &[PairedMotion]) -> SharedError {
+    let errors: Vec<Errors> = motions.iter().map(|m| (m.a, m.b)).collect();
     let n = errors.len().max(1) as f64;
     let mean_square = |f: &dyn Fn(&Errors) -> Vector3<f64>| errors.iter().map(|e| f(e).norm_squared()).sum::<f64>() / n;
     let split = |a: &dyn Fn(&Errors) -> Vector3<f64>, b: &dyn Fn(&Errors) -> Vector3<f64>| {
