@@ -96,6 +96,12 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
     assert_eq!((t.num_tracked, t.num_scored, t.num_frames), (tracked as usize, tracked as usize, 40));
     eprintln!("camera_info {camera_info}: {t}, keyframe gaps {:?}", summary.keyframe_gaps);
     assert!(t.ate_percent_of_path <= 0.5, "ATE {:?} over a {} m path", t.ate, t.path_length);
+    // The same frames on the map through /tf, as they went out and after the fact.
+    for on_map in [&report.map_trajectory, &report.refined_map_trajectory] {
+        let m = on_map.as_ref().expect("the frames on the map are scored");
+        assert_eq!(m.num_scored, tracked as usize);
+        assert!(m.ate_percent_of_path <= 0.5, "on the map: ATE {:?} over a {} m path", m.ate, m.path_length);
+    }
     // Without base_frame, map and odom start at frame 0's camera turned to REP 103's body axes (x forward =
     // optical z, y left = -optical x, z up = -optical y), and the child is the camera (checked
     // with CameraInfo; with the estimated focal the chain drifts by a few hundredths of a degree

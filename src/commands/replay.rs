@@ -162,6 +162,15 @@ fn evaluate(
         });
         tracing::info!("trajectory: {t}; plot {}", png.display());
     }
+    let on_map =
+        [("map_trajectory", &metrics.map_trajectory), ("refined_map_trajectory", &metrics.refined_map_trajectory)];
+    for (key, t) in on_map.into_iter().filter_map(|(k, t)| Some((k, t.as_ref()?))) {
+        report["eval"][key] = json!({
+            "num_scored": t.num_scored, "ate_rmse": t.ate.rmse, "ate_percent_of_path": t.ate_percent_of_path,
+            "ate_se3_rmse": t.ate_se3.rmse, "ate_se3_percent_of_path": t.ate_se3_percent_of_path,
+        });
+        tracing::info!("{}: {t}", key.replace('_', " "));
+    }
     tracing::info!(
         "outputs: {} (bag), {} (metrics), {} (plot)",
         out_path.display(),

@@ -136,6 +136,8 @@ struct Scored {
     report: TrajectoryReport,
     /// Ours: the same frames on the map (`map -> odom` from TF applied).
     map: Option<TrajectoryReport>,
+    /// Ours: the same frames on the map after the fact (`eval::refined`).
+    refined: Option<TrajectoryReport>,
     /// Frames tracked.
     tracked: u64,
     /// Frames that could have been tracked (after the first pair for ours, after the first frame
@@ -207,7 +209,8 @@ fn study_against_orb(
     let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
     let tracked = report.num_tracked as u64;
     let trackable = frames as u64 - 1;
-    let ours = Scored { report, map: None, tracked, trackable, lost: Vec::new(), poses, keyframes: Vec::new() };
+    let ours =
+        Scored { report, map: None, refined: None, tracked, trackable, lost: Vec::new(), poses, keyframes: Vec::new() };
     print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
     if !no_peer {
         let orb = run_orb(seq, gt, python, frames, None, None)?;
@@ -281,10 +284,12 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     if let Some(dir) = &args.save {
         write_tum(&dir.join("sp_dust3r.txt"), &found.odom)?;
         write_tum(&dir.join("sp_dust3r_map.txt"), &found.map)?;
+        write_tum(&dir.join("sp_dust3r_map_refined.txt"), &found.refined)?;
         write_tum(&dir.join("sp_dust3r_keyframes.txt"), &found.keyframes)?;
     }
     let report = evaluate_trajectory(&found.odom, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
     let map = evaluate_trajectory(&found.map, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
+    let refined = evaluate_trajectory(&found.refined, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
     let keyframes = &found.keyframes;
     let chain = evaluate_trajectory(keyframes, keyframes.len(), gt, 0.02, RpeDelta::Frames(1))?;
     println!(
@@ -304,7 +309,16 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     let trackable = summary.get(Counter::FramesIn) - summary.get(Counter::FramesBeforeMap);
     let tracked = summary.get(Counter::FramesTracked);
     let keyframes = found.keyframes.iter().map(|k| k.t).collect();
-    Ok(Scored { report, map: Some(map), tracked, trackable, lost, poses: found.odom, keyframes })
+    Ok(Scored {
+        report,
+        map: Some(map),
+        refined: Some(refined),
+        tracked,
+        trackable,
+        lost,
+        poses: found.odom,
+        keyframes,
+    })
 }
 
 /// The ORB baseline (the peer script) on `seq`'s frames, scored against `gt` and printed.
@@ -335,6 +349,7 @@ fn run_orb(
     let scored = Scored {
         report,
         map: None,
+        refined: None,
         tracked,
         trackable: frames.saturating_sub(1) as u64,
         lost: vec![("lost".into(), lost)],
@@ -414,7 +429,11 @@ fn print_by_keyframe_age(ours: &Scored, motions: &[PairedMotion], name: &str) {
 fn print_scored(name: &str, s: &Scored) {
     println!("{name}:");
     println!("  tracked {} of {} trackable frames; not tracked: {:?}", s.tracked, s.trackable, s.lost);
-    let frames = [(if s.map.is_some() { "odom" } else { "" }, Some(&s.report)), ("map", s.map.as_ref())];
+    let frames = [
+        (if s.map.is_some() { "odom" } else { "" }, Some(&s.report)),
+        ("map", s.map.as_ref()),
+        ("map after the fact", s.refined.as_ref()),
+    ];
     for (frame, r) in frames.into_iter().filter_map(|(f, r)| Some((f, r?))) {
         let on = if frame.is_empty() { String::new() } else { format!(" {frame}:") };
         println!(

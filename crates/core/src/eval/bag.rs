@@ -120,6 +120,8 @@ pub struct OdometryEstimates {
     pub frames: usize,
     /// The keyframes' poses on the map as its last nav_msgs/Path gave them.
     pub keyframes: Vec<StampedPose>,
+    /// The same frames on the map after the fact (see [`super::refined::refined_map`]).
+    pub refined: Vec<StampedPose>,
 }
 
 /// The tracked frames of a replay's output bag (see [`OdometryEstimates`]).
@@ -160,6 +162,7 @@ pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
     }
     found.odom.sort_by(|a, b| a.t.total_cmp(&b.t));
     found.map.sort_by(|a, b| a.t.total_cmp(&b.t));
+    found.refined = super::refined::refined_map(&found.odom, &found.map, &found.keyframes);
     Ok(found)
 }
 

@@ -7,6 +7,7 @@
 pub mod bag;
 pub mod hat;
 pub mod plot;
+pub mod refined;
 pub mod trajectory;
 pub mod tum;
 
@@ -124,10 +125,7 @@ pub fn pose_at(traj: &[StampedPose], t: f64, tolerance: f64) -> Option<Transform
     }
     let (a, b) = (&traj[i - 1], &traj[i]);
     let w = if b.t > a.t { (t - a.t) / (b.t - a.t) } else { 0.0 };
-    let qa = UnitQuaternion::from_rotation_matrix(&a.pose.rotation);
-    let qb = UnitQuaternion::from_rotation_matrix(&b.pose.rotation);
-    let q = qa.slerp(&qb, w);
-    Some(Transform::new(q.to_rotation_matrix(), a.pose.translation * (1.0 - w) + b.pose.translation * w))
+    Some(a.pose.interpolate(&b.pose, w))
 }
 
 /// Angle between two rotations, degrees.
@@ -279,30 +277,40 @@ pub struct Report {
     pub auc: Vec<f64>,
     /// The odometry's trajectory metrics, when the bag has tracked frames.
     pub trajectory: Option<trajectory::TrajectoryReport>,
+    /// The same frames on the map as they went out (`map -> odom` from /tf), when the bag has it.
+    pub map_trajectory: Option<trajectory::TrajectoryReport>,
+    /// The same frames on the map after the fact ([`refined::refined_map`]).
+    pub refined_map_trajectory: Option<trajectory::TrajectoryReport>,
 }
 
 /// Everything a replay's output bag can be scored on: its pairs (see [`evaluate`]) and, when it
 /// has tracked frames, its odometry (see [`trajectory::evaluate_trajectory`], the RPE over
-/// `delta`). A trajectory too short to align is left out with a warning.
+/// `delta`) and the same frames on the map, as published and after the fact. A trajectory too
+/// short to align is left out with a warning.
 pub fn evaluate_bag(
     bag: &std::path::Path,
     gt: &[StampedPose],
     tolerance: f64,
     delta: trajectory::RpeDelta,
 ) -> Result<Report, EvalError> {
-    let bag::OdometryEstimates { odom: odometry, frames, .. } = bag::odometry_estimates(bag)?;
+    let bag::OdometryEstimates { odom: odometry, map, refined, frames, .. } = bag::odometry_estimates(bag)?;
     // A bag with odometry but no pairs (a keypoints-and-odometry recording) is still scored.
     let pairs = match bag::pair_estimates(bag) {
         Err(EvalError::NoPairs(_)) if !odometry.is_empty() => Vec::new(),
         other => other?,
     };
     let mut report = evaluate(&pairs, gt, tolerance)?;
-    if !odometry.is_empty() {
-        match trajectory::evaluate_trajectory(&odometry, frames, gt, tolerance, delta) {
-            Ok(t) => report.trajectory = Some(t),
-            Err(e) => tracing::warn!("{e}"),
+    let score = |poses: &[StampedPose], what: &str| {
+        if poses.is_empty() {
+            return None;
         }
-    }
+        trajectory::evaluate_trajectory(poses, frames, gt, tolerance, delta)
+            .map_err(|e| tracing::warn!("{what}: {e}"))
+            .ok()
+    };
+    report.trajectory = score(&odometry, "the odometry");
+    report.map_trajectory = score(&map, "the frames on the map");
+    report.refined_map_trajectory = score(&refined, "the frames on the map after the fact");
     Ok(report)
 }
 
@@ -352,5 +360,7 @@ pub fn evaluate(pairs: &[PairEstimate], gt: &[StampedPose], tolerance: f64) -> R
         auc_thresholds_deg: thresholds,
         pairs: metrics,
         trajectory: None,
+        map_trajectory: None,
+        refined_map_trajectory: None,
     })
 }

@@ -59,6 +59,17 @@ impl<A, B> Transform<A, B> {
         Transform::new(self.rotation * other.rotation, self.rotation * other.translation + self.translation)
     }
 
+    /// The transform a fraction `w` of the way from `self` to `other`: spherical in the rotation,
+    /// linear in the translation (`w` 0 gives `self`, 1 gives `other`).
+    pub fn interpolate(&self, other: &Self, w: f64) -> Self {
+        let qa = nalgebra::UnitQuaternion::from_rotation_matrix(&self.rotation);
+        let qb = nalgebra::UnitQuaternion::from_rotation_matrix(&other.rotation);
+        // Quaternions of one rotation are never antipodal here (slerp takes the shorter way), so
+        // the fallback only guards the arithmetic.
+        let q = qa.try_slerp(&qb, w, 1e-12).unwrap_or(if w < 0.5 { qa } else { qb });
+        Self::new(q.to_rotation_matrix(), self.translation * (1.0 - w) + other.translation * w)
+    }
+
     /// The 4x4 homogeneous matrix.
     pub fn matrix(&self) -> Matrix4<f64> {
         let mut m = Matrix4::identity();
