@@ -183,13 +183,14 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
     };
     let orb = run_orb(&seq, &gt, python, frames, args.save.as_deref(), peer_features)?;
     let ratio = |a: f64, b: f64| a / b;
-    let ours_ate = ours.map.as_ref().unwrap_or(&ours.report).ate.rmse;
+    let ate_of = |r: Option<&TrajectoryReport>| r.unwrap_or(&ours.report).ate.rmse;
     println!(
-        "ours / {}: RPE median translation {:.2}, rotation {:.2} (odom); ATE {:.2} (map)",
+        "ours / {}: RPE median translation {:.2}, rotation {:.2} (odom); ATE {:.2} (map), {:.2} (map after the fact)",
         args.peer_features.short(),
         ratio(ours.report.rpe_translation.median, orb.report.rpe_translation.median),
         ratio(ours.report.rpe_rotation_deg.median, orb.report.rpe_rotation_deg.median),
-        ratio(ours_ate, orb.report.ate.rmse)
+        ratio(ate_of(ours.map.as_ref()), orb.report.ate.rmse),
+        ratio(ate_of(ours.refined.as_ref()), orb.report.ate.rmse)
     );
     print_shared(&ours, &orb, &gt, args.peer_features.short());
     Ok(())
