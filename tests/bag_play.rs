@@ -405,7 +405,7 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
     let server = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
     let ctx = format!("node log:\n{log}\nserver log:\n{server}");
     assert!(stdout.contains("node_exit=0"), "{stdout} {ctx}");
-    let (odom, map) = node_trajectory(&report["trajectory"], &ctx);
+    let [odom, map, keyframes] = node_trajectory(&report["trajectory"], &ctx);
     let sent = report["sent"].as_array().unwrap().len();
     let mut taken: Vec<f64> = report["received"].as_array().unwrap().iter().map(stamp_seconds).collect();
     taken.sort_by(f64::total_cmp);
@@ -420,17 +420,21 @@ fn tum_rpy_played_at_camera_rate_is_tracked_live() {
     let scored =
         |poses: &[StampedPose], frames| evaluate_trajectory(poses, frames, &gt, 0.02, RpeDelta::Frames(1)).unwrap();
     let (in_odom, on_map) = (scored(&odom, received), scored(&map, received));
+    let after_the_fact = scored(&sp_dust3r_core::eval::refined::refined_map(&odom, &map, &keyframes), received);
     // The baseline on the same frames: the ones the node took after its first pair.
     let (orb, orb_lost) = seq.orb_odometry(after_map, dir.path());
     let by_orb = scored(&orb, trackable);
     eprintln!(
-        "fr1/rpy live: {sent} frames played, {received} taken, {before_map} before the first pair joined, {} of the {trackable} after it tracked; odom RPE median {:.2} mm / {:.3} deg (between tracked frames); map ATE {:.1} mm = {:.2} % of {:.3} m",
+        "fr1/rpy live: {sent} frames played, {received} taken, {before_map} before the first pair joined, {} of the {trackable} after it tracked; odom RPE median {:.2} mm / {:.3} deg (between tracked frames); map ATE {:.1} mm = {:.2} % of {:.3} m ({} keyframes on the path; after the fact {:.1} mm = {:.2} %)",
         odom.len(),
         in_odom.rpe_translation.median * 1e3,
         in_odom.rpe_rotation_deg.median,
         on_map.ate.rmse * 1e3,
         on_map.ate_percent_of_path,
-        on_map.path_length
+        on_map.path_length,
+        keyframes.len(),
+        after_the_fact.ate.rmse * 1e3,
+        after_the_fact.ate_percent_of_path,
     );
     eprintln!(
         "ORB baseline on those {trackable} frames: {orb_lost} lost; RPE median {:.2} mm / {:.3} deg; ATE {:.1} mm = {:.2} % (ratios ours / ORB: RPE {:.2} / {:.2})",
@@ -470,12 +474,10 @@ fn stamp_seconds(s: &serde_json::Value) -> f64 {
     s[0].as_f64().unwrap() + s[1].as_f64().unwrap() * 1e-9
 }
 
-/// The node's odometry as the peer collected it (`--trajectory`): each frame's pose in odom, and
-/// the same placed on the map through the `map -> odom` transform sent with its stamp.
-fn node_trajectory(
-    trajectory: &serde_json::Value,
-    ctx: &str,
-) -> (Vec<sp_dust3r_core::eval::StampedPose>, Vec<sp_dust3r_core::eval::StampedPose>) {
+/// The node's odometry as the peer collected it (`--trajectory`): each frame's pose in odom, the
+/// same placed on the map through the `map -> odom` transform sent with its stamp, and the
+/// keyframes on the map as the last path gave them.
+fn node_trajectory(trajectory: &serde_json::Value, ctx: &str) -> [Vec<sp_dust3r_core::eval::StampedPose>; 3] {
     use sp_dust3r_core::eval::{Camera, StampedPose, World};
     use sp_dust3r_core::geometry::Transform;
     let num = |v: &serde_json::Value| v.as_f64().unwrap();
@@ -503,5 +505,13 @@ fn node_trajectory(
         map.push(StampedPose { t, pose: map_odom.compose(&in_odom) });
         odom.push(StampedPose { t, pose: in_odom });
     }
-    (odom, map)
+    let path = &trajectory["path"];
+    let keyframes = path["stamps"].as_array().into_iter().flatten().zip(path["poses"].as_array().into_iter().flatten());
+    let keyframes = keyframes
+        .map(|(s, p)| {
+            let (r, v) = pose(&p["position"], &p["orientation"]);
+            StampedPose { t: stamp_seconds(s), pose: Transform::new(r, v) }
+        })
+        .collect();
+    [odom, map, keyframes]
 }

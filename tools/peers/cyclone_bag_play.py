@@ -149,7 +149,8 @@ def main():
                                          "child": t.child_frame_id, "translation": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z],
                                          "rotation": quat(t.transform.rotation)})
         for p in path.take(N=10):
-            trajectory["path"] = {"frame_id": p.header.frame_id, "stamps": [[q.header.stamp.sec, q.header.stamp.nanosec] for q in p.poses]}
+            trajectory["path"] = {"frame_id": p.header.frame_id, "stamps": [[q.header.stamp.sec, q.header.stamp.nanosec] for q in p.poses],
+                                  "poses": [pose_json(q.pose) for q in p.poses]}
 
     with AnyReader([Path(args.bag)], default_typestore=ts) as reader:
         writers = {}
