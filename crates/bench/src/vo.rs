@@ -101,6 +101,25 @@ impl PeerFeatures {
     }
 }
 
+/// The baseline peer as run: ORB, or SuperPoint's features written to a folder.
+#[derive(Clone, Copy)]
+enum Peer<'a> {
+    Orb,
+    Superpoint(&'a Path),
+}
+
+impl Peer<'_> {
+    /// Its name, its saved trajectory's file, and what its time per frame covers.
+    fn labels(self) -> [&'static str; 3] {
+        match self {
+            Self::Orb => ["ORB + solvePnPRansac", "orb.txt", "ORB, matching and PnP"],
+            Self::Superpoint(_) => {
+                ["SuperPoint + the baseline's solvePnPRansac", "peer_superpoint.txt", "matching and PnP"]
+            }
+        }
+    }
+}
+
 fn camera_of(args: &VoArgs) -> anyhow::Result<Camera> {
     let json = args.tum.join("intrinsics.json");
     match &args.camera {
@@ -171,17 +190,20 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
         let chained = crate::vo_study::study(&seq, &features(&args)?, &params.post_params())?;
         return study_against_orb(chained, &seq, &gt, python, frames, args.no_peer);
     }
-    let ours = run_ours(&args, &seq, &gt)?;
+    let replay_dir = tempfile::tempdir()?;
+    let ours = run_ours(&args, &seq, &gt, replay_dir.path())?;
     print_scored("sp_dust3r (true pointmaps)", &ours);
     if args.no_peer {
         return Ok(());
     }
     let features_dir = tempfile::tempdir()?;
-    let peer_features = match args.peer_features {
-        PeerFeatures::Orb => None,
-        PeerFeatures::Superpoint => Some(write_features(&seq, &args, features_dir.path())?),
+    let peer = match args.peer_features {
+        PeerFeatures::Orb => Peer::Orb,
+        PeerFeatures::Superpoint => {
+            Peer::Superpoint(write_features(&seq, &replay_dir.path().join(OUT_BAG), features_dir.path())?)
+        }
     };
-    let orb = run_orb(&seq, &gt, python, frames, args.save.as_deref(), peer_features)?;
+    let orb = run_baseline(&seq, &gt, python, frames, args.save.as_deref(), peer)?;
     let ratio = |a: f64, b: f64| a / b;
     let ate_of = |r: Option<&TrajectoryReport>| r.unwrap_or(&ours.report).ate.rmse;
     println!(
@@ -214,7 +236,7 @@ fn study_against_orb(
         Scored { report, map: None, refined: None, tracked, trackable, lost: Vec::new(), poses, keyframes: Vec::new() };
     print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
     if !no_peer {
-        let orb = run_orb(seq, gt, python, frames, None, None)?;
+        let orb = run_baseline(seq, gt, python, frames, None, Peer::Orb)?;
         print_shared(&ours, &orb, gt, "ORB");
     }
     Ok(())
@@ -234,22 +256,40 @@ fn node_params(args: &VoArgs) -> anyhow::Result<NodeParams> {
     Ok(params)
 }
 
-/// This pipeline's SuperPoint keypoints and descriptors of `seq`'s frames in `dir`, one npz per
-/// frame named for its colour image (the layout `sp_dust3r superpoint` writes), for the peer.
-fn write_features<'a>(seq: &TumSequence, args: &VoArgs, dir: &'a Path) -> anyhow::Result<&'a Path> {
-    use sp_dust3r_core::backend::FeatureExtractor;
-    let (features, post) = (features(args)?, node_params(args)?.post_params());
-    for f in seq.frames()? {
-        let frame = sp_dust3r_core::image::Frame::decode(&std::fs::read(&f.rgb)?)?;
-        let kp = features.detect(&frame, &post)?;
-        let xy = ndarray::Array2::from_shape_vec((kp.len(), 2), kp.xy.iter().flatten().copied().collect())?;
-        let desc = ndarray::Array2::from_shape_vec((kp.len(), kp.descriptor_dim), kp.descriptors)?;
-        let stem = f.rgb.file_stem().with_context(|| format!("{}: no file name", f.rgb.display()))?;
-        let path = dir.join(format!("{}.npz", stem.to_string_lossy()));
-        let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&path)?);
-        npz.add_array("keypoints", &xy)?;
-        npz.add_array("descriptors", &desc)?;
-        npz.finish()?;
+/// The SuperPoint keypoints and descriptors the replay published for `seq`'s frames (`out_bag`'s
+/// sp_dust3r/msg/Keypoints), one npz per frame in `dir` named for its colour image (the layout
+/// `sp_dust3r superpoint` writes), for the peer.
+fn write_features<'a>(seq: &TumSequence, out_bag: &Path, dir: &'a Path) -> anyhow::Result<&'a Path> {
+    use sp_dust3r_core::msg::{from_cdr, node_msgs, RosMessage};
+    let frames = seq.frames()?;
+    let mut written = 0;
+    for file in sp_dust3r_core::bag::open_bag(out_bag)? {
+        for m in file.messages() {
+            let m = m?;
+            if m.ros_type != node_msgs::Keypoints::ROS_TYPE {
+                continue;
+            }
+            let kp: node_msgs::Keypoints = from_cdr(&m.data)?;
+            let t = kp.header.stamp.seconds();
+            let frame = frames
+                .iter()
+                .find(|f| (f.t - t).abs() < 1e-6)
+                .with_context(|| format!("keypoints at {t}: no such frame"))?;
+            let xy: Vec<f32> = kp.x.iter().zip(&kp.y).flat_map(|(&x, &y)| [x, y]).collect();
+            let xy = ndarray::Array2::from_shape_vec((kp.x.len(), 2), xy)?;
+            let desc = ndarray::Array2::from_shape_vec((kp.x.len(), kp.descriptor_dim as usize), kp.descriptors)?;
+            let stem = frame.rgb.file_stem().with_context(|| format!("{}: no file name", frame.rgb.display()))?;
+            let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(
+                dir.join(format!("{}.npz", stem.to_string_lossy())),
+            )?);
+            npz.add_array("keypoints", &xy)?;
+            npz.add_array("descriptors", &desc)?;
+            npz.finish()?;
+            written += 1;
+        }
+    }
+    if written != frames.len() {
+        bail!("the replay published keypoints for {written} of {} frames", frames.len());
     }
     Ok(dir)
 }
@@ -260,9 +300,13 @@ fn features(args: &VoArgs) -> anyhow::Result<sp_dust3r_core::backend::cpu::CpuFe
     Ok(sp_dust3r_core::backend::cpu::CpuFeatures(SuperPoint::load(&resolved.dir)?))
 }
 
-fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Result<Scored> {
-    let dir = tempfile::tempdir()?;
-    let (bag, out_path) = (dir.path().join("in.mcap"), dir.path().join("out.mcap"));
+/// The replay's output bag in the folder `run_ours` is given.
+const OUT_BAG: &str = "out.mcap";
+
+/// Replays `seq` with the true-pointmap double in `dir` (its output bag: [`OUT_BAG`]) and scores
+/// the odometry.
+fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) -> anyhow::Result<Scored> {
+    let (bag, out_path) = (dir.join("in.mcap"), dir.join(OUT_BAG));
     write_bag(seq, &bag, None)?;
     let mut params = node_params(args)?;
     // TF carries map -> odom, which places the frames on the map.
@@ -322,29 +366,30 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose]) -> anyhow::Res
     })
 }
 
-/// The ORB baseline (the peer script) on `seq`'s frames, scored against `gt` and printed.
-fn run_orb(
+/// The baseline (the peer script, on ORB's features or `peer`'s) on `seq`'s frames, scored
+/// against `gt` and printed.
+fn run_baseline(
     seq: &TumSequence,
     gt: &[StampedPose],
     python: &Path,
     frames: usize,
     save: Option<&Path>,
-    features: Option<&Path>,
+    peer: Peer<'_>,
 ) -> anyhow::Result<Scored> {
     let scratch = tempfile::tempdir()?;
     let mut a = seq.orb_peer_args(scratch.path())?;
-    if let Some(dir) = features {
+    if let Peer::Superpoint(dir) = peer {
         a.extend(["--features".into(), dir.display().to_string()]);
     }
+    let [name, file, timed] = peer.labels();
     let os: Vec<&std::ffi::OsStr> = a.iter().map(std::ffi::OsStr::new).collect();
     let out = crate::run_peer(ORB_PEER, "vo_orb_opencv.py", python, &os)?;
     let poses = orb_peer_poses(&out)?;
     if let Some(dir) = save {
-        write_tum(&dir.join(if features.is_some() { "peer_superpoint.txt" } else { "orb.txt" }), &poses)?;
+        write_tum(&dir.join(file), &poses)?;
     }
     let lost = out["lost"].as_array().map_or(0, Vec::len) as u64;
-    let what = if features.is_some() { "matching and PnP" } else { "ORB, matching and PnP" };
-    println!("  peer: {what} {:.1} ms per frame (median)", out["ms_per_frame"].as_f64().unwrap_or(f64::NAN));
+    println!("  peer: {timed} {:.1} ms per frame (median)", out["ms_per_frame"].as_f64().unwrap_or(f64::NAN));
     let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
     let tracked = report.num_tracked.saturating_sub(1) as u64;
     let scored = Scored {
@@ -357,7 +402,6 @@ fn run_orb(
         poses,
         keyframes: Vec::new(),
     };
-    let name = if features.is_some() { "SuperPoint + the baseline's solvePnPRansac" } else { "ORB + solvePnPRansac" };
     print_scored(&format!("{name}, frame to frame"), &scored);
     Ok(scored)
 }
