@@ -261,7 +261,7 @@ fn trajectory_metrics_agree_with_evo() {
     let mut w = BagWriter::create(&bag).unwrap();
     w.add_typed_topic::<node_msgs::Keypoints>("/cam/keypoints").unwrap();
     w.add_typed_topic::<sp_dust3r_core::msg::nav_msgs::Odometry>("/cam/odom").unwrap();
-    let (mut gt_tum, mut est_tum) = (String::new(), String::new());
+    let mut gt_tum = String::new();
     for (i, (t, r, p)) in gt.iter().enumerate() {
         let stamp = builtin_interfaces::Time { sec: *t as i32, nanosec: ((t - t.floor()) * 1e9).round() as u32 };
         let ns = (t * 1e9).round() as u64;
@@ -290,17 +290,30 @@ fn trajectory_metrics_agree_with_evo() {
             ..Default::default()
         };
         w.write("/cam/odom", ns, ns, &to_cdr(&odom).unwrap()).unwrap();
-        est_tum += &tum_line(*t, &er, &ep);
     }
     w.finish().unwrap();
-    let (gt_path, est_path) = (dir.path().join("gt.tum"), dir.path().join("est.tum"));
+    let gt_path = dir.path().join("gt.tum");
     std::fs::write(&gt_path, gt_tum).unwrap();
-    std::fs::write(&est_path, est_tum).unwrap();
 
     for delta in [1, 3] {
         let d = delta.to_string();
-        let ours =
-            eval(&["--bag", bag.to_str().unwrap(), "--ground-truth", gt_path.to_str().unwrap(), "--rpe-frames", &d]);
+        // evo scores the odometry as `--trajectories` writes it.
+        let written = dir.path().join(format!("delta{delta}"));
+        let ours = eval(&[
+            "--bag",
+            bag.to_str().unwrap(),
+            "--ground-truth",
+            gt_path.to_str().unwrap(),
+            "--rpe-frames",
+            &d,
+            "--trajectories",
+            written.to_str().unwrap(),
+        ]);
+        let est_path = written.join("odom.tum");
+        // Without /tf and a path in the bag, only the odometry.
+        let names: std::collections::BTreeSet<_> =
+            std::fs::read_dir(&written).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        assert_eq!(names.into_iter().collect::<Vec<_>>(), ["odom.tum"]);
         let t = &ours["trajectory"];
         assert_eq!((t["num_frames"].as_u64(), t["num_tracked"].as_u64()), (Some(60), Some(50)), "{t}");
         let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/evo_metrics.py");

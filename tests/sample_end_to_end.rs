@@ -102,6 +102,12 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
         assert_eq!(m.num_scored, tracked as usize);
         assert!(m.ate_percent_of_path <= 0.5, "on the map: ATE {:?} over a {} m path", m.ate, m.path_length);
     }
+    let after_the_fact = report.refined_map_trajectory.as_ref().map_or(f64::NAN, |m| m.ate.rmse);
+    let by_evo = evo_ate_of_written_trajectory(&out_path, &gt, "map_after_the_fact.tum");
+    assert!(
+        (by_evo - after_the_fact).abs() <= 1e-9 * after_the_fact,
+        "after the fact: evo {by_evo}, ours {after_the_fact}"
+    );
     // Without base_frame, map and odom start at frame 0's camera turned to REP 103's body axes (x forward =
     // optical z, y left = -optical x, z up = -optical y), and the child is the camera (checked
     // with CameraInfo; with the estimated focal the chain drifts by a few hundredths of a degree
@@ -124,6 +130,34 @@ fn replay_true_pointmaps(camera_info: bool) -> sp_dust3r_core::eval::Report {
         );
     }
     report
+}
+
+/// `sp_dust3r eval --trajectories` on a replay's output bag: it writes the odometry, the map as
+/// published and after the fact, and the keyframes; evo (PyPI `evo`) scores the file `name`
+/// against `gt`, and its ATE RMSE (Sim(3)) comes back.
+fn evo_ate_of_written_trajectory(out_bag: &Path, gt: &[sp_dust3r_core::eval::StampedPose], name: &str) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (gt_tum, written) = (dir.path().join("gt.tum"), dir.path().join("trajectories"));
+    std::fs::write(&gt_tum, sp_dust3r_core::eval::format_tum(gt)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sp_dust3r"))
+        .arg("eval")
+        .args(["--bag".as_ref(), out_bag.as_os_str(), "--ground-truth".as_ref(), gt_tum.as_os_str()])
+        .args(["--trajectories".as_ref(), written.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for file in ["odom.tum", "map.tum", "map_after_the_fact.tum", "keyframes.tum"] {
+        assert!(written.join(file).is_file(), "{file} written");
+    }
+    let peer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/evo_metrics.py");
+    let out = Command::new(peer_python())
+        .arg(peer)
+        .args(["--gt".as_ref(), gt_tum.as_os_str(), "--est".as_ref(), written.join(name).as_os_str()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "evo: {}", String::from_utf8_lossy(&out.stderr));
+    let evo: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    evo["ape"]["rmse"].as_f64().unwrap()
 }
 
 #[test]

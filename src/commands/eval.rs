@@ -42,6 +42,33 @@ pub struct Args {
     /// The odometry's RPE between each tracked frame and the first at least this many seconds later.
     #[arg(long)]
     rpe_seconds: Option<f64>,
+    /// Write the bag's trajectories here as TUM files (for evo and the like): the odometry
+    /// (`odom.tum`), the same frames on the map as published and after the fact (`map.tum`,
+    /// `map_after_the_fact.tum`, with /tf in the bag) and the keyframes (`keyframes.tum`).
+    #[arg(long, value_name = "DIR")]
+    trajectories: Option<PathBuf>,
+}
+
+/// `--trajectories DIR`: the bag's trajectories as TUM files, those it has.
+fn write_trajectories(bag: &Path, dir: &Path) -> anyhow::Result<()> {
+    let found = sp_dust3r_core::eval::bag::odometry_estimates(bag)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let files = [
+        ("odom.tum", &found.odom),
+        ("map.tum", &found.map),
+        ("map_after_the_fact.tum", &found.refined),
+        ("keyframes.tum", &found.keyframes),
+    ];
+    for (name, poses) in files {
+        if poses.is_empty() {
+            tracing::warn!("{}: no poses for {name}", bag.display());
+            continue;
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, sp_dust3r_core::eval::format_tum(poses))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// `--gt-frames PARENT CHILD` as a pair.
@@ -86,6 +113,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => bail!("--rpe-frames 0: at least 1"),
     };
     let report = evaluate_bag(&args.bag, &gt, args.tolerance, delta)?;
+    if let Some(dir) = &args.trajectories {
+        write_trajectories(&args.bag, dir)?;
+    }
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
     let title = format!("{} against {}", file_name(&args.bag), file_name(&args.ground_truth));
     let trajectory_png = save(&report, &title, args.out.as_deref(), png.as_deref())?;

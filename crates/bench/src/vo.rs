@@ -133,12 +133,7 @@ fn camera_of(args: &VoArgs) -> anyhow::Result<Camera> {
 
 /// Poses as a TUM trajectory file (`t tx ty tz qx qy qz qw`).
 fn write_tum(path: &Path, poses: &[StampedPose]) -> anyhow::Result<()> {
-    let mut text = String::new();
-    for p in poses {
-        let q = nalgebra::UnitQuaternion::from_rotation_matrix(&p.pose.rotation);
-        let t = &p.pose.translation;
-        text += &format!("{:.6} {} {} {} {} {} {} {}\n", p.t, t.x, t.y, t.z, q.i, q.j, q.k, q.w);
-    }
+    let text = sp_dust3r_core::eval::format_tum(poses);
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 

@@ -75,6 +75,18 @@ pub enum EvalError {
     Trajectory(String),
 }
 
+/// Poses as a TUM trajectory (`timestamp tx ty tz qx qy qz qw` per line, stamps to the
+/// nanosecond): what [`parse_tum`] and evo read.
+pub fn format_tum(poses: &[StampedPose]) -> String {
+    let mut text = String::new();
+    for p in poses {
+        let q = UnitQuaternion::from_rotation_matrix(&p.pose.rotation);
+        let t = &p.pose.translation;
+        text += &format!("{:.9} {} {} {} {} {} {} {}\n", p.t, t.x, t.y, t.z, q.i, q.j, q.k, q.w);
+    }
+    text
+}
+
 /// A TUM trajectory (`timestamp tx ty tz qx qy qz qw` per line, `#` comments) as poses of the
 /// camera in the world, sorted by time.
 pub fn parse_tum(text: &str) -> Result<Vec<StampedPose>, EvalError> {
