@@ -53,7 +53,7 @@ pub fn refined_map(odom: &[StampedPose], map: &[StampedPose], keyframes: &[Stamp
                 return published(o.t);
             }
             let (a, b) = (&corrections[after - 1], &corrections[after]);
-            let w = (o.t - a.t) / (b.t - a.t);
+            let w = ((o.t - a.t) / (b.t - a.t)).clamp(0.0, 1.0);
             let t_map_odom = a.t_map_odom.interpolate(&b.t_map_odom, w);
             Some(StampedPose { t: o.t, pose: t_map_odom.compose(&o.pose) })
         })
