@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
+use sp_dust3r_core::eval::bag::{load_ground_truth, odometry_estimates, GroundTruth, OdometryEstimates};
 use sp_dust3r_core::eval::trajectory::RpeDelta;
-use sp_dust3r_core::eval::{evaluate_bag, Report};
+use sp_dust3r_core::eval::{evaluate_bag_with, Report};
 
 /// Seconds a pair's time may lie beyond the ends of the ground truth, by default.
 pub const DEFAULT_TOLERANCE_S: f64 = 0.05;
@@ -49,9 +49,8 @@ pub struct Args {
     trajectories: Option<PathBuf>,
 }
 
-/// `--trajectories DIR`: the bag's trajectories as TUM files, those it has.
-fn write_trajectories(bag: &Path, dir: &Path) -> anyhow::Result<()> {
-    let found = sp_dust3r_core::eval::bag::odometry_estimates(bag)?;
+/// `--trajectories DIR`: the bag's trajectories (`found`) as TUM files, those it has.
+fn write_trajectories(bag: &Path, found: &OdometryEstimates, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let files = [
         ("odom.tum", &found.odom),
@@ -112,9 +111,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None if args.rpe_frames > 0 => RpeDelta::Frames(args.rpe_frames),
         None => bail!("--rpe-frames 0: at least 1"),
     };
-    let report = evaluate_bag(&args.bag, &gt, args.tolerance, delta)?;
+    let found = odometry_estimates(&args.bag)?;
+    let report = evaluate_bag_with(&args.bag, &found, &gt, args.tolerance, delta)?;
     if let Some(dir) = &args.trajectories {
-        write_trajectories(&args.bag, dir)?;
+        write_trajectories(&args.bag, &found, dir)?;
     }
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
     let title = format!("{} against {}", file_name(&args.bag), file_name(&args.ground_truth));

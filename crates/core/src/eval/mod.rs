@@ -305,10 +305,21 @@ pub fn evaluate_bag(
     tolerance: f64,
     delta: trajectory::RpeDelta,
 ) -> Result<Report, EvalError> {
-    let bag::OdometryEstimates { odom: odometry, map, refined, frames, .. } = bag::odometry_estimates(bag)?;
+    evaluate_bag_with(bag, &bag::odometry_estimates(bag)?, gt, tolerance, delta)
+}
+
+/// [`evaluate_bag`] with the bag's tracked frames already read (`found`, from
+/// [`bag::odometry_estimates`]).
+pub fn evaluate_bag_with(
+    bag: &std::path::Path,
+    found: &bag::OdometryEstimates,
+    gt: &[StampedPose],
+    tolerance: f64,
+    delta: trajectory::RpeDelta,
+) -> Result<Report, EvalError> {
     // A bag with odometry but no pairs (a keypoints-and-odometry recording) is still scored.
     let pairs = match bag::pair_estimates(bag) {
-        Err(EvalError::NoPairs(_)) if !odometry.is_empty() => Vec::new(),
+        Err(EvalError::NoPairs(_)) if !found.odom.is_empty() => Vec::new(),
         other => other?,
     };
     let mut report = evaluate(&pairs, gt, tolerance)?;
@@ -316,13 +327,13 @@ pub fn evaluate_bag(
         if poses.is_empty() {
             return None;
         }
-        trajectory::evaluate_trajectory(poses, frames, gt, tolerance, delta)
+        trajectory::evaluate_trajectory(poses, found.frames, gt, tolerance, delta)
             .map_err(|e| tracing::warn!("{what}: {e}"))
             .ok()
     };
-    report.trajectory = score(&odometry, "the odometry");
-    report.map_trajectory = score(&map, "the frames on the map");
-    report.refined_map_trajectory = score(&refined, "the frames on the map after the fact");
+    report.trajectory = score(&found.odom, "the odometry");
+    report.map_trajectory = score(&found.map, "the frames on the map");
+    report.refined_map_trajectory = score(&found.refined, "the frames on the map after the fact");
     Ok(report)
 }
 
