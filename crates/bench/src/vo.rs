@@ -91,16 +91,6 @@ pub enum PeerFeatures {
     Superpoint,
 }
 
-impl PeerFeatures {
-    /// The peer's name in the printed ratios.
-    fn short(self) -> &'static str {
-        match self {
-            Self::Orb => "ORB",
-            Self::Superpoint => "SP baseline",
-        }
-    }
-}
-
 /// The baseline peer as run: ORB, or SuperPoint's features written to a folder.
 #[derive(Clone, Copy)]
 enum Peer<'a> {
@@ -116,6 +106,14 @@ impl Peer<'_> {
             Self::Superpoint(_) => {
                 ["SuperPoint + the baseline's solvePnPRansac", "peer_superpoint.txt", "matching and PnP"]
             }
+        }
+    }
+
+    /// Its name in the printed ratios.
+    fn short(self) -> &'static str {
+        match self {
+            Self::Orb => "ORB",
+            Self::Superpoint(_) => "SP baseline",
         }
     }
 }
@@ -203,13 +201,13 @@ pub fn vo(args: VoArgs, python: &Path) -> anyhow::Result<()> {
     let ate_of = |r: Option<&TrajectoryReport>| r.unwrap_or(&ours.report).ate.rmse;
     println!(
         "ours / {}: RPE median translation {:.2}, rotation {:.2} (odom); ATE {:.2} (map), {:.2} (map after the fact)",
-        args.peer_features.short(),
+        peer.short(),
         ratio(ours.report.rpe_translation.median, orb.report.rpe_translation.median),
         ratio(ours.report.rpe_rotation_deg.median, orb.report.rpe_rotation_deg.median),
         ratio(ate_of(ours.map.as_ref()), orb.report.ate.rmse),
         ratio(ate_of(ours.refined.as_ref()), orb.report.ate.rmse)
     );
-    print_shared(&ours, &orb, &gt, args.peer_features.short());
+    print_shared(&ours, &orb, &gt, peer.short());
     Ok(())
 }
 
@@ -232,7 +230,7 @@ fn study_against_orb(
     print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
     if !no_peer {
         let orb = run_baseline(seq, gt, python, frames, None, Peer::Orb)?;
-        print_shared(&ours, &orb, gt, "ORB");
+        print_shared(&ours, &orb, gt, Peer::Orb.short());
     }
     Ok(())
 }
@@ -327,11 +325,11 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) ->
         write_tum(&dir.join("sp_dust3r_map_refined.txt"), &found.refined)?;
         write_tum(&dir.join("sp_dust3r_keyframes.txt"), &found.keyframes)?;
     }
-    let report = evaluate_trajectory(&found.odom, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
-    let map = evaluate_trajectory(&found.map, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
-    let refined = evaluate_trajectory(&found.refined, found.frames, gt, 0.02, RpeDelta::Frames(1))?;
+    let score = |poses: &[StampedPose], frames| evaluate_trajectory(poses, frames, gt, 0.02, RpeDelta::Frames(1));
+    let (report, map) = (score(&found.odom, found.frames)?, score(&found.map, found.frames)?);
+    let refined = score(&found.refined, found.frames)?;
     let keyframes = &found.keyframes;
-    let chain = evaluate_trajectory(keyframes, keyframes.len(), gt, 0.02, RpeDelta::Frames(1))?;
+    let chain = score(keyframes, keyframes.len())?;
     println!(
         "  the chain's {} keyframes alone: ATE (Sim(3)) {:.1} mm = {:.2} % of their {:.3} m path",
         keyframes.len(),
