@@ -316,14 +316,7 @@ fn trajectory_metrics_agree_with_evo() {
         assert_eq!(names.into_iter().collect::<Vec<_>>(), ["odom.tum"]);
         let t = &ours["trajectory"];
         assert_eq!((t["num_frames"].as_u64(), t["num_tracked"].as_u64()), (Some(60), Some(50)), "{t}");
-        let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/evo_metrics.py");
-        let out = Command::new(common::peer_python())
-            .arg(peer)
-            .args(["--gt", gt_path.to_str().unwrap(), "--est", est_path.to_str().unwrap(), "--delta", &d])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "evo: {}", String::from_utf8_lossy(&out.stderr));
-        let evo: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let evo = common::evo_metrics(&gt_path, &est_path, delta);
         assert_eq!(evo["matched"].as_u64(), Some(50));
         let close = |a: &Value, b: &Value, what: &str| {
             let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());

@@ -149,15 +149,7 @@ fn evo_ate_of_written_trajectory(out_bag: &Path, gt: &[sp_dust3r_core::eval::Sta
     for file in ["odom.tum", "map.tum", "map_after_the_fact.tum", "keyframes.tum"] {
         assert!(written.join(file).is_file(), "{file} written");
     }
-    let peer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/evo_metrics.py");
-    let out = Command::new(peer_python())
-        .arg(peer)
-        .args(["--gt".as_ref(), gt_tum.as_os_str(), "--est".as_ref(), written.join(name).as_os_str()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "evo: {}", String::from_utf8_lossy(&out.stderr));
-    let evo: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    evo["ape"]["rmse"].as_f64().unwrap()
+    common::evo_metrics(&gt_tum, &written.join(name), 1)["ape"]["rmse"].as_f64().unwrap()
 }
 
 #[test]

@@ -115,6 +115,20 @@ pub fn f1_and_min_cosine(ours: &[([f32; 2], Vec<f32>)], reference: &[([f32; 2], 
     (2.0 * precision * recall / (precision + recall).max(1e-12), min_cos)
 }
 
+/// evo's metrics (`tools/peers/evo_metrics.py`, PyPI `evo`) of the TUM trajectory `est`
+/// against `gt`, the RPE over `delta` frames: its JSON line.
+pub fn evo_metrics(gt: &std::path::Path, est: &std::path::Path, delta: usize) -> serde_json::Value {
+    let peer = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/peers/evo_metrics.py");
+    let out = std::process::Command::new(peer_python())
+        .arg(peer)
+        .args(["--gt".as_ref(), gt.as_os_str(), "--est".as_ref(), est.as_os_str()])
+        .args(["--delta", &delta.to_string()])
+        .output()
+        .expect("the peer Python runs");
+    assert!(out.status.success(), "evo: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("evo_metrics.py prints JSON")
+}
+
 /// The Python that has the test peers (rosbags): `$SP_DUST3R_PYTHON` (set by tools/test.sh),
 /// else ./.venv/bin/python, else python3.
 pub fn peer_python() -> PathBuf {
