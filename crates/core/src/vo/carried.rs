@@ -169,7 +169,8 @@ pub const TRY_KEYFRAMES: usize = 4;
 
 impl CarriedTracker {
     /// [`CarriedTracker::track`] of `frame` (stamped `stamp`) against `keyframes` (newest first)
-    /// in turn until one places it; none: the newest's reason. Call
+    /// in turn until one places it, then once more with the second try's looser matching
+    /// (ORB-SLAM's wider search when too few matches); none: the newest's first reason. Call
     /// [`CarriedTracker::catch_up`] first.
     pub fn track_any<F>(
         &mut self,
@@ -202,6 +203,14 @@ impl CarriedTracker {
             match self.track(chain, Some(kf), frame, camera, params) {
                 Ok(pose) => return Ok(pose),
                 Err(e) => first = first.or(Some(e)),
+            }
+        }
+        let second = params.second_try();
+        if second.matching != params.matching {
+            for kf in keyframes {
+                if let Ok(pose) = self.track(chain, Some(kf), frame, camera, &second) {
+                    return Ok(pose);
+                }
             }
         }
         Err(first.unwrap_or(NotTracked::NoMap))
@@ -562,6 +571,36 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_whose_descriptors_changed_past_the_first_matching_is_placed_by_the_second_try() {
+        let mut rng = SplitMix64::new(11);
+        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng, 150));
+        let kf = Arc::new(keyframe(&xy, d0.clone()));
+        let t = Transform::<OdomOrigin, FrameCam>::new(
+            nalgebra::Rotation3::from_euler_angles(0.0, 0.03, 0.0),
+            Vector3::new(0.05, 0.0, 0.0),
+        );
+        // Drifted twice, as a fast turn changes them: about 0.59 similar to the keyframe's.
+        let twice = drifted(&drifted(&d0, &mut rng), &mut rng);
+        let pixels = seen(&kf, &t);
+        let frame = |descriptors| {
+            Arc::new(Keypoints { scores: vec![1.0; pixels.len()], xy: pixels.clone(), descriptors, descriptor_dim: 32 })
+        };
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+        let keyframes = std::slice::from_ref(&kf);
+
+        let first_only = TrackingParams { second_try: params.matching, ..params };
+        let once = CarriedTracker::default().track_any(1, keyframes, &frame(twice.clone()), 0, camera, &first_only);
+        assert!(matches!(once, Err(NotTracked::TooFewMatches { .. })), "{once:?}");
+        let placed = CarriedTracker::default().track_any(1, keyframes, &frame(twice), 0, camera, &params).unwrap();
+        assert!((placed.t_odom_frame.translation - t.translation).norm() < 1e-3, "{:?}", placed.t_odom_frame);
+        assert!(placed.t_odom_frame.rotation_error_deg(&t) < 0.05);
+        // Descriptors of other points are not matched into a pose by the looser try either.
+        let unrelated = descriptors(&mut rng, 150);
+        let none = CarriedTracker::default().track_any(1, keyframes, &frame(unrelated), 0, camera, &params);
+        assert!(none.is_err(), "{none:?}");
+    }
+
+    #[test]
     fn a_frame_the_newest_keyframe_does_not_place_is_tracked_against_an_earlier_one() {
         let mut rng = SplitMix64::new(5);
         let xy = scattered(&mut rng);
@@ -621,7 +660,10 @@ mod tests {
                 (t, Arc::new(kp))
             })
             .collect();
-        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+        // Without the second try, which places the third frame alone (about 0.45 similar).
+        let params = TrackingParams::default();
+        let (camera, params) =
+            (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams { second_try: params.matching, ..params });
         let (before, after) = (&frames[..2], &frames[2]);
         let none: &[Arc<ChainKeyframe<()>>] = &[];
         let with = std::slice::from_ref(&kf);

@@ -29,6 +29,10 @@ pub type TKeyframeFrame = Transform<KeyframeCam, FrameCam>;
 pub struct TrackingParams {
     /// Which descriptor matches count.
     pub matching: MatchParams,
+    /// Which count on a second try, for a frame that `matching` places on no keyframe: a
+    /// camera that turned fast (or a node that fell behind it) sees its keypoints' descriptors
+    /// change more than `matching` allows, and RANSAC's inlier count guards the looser matches.
+    pub second_try: MatchParams,
     /// Keyframe points whose confidence is at most this are not used.
     pub min_confidence: f32,
     /// Fewest PnP inliers for a pose.
@@ -37,10 +41,21 @@ pub struct TrackingParams {
     pub ransac: RansacParams,
 }
 
+/// The lowest similarity of a second try's match (mutual nearest neighbours, no ratio test).
+pub const SECOND_TRY_SIMILARITY: f32 = 0.5;
+
+impl TrackingParams {
+    /// The same with the second try's matching in place of the first's.
+    pub fn second_try(&self) -> Self {
+        Self { matching: self.second_try, ..*self }
+    }
+}
+
 impl Default for TrackingParams {
     fn default() -> Self {
         Self {
             matching: MatchParams { max_distance_ratio: 0.9, ..MatchParams::default() },
+            second_try: MatchParams { min_similarity: SECOND_TRY_SIMILARITY, max_distance_ratio: 1.0 },
             min_confidence: 3.0,
             min_inliers: 20,
             ransac: RansacParams { max_iterations: 200, threshold_px: 4.0, confidence: 0.999, seed: 0x7ac4 },
