@@ -28,14 +28,17 @@ pub struct Sequence {
     pub first: usize,
     /// How many frames from `first` (fewer when the sequence has fewer).
     pub len: usize,
+    /// Every `step`-th frame of those: the spacing a node that falls behind the camera sees.
+    pub step: usize,
 }
 
 /// fr3/long_office_household: 13 frames inside the motion capture, no distortion.
-pub const FR3: Sequence = Sequence { dir: "tum_fr3_long_office_household", camera: "fr3", first: 3, len: usize::MAX };
+pub const FR3: Sequence =
+    Sequence { dir: "tum_fr3_long_office_household", camera: "fr3", first: 3, len: usize::MAX, step: 1 };
 
 /// fr1/rpy: fast handheld rotation, motion blur, a distorted lens; its first `len` frames.
 pub fn rpy(len: usize) -> Sequence {
-    Sequence { dir: "tum_fr1_rpy", camera: "fr1", first: 0, len }
+    Sequence { dir: "tum_fr1_rpy", camera: "fr1", first: 0, len, step: 1 }
 }
 
 impl Sequence {
@@ -46,7 +49,7 @@ impl Sequence {
             camera: self.camera(),
             first: self.first,
             len: self.len,
-            step: 1,
+            step: self.step,
             stamps: None,
         }
     }

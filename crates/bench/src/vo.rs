@@ -157,6 +157,8 @@ struct Scored {
     trackable: u64,
     /// Why frames were not tracked, by kind.
     lost: Vec<(String, u64)>,
+    /// Ours: frames that only the second try at matching placed.
+    second_try: Option<u64>,
     /// The poses `report` scored.
     poses: Vec<StampedPose>,
     /// Ours: the stamps of the chain's keyframes.
@@ -225,8 +227,17 @@ fn study_against_orb(
     let report = evaluate_trajectory(&poses, frames, gt, 0.02, RpeDelta::Frames(1))?;
     let tracked = report.num_tracked as u64;
     let trackable = frames as u64 - 1;
-    let ours =
-        Scored { report, map: None, refined: None, tracked, trackable, lost: Vec::new(), poses, keyframes: Vec::new() };
+    let ours = Scored {
+        report,
+        map: None,
+        refined: None,
+        tracked,
+        trackable,
+        lost: Vec::new(),
+        second_try: None,
+        poses,
+        keyframes: Vec::new(),
+    };
     print_scored("SuperPoint frame to frame on each frame's own depth (study)", &ours);
     if !no_peer {
         let orb = run_baseline(seq, gt, python, frames, None, Peer::Orb)?;
@@ -354,6 +365,7 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) ->
         tracked,
         trackable,
         lost,
+        second_try: Some(summary.get(Counter::FramesSecondTry)),
         poses: found.odom,
         keyframes,
     })
@@ -392,6 +404,7 @@ fn run_baseline(
         tracked,
         trackable: frames.saturating_sub(1) as u64,
         lost: vec![("lost".into(), lost)],
+        second_try: None,
         poses,
         keyframes: Vec::new(),
     };
@@ -467,6 +480,9 @@ fn print_by_keyframe_age(ours: &Scored, motions: &[PairedMotion], name: &str) {
 fn print_scored(name: &str, s: &Scored) {
     println!("{name}:");
     println!("  tracked {} of {} trackable frames; not tracked: {:?}", s.tracked, s.trackable, s.lost);
+    if let Some(n) = s.second_try {
+        println!("  placed by the second try at matching: {n}");
+    }
     let frames = [
         (if s.map.is_some() { "odom" } else { "" }, Some(&s.report)),
         ("map", s.map.as_ref()),

@@ -87,6 +87,9 @@ counters! {
     FramesTracked => "frames_tracked", false;
     /// Frames not tracked once the chain existed (too few matches, points or inliers).
     FramesNotTracked => "frames_not_tracked", false;
+    /// Tracked frames that only the second try's looser matching placed (a fast turn, or a
+    /// node that fell behind the camera).
+    FramesSecondTry => "frames_tracked_second_try", false;
     /// Frames before the chain's first pair (nothing to track against yet).
     FramesBeforeMap => "frames_before_first_pair", false;
     /// Tracked frames held back while base_frame's transform to the camera is unknown.

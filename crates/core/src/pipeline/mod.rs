@@ -491,7 +491,12 @@ impl Pipeline {
             camera,
             &params,
         ) {
-            Ok(fp) => (fp.t_odom_frame, fp.covariance, fp.tracked.inliers),
+            Ok(fp) => {
+                if fp.tracked.second_try {
+                    self.stats.bump(Counter::FramesSecondTry);
+                }
+                (fp.t_odom_frame, fp.covariance, fp.tracked.inliers)
+            }
             Err(NotTracked::NoMap) => {
                 self.stats.bump(Counter::FramesBeforeMap);
                 return Ok(Tracking::NoMap);

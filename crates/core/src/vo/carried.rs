@@ -157,6 +157,7 @@ impl CarriedTracker {
             points: c.world.len(),
             inliers: on_pointmaps,
             covariance: raw.map(|cov| covariance_in(&kf.t_odom_kf.inverse(), &cov)),
+            second_try: false,
         };
         let covariance = raw.map(|cov| cov * kf.tracking_inflation);
         Ok(FramePose { t_odom_frame, keyframe: kf.stamp, tracked, covariance })
@@ -208,7 +209,8 @@ impl CarriedTracker {
         let second = params.second_try();
         if second.matching != params.matching {
             for kf in keyframes {
-                if let Ok(pose) = self.track(chain, Some(kf), frame, camera, &second) {
+                if let Ok(mut pose) = self.track(chain, Some(kf), frame, camera, &second) {
+                    pose.tracked.second_try = true;
                     return Ok(pose);
                 }
             }
@@ -555,7 +557,7 @@ mod tests {
         assert!(matches!(track_frame(Some(&kf), &f2, camera, &params), Err(NotTracked::TooFewMatches { .. })));
         let mut tracker = CarriedTracker::default();
         let one = tracker.track(1, Some(&kf), &f1, camera, &params).unwrap();
-        assert!(error(&one, &t1) < 1e-3, "{:?}", one.t_odom_frame);
+        assert!(error(&one, &t1) < 1e-3 && !one.tracked.second_try, "{:?}", one.t_odom_frame);
         let two = tracker.track(1, Some(&kf), &f2, camera, &params).unwrap();
         assert!(error(&two, &t2) < 1e-3 && two.tracked.inliers >= 100, "{:?}", two.tracked);
         let t_kf_frame: Transform<KeyframeCam, FrameCam> = two.tracked.t_kf_frame;
@@ -592,6 +594,7 @@ mod tests {
         let once = CarriedTracker::default().track_any(1, keyframes, &frame(twice.clone()), 0, camera, &first_only);
         assert!(matches!(once, Err(NotTracked::TooFewMatches { .. })), "{once:?}");
         let placed = CarriedTracker::default().track_any(1, keyframes, &frame(twice), 0, camera, &params).unwrap();
+        assert!(placed.tracked.second_try);
         assert!((placed.t_odom_frame.translation - t.translation).norm() < 1e-3, "{:?}", placed.t_odom_frame);
         assert!(placed.t_odom_frame.rotation_error_deg(&t) < 0.05);
         // Descriptors of other points are not matched into a pose by the looser try either.

@@ -88,6 +88,8 @@ pub struct Tracked {
     /// The uncertainty of `t_kf_frame` (a left perturbation in the keyframe's frame, ROS's
     /// order), from PnP's inliers; `None` when it cannot be stated.
     pub covariance: Option<Covariance6>,
+    /// Placed only by the second try's looser matching.
+    pub second_try: bool,
 }
 
 /// Why a frame has no pose (it gets none rather than a guess).
@@ -227,5 +229,6 @@ pub fn track(
         matches: matches.len(),
         points: world.len(),
         inliers: solution.inliers,
+        second_try: false,
     })
 }
