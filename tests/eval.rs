@@ -177,6 +177,10 @@ fn metrics_match_hand_computed_values() {
         "/nope"
     ])
     .contains("has no topic /nope"));
+    // A bag with neither pairs nor tracked frames (the replay's input, not its output).
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample/sequence.mcap");
+    let e = eval_error(&["--bag", sample.to_str().unwrap(), "--ground-truth", sample.to_str().unwrap()]);
+    assert!(e.contains("sequence.mcap has no pairs"), "{e}");
 
     // And as TF (world -> cam_optical) among other transforms on /tf: the same metrics.
     let tf_bag = dir.path().join("tf.mcap");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use sp_dust3r_core::eval::bag::{load_ground_truth, odometry_estimates, GroundTruth, OdometryEstimates};
+use sp_dust3r_core::eval::bag::{bag_estimates, load_ground_truth, GroundTruth, OdometryEstimates};
 use sp_dust3r_core::eval::trajectory::RpeDelta;
 use sp_dust3r_core::eval::{evaluate_bag_with, Report};
 
@@ -111,10 +111,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None if args.rpe_frames > 0 => RpeDelta::Frames(args.rpe_frames),
         None => bail!("--rpe-frames 0: at least 1"),
     };
-    let found = odometry_estimates(&args.bag)?;
+    let found = bag_estimates(&args.bag)?;
     let report = evaluate_bag_with(&args.bag, &found, &gt, args.tolerance, delta)?;
     if let Some(dir) = &args.trajectories {
-        write_trajectories(&args.bag, &found, dir)?;
+        write_trajectories(&args.bag, &found.odometry, dir)?;
     }
     let png = args.plot.clone().or_else(|| args.out.as_ref().map(|o| o.with_extension("png")));
     let title = format!("{} against {}", file_name(&args.bag), file_name(&args.ground_truth));

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use nalgebra::{Quaternion, Rotation3, UnitQuaternion, Vector3};
 
 use super::{parse_tum, EvalError, PairEstimate, StampedPose};
-use crate::bag::open_bag;
+use crate::bag::{open_bag, BagMessage};
 use crate::geometry::{TCam1Cam2, Transform};
 use crate::msg::{from_cdr, geometry_msgs, nav_msgs, node_msgs, sensor_msgs, std_msgs, tf2_msgs, RosMessage};
 use crate::params::topics::POINTCLOUD;
@@ -67,47 +67,6 @@ fn pose_of(p: &geometry_msgs::Pose) -> (Rotation3<f64>, Vector3<f64>) {
     (rotation_of(&p.orientation), Vector3::new(p.position.x, p.position.y, p.position.z))
 }
 
-/// The pairs of a replay's output bag: those with a pose (sp_dust3r/msg/PairPose) and those
-/// without (a cloud whose view-1 stamp has no PairPose: the pipeline reconstructed the pair but
-/// found no pose).
-pub fn pair_estimates(bag: &Path) -> Result<Vec<PairEstimate>, EvalError> {
-    let mut with_pose = Vec::new();
-    let mut clouds = Vec::new();
-    for f in open_bag(bag)? {
-        for m in f.messages() {
-            let m = m?;
-            match m.ros_type.as_str() {
-                t if t == node_msgs::PairPose::ROS_TYPE => {
-                    let p: node_msgs::PairPose = decode(&m.data, &m.topic)?;
-                    let (r, t) = pose_of(&p.pose);
-                    with_pose.push(PairEstimate {
-                        t1: p.header.stamp.seconds(),
-                        t2: p.view2_stamp.seconds(),
-                        t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
-                    });
-                }
-                // The pairs' clouds, not the map (also a PointCloud2).
-                t if t == sensor_msgs::PointCloud2::ROS_TYPE && m.topic.rsplit('/').next() == Some(POINTCLOUD) => {
-                    let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
-                    clouds.push(c.header.stamp.seconds());
-                }
-                _ => {}
-            }
-        }
-    }
-    // A cloud carries view 1's stamp only, so a pair without a pose has no known view-2 time.
-    let without: Vec<PairEstimate> = clouds
-        .iter()
-        .filter(|&&t1| !with_pose.iter().any(|p| (p.t1 - t1).abs() < 1e-9))
-        .map(|&t1| PairEstimate { t1, t2: f64::NAN, t_cam1_cam2: None })
-        .collect();
-    if with_pose.is_empty() && without.is_empty() {
-        return Err(EvalError::NoPairs(bag.display().to_string()));
-    }
-    with_pose.extend(without);
-    Ok(with_pose)
-}
-
 /// The tracked frames of a replay's output bag.
 #[derive(Clone, Debug, Default)]
 pub struct OdometryEstimates {
@@ -124,46 +83,122 @@ pub struct OdometryEstimates {
     pub refined: Vec<StampedPose>,
 }
 
-/// The tracked frames of a replay's output bag (see [`OdometryEstimates`]).
-pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
-    let mut found = OdometryEstimates::default();
-    let mut odometry = Vec::new();
-    let mut parents = std::collections::HashMap::new();
+/// What a replay's output bag is scored on, read in one pass: its pairs (none when it has none)
+/// and its tracked frames.
+#[derive(Clone, Debug, Default)]
+pub struct BagEstimates {
+    /// Those with a pose (sp_dust3r/msg/PairPose) and those without (a cloud whose view-1 stamp
+    /// has no PairPose: the pipeline reconstructed the pair but found no pose).
+    pub pairs: Vec<PairEstimate>,
+    /// Its tracked frames.
+    pub odometry: OdometryEstimates,
+}
+
+/// The pairs and tracked frames of a replay's output bag (see [`BagEstimates`]).
+pub fn bag_estimates(bag: &Path) -> Result<BagEstimates, EvalError> {
+    let (mut pairs, mut frames) = (PairsSeen::default(), FramesSeen::default());
     for f in open_bag(bag)? {
         for m in f.messages() {
             let m = m?;
-            if m.ros_type == nav_msgs::Odometry::ROS_TYPE {
-                let o: nav_msgs::Odometry = decode(&m.data, &m.topic)?;
-                let (r, t) = pose_of(&o.pose.pose);
-                odometry.push((o.header, Transform::new(r, t)));
-            } else if m.ros_type == TF_MESSAGE {
-                let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
-                for t in tf.transforms {
-                    parents.insert(
-                        (t.child_frame_id, t.header.stamp.sec, t.header.stamp.nanosec),
-                        transform_of(&t.transform),
-                    );
-                }
-            } else if m.ros_type == nav_msgs::Path::ROS_TYPE {
-                let path: nav_msgs::Path = decode(&m.data, &m.topic)?;
-                found.keyframes = path.poses.iter().map(|p| stamped(&p.header, &p.pose)).collect();
-            } else if m.ros_type == node_msgs::Keypoints::ROS_TYPE {
-                found.frames += 1;
+            pairs.take(&m)?;
+            frames.take(&m)?;
+        }
+    }
+    Ok(BagEstimates { pairs: pairs.finish(), odometry: frames.finish() })
+}
+
+/// The tracked frames of a replay's output bag (see [`OdometryEstimates`]).
+pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
+    Ok(bag_estimates(bag)?.odometry)
+}
+
+/// The pair messages of a bag, as they are read.
+#[derive(Default)]
+struct PairsSeen {
+    with_pose: Vec<PairEstimate>,
+    clouds: Vec<f64>,
+}
+
+impl PairsSeen {
+    fn take(&mut self, m: &BagMessage) -> Result<(), EvalError> {
+        match m.ros_type.as_str() {
+            t if t == node_msgs::PairPose::ROS_TYPE => {
+                let p: node_msgs::PairPose = decode(&m.data, &m.topic)?;
+                let (r, t) = pose_of(&p.pose);
+                self.with_pose.push(PairEstimate {
+                    t1: p.header.stamp.seconds(),
+                    t2: p.view2_stamp.seconds(),
+                    t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
+                });
             }
+            // The pairs' clouds, not the map (also a PointCloud2).
+            t if t == sensor_msgs::PointCloud2::ROS_TYPE && m.topic.rsplit('/').next() == Some(POINTCLOUD) => {
+                let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
+                self.clouds.push(c.header.stamp.seconds());
+            }
+            _ => {}
         }
+        Ok(())
     }
-    for (header, pose) in odometry {
-        let t = header.stamp.seconds();
-        if let Some(t_map_odom) = parents.get(&(header.frame_id, header.stamp.sec, header.stamp.nanosec)) {
-            let t_map_odom: &Transform<super::World, super::World> = t_map_odom;
-            found.map.push(StampedPose { t, pose: t_map_odom.compose(&pose) });
+
+    /// The pairs with a pose, then those without: a cloud carries view 1's stamp only, so a
+    /// pair without a pose has no known view-2 time.
+    fn finish(self) -> Vec<PairEstimate> {
+        let PairsSeen { mut with_pose, clouds } = self;
+        let without: Vec<PairEstimate> = clouds
+            .iter()
+            .filter(|&&t1| !with_pose.iter().any(|p| (p.t1 - t1).abs() < 1e-9))
+            .map(|&t1| PairEstimate { t1, t2: f64::NAN, t_cam1_cam2: None })
+            .collect();
+        with_pose.extend(without);
+        with_pose
+    }
+}
+
+/// The odometry, TF, path and keypoints messages of a bag, as they are read.
+#[derive(Default)]
+struct FramesSeen {
+    found: OdometryEstimates,
+    odometry: Vec<(std_msgs::Header, Transform<super::World, super::Camera>)>,
+    parents: std::collections::HashMap<(String, i32, u32), Transform<super::World, super::World>>,
+}
+
+impl FramesSeen {
+    fn take(&mut self, m: &BagMessage) -> Result<(), EvalError> {
+        if m.ros_type == nav_msgs::Odometry::ROS_TYPE {
+            let o: nav_msgs::Odometry = decode(&m.data, &m.topic)?;
+            let (r, t) = pose_of(&o.pose.pose);
+            self.odometry.push((o.header, Transform::new(r, t)));
+        } else if m.ros_type == TF_MESSAGE {
+            let tf: tf2_msgs::TFMessage = decode(&m.data, &m.topic)?;
+            for t in tf.transforms {
+                let key = (t.child_frame_id, t.header.stamp.sec, t.header.stamp.nanosec);
+                self.parents.insert(key, transform_of(&t.transform));
+            }
+        } else if m.ros_type == nav_msgs::Path::ROS_TYPE {
+            let path: nav_msgs::Path = decode(&m.data, &m.topic)?;
+            self.found.keyframes = path.poses.iter().map(|p| stamped(&p.header, &p.pose)).collect();
+        } else if m.ros_type == node_msgs::Keypoints::ROS_TYPE {
+            self.found.frames += 1;
         }
-        found.odom.push(StampedPose { t, pose });
+        Ok(())
     }
-    found.odom.sort_by(|a, b| a.t.total_cmp(&b.t));
-    found.map.sort_by(|a, b| a.t.total_cmp(&b.t));
-    found.refined = super::refined::refined_map(&found.odom, &found.map, &found.keyframes);
-    Ok(found)
+
+    /// Each frame in odom, and on the map through the `map -> odom` sent with its stamp.
+    fn finish(self) -> OdometryEstimates {
+        let FramesSeen { mut found, odometry, parents } = self;
+        for (header, pose) in odometry {
+            let t = header.stamp.seconds();
+            if let Some(t_map_odom) = parents.get(&(header.frame_id, header.stamp.sec, header.stamp.nanosec)) {
+                found.map.push(StampedPose { t, pose: t_map_odom.compose(&pose) });
+            }
+            found.odom.push(StampedPose { t, pose });
+        }
+        found.odom.sort_by(|a, b| a.t.total_cmp(&b.t));
+        found.map.sort_by(|a, b| a.t.total_cmp(&b.t));
+        found.refined = super::refined::refined_map(&found.odom, &found.map, &found.keyframes);
+        found
+    }
 }
 
 /// The ground-truth trajectory, sorted by time.

@@ -305,35 +305,35 @@ pub fn evaluate_bag(
     tolerance: f64,
     delta: trajectory::RpeDelta,
 ) -> Result<Report, EvalError> {
-    evaluate_bag_with(bag, &bag::odometry_estimates(bag)?, gt, tolerance, delta)
+    evaluate_bag_with(bag, &bag::bag_estimates(bag)?, gt, tolerance, delta)
 }
 
-/// [`evaluate_bag`] with the bag's tracked frames already read (`found`, from
-/// [`bag::odometry_estimates`]).
+/// [`evaluate_bag`] of what was already read from `bag` (`found`, from
+/// [`bag::bag_estimates`]).
 pub fn evaluate_bag_with(
     bag: &std::path::Path,
-    found: &bag::OdometryEstimates,
+    found: &bag::BagEstimates,
     gt: &[StampedPose],
     tolerance: f64,
     delta: trajectory::RpeDelta,
 ) -> Result<Report, EvalError> {
+    let odometry = &found.odometry;
     // A bag with odometry but no pairs (a keypoints-and-odometry recording) is still scored.
-    let pairs = match bag::pair_estimates(bag) {
-        Err(EvalError::NoPairs(_)) if !found.odom.is_empty() => Vec::new(),
-        other => other?,
-    };
-    let mut report = evaluate(&pairs, gt, tolerance)?;
+    if found.pairs.is_empty() && odometry.odom.is_empty() {
+        return Err(EvalError::NoPairs(bag.display().to_string()));
+    }
+    let mut report = evaluate(&found.pairs, gt, tolerance)?;
     let score = |poses: &[StampedPose], what: &str| {
         if poses.is_empty() {
             return None;
         }
-        trajectory::evaluate_trajectory(poses, found.frames, gt, tolerance, delta)
+        trajectory::evaluate_trajectory(poses, odometry.frames, gt, tolerance, delta)
             .map_err(|e| tracing::warn!("{what}: {e}"))
             .ok()
     };
-    report.trajectory = score(&found.odom, "the odometry");
-    report.map_trajectory = score(&found.map, "the frames on the map");
-    report.refined_map_trajectory = score(&found.refined, "the frames on the map after the fact");
+    report.trajectory = score(&odometry.odom, "the odometry");
+    report.map_trajectory = score(&odometry.map, "the frames on the map");
+    report.refined_map_trajectory = score(&odometry.refined, "the frames on the map after the fact");
     Ok(report)
 }
 
