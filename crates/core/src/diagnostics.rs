@@ -590,6 +590,7 @@ fn tracking_status(
         s,
         &[
             Counter::FramesTracked,
+            Counter::FramesSecondTry,
             Counter::FramesNotTracked,
             Counter::FramesBeforeMap,
             Counter::FramesNoMount,
@@ -924,6 +925,7 @@ mod tests {
             s.add(Counter::FramesNotTracked, lost);
             if i == 10 {
                 s.count_keyframe("lost");
+                s.add(Counter::FramesSecondTry, 2);
             }
         };
         let (s, h) = run(20, each);
@@ -931,6 +933,7 @@ mod tests {
         assert_eq!((t.level, t.message.as_str()), (Level::WARN, "3 of 190 frames not tracked in the last 30 s"));
         assert!(t.values.iter().any(|kv| kv.key == "frames_before_first_pair" && kv.value == "10"));
         assert!(t.values.iter().any(|kv| kv.key == "keyframes_for_lost" && kv.value == "1"), "{:?}", t.values);
+        assert!(t.values.iter().any(|kv| kv.key == "frames_tracked_second_try" && kv.value == "2"), "{:?}", t.values);
         // 31 s after it: history.
         let (s, h) = run(41, each);
         let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");
