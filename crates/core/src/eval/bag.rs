@@ -97,19 +97,29 @@ pub struct BagEstimates {
 /// The pairs and tracked frames of a replay's output bag (see [`BagEstimates`]).
 pub fn bag_estimates(bag: &Path) -> Result<BagEstimates, EvalError> {
     let (mut pairs, mut frames) = (PairsSeen::default(), FramesSeen::default());
-    for f in open_bag(bag)? {
-        for m in f.messages() {
-            let m = m?;
-            pairs.take(&m)?;
-            frames.take(&m)?;
-        }
-    }
+    for_each_message(bag, |m| {
+        pairs.take(m)?;
+        frames.take(m)
+    })?;
     Ok(BagEstimates { pairs: pairs.finish(), odometry: frames.finish() })
 }
 
-/// The tracked frames of a replay's output bag (see [`OdometryEstimates`]).
+/// The tracked frames of a replay's output bag (see [`OdometryEstimates`]), without decoding
+/// its pairs' clouds.
 pub fn odometry_estimates(bag: &Path) -> Result<OdometryEstimates, EvalError> {
-    Ok(bag_estimates(bag)?.odometry)
+    let mut frames = FramesSeen::default();
+    for_each_message(bag, |m| frames.take(m))?;
+    Ok(frames.finish())
+}
+
+/// Every message of `bag` (file or folder), in order, to `take`.
+fn for_each_message(bag: &Path, mut take: impl FnMut(&BagMessage) -> Result<(), EvalError>) -> Result<(), EvalError> {
+    for f in open_bag(bag)? {
+        for m in f.messages() {
+            take(&m?)?;
+        }
+    }
+    Ok(())
 }
 
 /// The pair messages of a bag, as they are read.
