@@ -9,23 +9,34 @@
 
 mod common;
 
-use common::tum::{depth_oracle, replay_tum, write_bag, FR3};
-use sp_dust3r_core::bag::replay::choose_topics;
+use std::path::{Path, PathBuf};
+
+use common::tum::{depth_oracle, replay_tum, write_bag, Sequence, FR3};
+use sp_dust3r_core::bag::replay::{choose_topics, ReplaySummary};
 use sp_dust3r_core::bag::McapFile;
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r_core::eval::evaluate_bag;
+use sp_dust3r_core::params::args::{ParamValue, RosArgs};
+use sp_dust3r_core::params::NodeParams;
+
+/// `seq` written as a bag in `dir` (its camera's info found beside the images) and replayed
+/// with `extra` parameters: the input bag, the output bag and the replay's summary.
+fn replayed(seq: &Sequence, extra: Vec<(&str, ParamValue)>, dir: &Path) -> (PathBuf, PathBuf, ReplaySummary) {
+    let bag = dir.join("tum.mcap");
+    write_bag(seq, &bag, None);
+    let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
+    let cameras = choose_topics(&topics, None, None).unwrap();
+    assert_eq!(cameras.camera_info.as_deref(), Some("/camera/rgb/camera_info"));
+    let out_path = dir.join("out.mcap");
+    let summary = replay_tum(&bag, &cameras, extra, &depth_oracle(seq), &out_path);
+    (bag, out_path, summary)
+}
 
 #[test]
 fn real_frames_are_tracked_against_the_motion_capture() {
     let dir = tempfile::tempdir().unwrap();
-    let bag = dir.path().join("tum.mcap");
-    write_bag(&FR3, &bag, None);
-    let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
-    let cameras = choose_topics(&topics, None, None).unwrap();
-    assert_eq!(cameras.camera_info.as_deref(), Some("/camera/rgb/camera_info"));
-    let out_path = dir.path().join("out.mcap");
-    let summary = replay_tum(&bag, &cameras, Vec::new(), &depth_oracle(&FR3), &out_path);
+    let (bag, out_path, summary) = replayed(&FR3, Vec::new(), dir.path());
     let n = FR3.frames().len();
     let pairs = summary.get(Counter::PairsDone);
     assert_eq!(summary.get(Counter::FramesIn) as usize, n);
@@ -64,20 +75,14 @@ fn real_frames_are_tracked_against_the_motion_capture() {
 /// keyframe stands on the chain: on the map (its odometry pose and covariance moved by the TF
 /// `map -> odom` beside it), against the camera's motion since the first keyframe (the map's
 /// origin, with REP 103's axes).
-fn stated_against_true(seq: &common::tum::Sequence) -> Vec<(f64, f64, f64)> {
+fn stated_against_true(seq: &Sequence) -> Vec<(f64, f64, f64)> {
     use common::covariance::mahalanobis2;
     use sp_dust3r_core::eval::pose_at;
     use sp_dust3r_core::geometry::Transform;
     use sp_dust3r_core::msg::{from_cdr, nav_msgs, tf2_msgs, RosMessage};
     use sp_dust3r_core::outputs::odom::body_from_optical;
     let dir = tempfile::tempdir().unwrap();
-    let bag = dir.path().join("tum.mcap");
-    write_bag(seq, &bag, None);
-    let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
-    let cameras = choose_topics(&topics, None, None).unwrap();
-    let out_path = dir.path().join("out.mcap");
-    let tf = vec![("publish_tf", sp_dust3r_core::params::args::ParamValue::Bool(true))];
-    replay_tum(&bag, &cameras, tf, &depth_oracle(seq), &out_path);
+    let (_, out_path, _) = replayed(seq, vec![("publish_tf", ParamValue::Bool(true))], dir.path());
     let gt = seq.ground_truth();
     let origin = pose_at(&gt, seq.frames()[0].0, 0.0).unwrap();
     let optical = Transform::<(), ()>::new(body_from_optical(), nalgebra::Vector3::zeros());
@@ -159,17 +164,15 @@ fn the_stated_covariance_covers_the_true_error_on_real_frames() {
 /// frame's motion within a few degrees of the motion capture's.
 #[test]
 fn frames_far_apart_in_a_fast_roll_are_all_tracked() {
-    use sp_dust3r_core::params::args::ParamValue;
-    let seq = common::tum::Sequence { step: 12, ..common::tum::rpy(usize::MAX) };
+    let seq = Sequence { step: 12, ..common::tum::rpy(usize::MAX) };
     let dir = tempfile::tempdir().unwrap();
-    let bag = dir.path().join("tum.mcap");
-    write_bag(&seq, &bag, None);
-    let topics: Vec<(String, String)> = McapFile::open(&bag).unwrap().topics().unwrap().into_iter().collect();
-    let cameras = choose_topics(&topics, None, None).unwrap();
-    let out_path = dir.path().join("out.mcap");
-    let defaults =
-        vec![("keyframe_min_interval", ParamValue::Double(0.5)), ("keyframe_max_interval", ParamValue::Double(5.0))];
-    let summary = replay_tum(&bag, &cameras, defaults, &depth_oracle(&seq), &out_path);
+    // The node's own keyframe intervals, in place of replay_tum's close ones.
+    let (node, _) = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
+    let defaults = vec![
+        ("keyframe_min_interval", ParamValue::Double(node.keyframe_min_interval)),
+        ("keyframe_max_interval", ParamValue::Double(node.keyframe_max_interval)),
+    ];
+    let (bag, out_path, summary) = replayed(&seq, defaults, dir.path());
     let n = seq.frames().len() as u64;
     let (before, second) = (summary.get(Counter::FramesBeforeMap), summary.get(Counter::FramesSecondTry));
     let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
