@@ -492,6 +492,12 @@ mod tests {
         v.iter().map(|x| (x / n) as f32).collect()
     }
 
+    /// The default tracking without its second try at matching.
+    fn first_try_only() -> TrackingParams {
+        let params = TrackingParams::default();
+        TrackingParams { second_try: params.matching, ..params }
+    }
+
     /// 150 keypoints scattered over the image, away from its border.
     fn scattered(rng: &mut SplitMix64) -> Vec<[f32; 2]> {
         (0..150).map(|_| [(20.0 + rng.next_f64() * 280.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32]).collect()
@@ -590,8 +596,8 @@ mod tests {
         let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
         let keyframes = std::slice::from_ref(&kf);
 
-        let first_only = TrackingParams { second_try: params.matching, ..params };
-        let once = CarriedTracker::default().track_any(1, keyframes, &frame(twice.clone()), 0, camera, &first_only);
+        let once =
+            CarriedTracker::default().track_any(1, keyframes, &frame(twice.clone()), 0, camera, &first_try_only());
         assert!(matches!(once, Err(NotTracked::TooFewMatches { .. })), "{once:?}");
         let placed = CarriedTracker::default().track_any(1, keyframes, &frame(twice), 0, camera, &params).unwrap();
         assert!(placed.tracked.second_try);
@@ -664,9 +670,7 @@ mod tests {
             })
             .collect();
         // Without the second try, which places the third frame alone (about 0.45 similar).
-        let params = TrackingParams::default();
-        let (camera, params) =
-            (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams { second_try: params.matching, ..params });
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), first_try_only());
         let (before, after) = (&frames[..2], &frames[2]);
         let none: &[Arc<ChainKeyframe<()>>] = &[];
         let with = std::slice::from_ref(&kf);
