@@ -157,9 +157,9 @@ parameters! {
         "Folder with DUSt3R's model.safetensors + config.json; empty: environment, Hugging Face cache, download";
     dust3r_precision: String = Precision::Fp32.name(), Constraint::OneOf(&Precision::NAMES), FIXED,
         "What the CPU's DUSt3R computes its linear layers, attention and heads' convolutions in: fp32, or \
-         bf16 (float32 sums; about half the pair time where the CPU has AMX-BF16; AVX512_BF16 alone runs it too, \
-         slower than fp32 on Intel CPUs, which it warns of; without either it says so and runs fp32); a tt-model \
-         server runs its own";
+         bf16 (float32 sums; about half the pair time where the CPU has AMX-BF16 or is an AMD Zen 4 with \
+         AVX512_BF16; AVX512_BF16 on Intel CPUs runs it slower than fp32, which it warns of; without either it \
+         says so and runs fp32); a tt-model server runs its own";
     superpoint_url: String = DEFAULT_SUPERPOINT_URL, Constraint::None, FIXED,
         "Base URL of the superpoint-p150 tt-model server (superpoint_backend: tt-server)";
     dust3r_url: String = DEFAULT_DUST3R_URL, Constraint::None, FIXED,
