@@ -17,6 +17,7 @@ use sp_dust3r_core::bag::McapFile;
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::{load_ground_truth, GroundTruth};
 use sp_dust3r_core::eval::evaluate_bag;
+use sp_dust3r_core::eval::trajectory::{RpeDelta, TrajectoryReport};
 use sp_dust3r_core::params::args::{ParamValue, RosArgs};
 use sp_dust3r_core::params::NodeParams;
 
@@ -157,6 +158,23 @@ fn the_stated_covariance_covers_the_true_error_on_real_frames() {
     }
 }
 
+/// fr1/rpy's every `step`th frame replayed at the node's own keyframe intervals (in place of
+/// replay_tum's close ones): the frames, the replay's summary and its odometry's scores.
+fn far_apart(step: usize) -> (u64, ReplaySummary, TrajectoryReport) {
+    let seq = Sequence { step, ..common::tum::rpy(usize::MAX) };
+    let dir = tempfile::tempdir().unwrap();
+    let (node, _) = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
+    let defaults = vec![
+        ("keyframe_min_interval", ParamValue::Double(node.keyframe_min_interval)),
+        ("keyframe_max_interval", ParamValue::Double(node.keyframe_max_interval)),
+    ];
+    let (bag, out_path, summary) = replayed(&seq, defaults, dir.path());
+    let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
+    let report = evaluate_bag(&out_path, &gt, 0.02, RpeDelta::Frames(1)).unwrap();
+    let t = report.trajectory.expect("the odometry is scored");
+    (seq.frames().len() as u64, summary, t)
+}
+
 /// Issue 35's live losses, offline: fr1/rpy's every 12th frame (0.4 s apart, the spacing a live
 /// node sharing its cores took during the fast roll; the camera turns 25-45 degrees between
 /// frames), at the default keyframe parameters. Frames whose descriptors changed past the first
@@ -164,24 +182,26 @@ fn the_stated_covariance_covers_the_true_error_on_real_frames() {
 /// frame's motion within a few degrees of the motion capture's.
 #[test]
 fn frames_far_apart_in_a_fast_roll_are_all_tracked() {
-    let seq = Sequence { step: 12, ..common::tum::rpy(usize::MAX) };
-    let dir = tempfile::tempdir().unwrap();
-    // The node's own keyframe intervals, in place of replay_tum's close ones.
-    let (node, _) = NodeParams::resolve(&RosArgs::default(), "/sp_dust3r").unwrap();
-    let defaults = vec![
-        ("keyframe_min_interval", ParamValue::Double(node.keyframe_min_interval)),
-        ("keyframe_max_interval", ParamValue::Double(node.keyframe_max_interval)),
-    ];
-    let (bag, out_path, summary) = replayed(&seq, defaults, dir.path());
-    let n = seq.frames().len() as u64;
+    let (n, summary, t) = far_apart(12);
     let (before, second) = (summary.get(Counter::FramesBeforeMap), summary.get(Counter::FramesSecondTry));
-    let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
-    let report = evaluate_bag(&out_path, &gt, 0.02, sp_dust3r_core::eval::trajectory::RpeDelta::Frames(1)).unwrap();
-    let t = report.trajectory.as_ref().expect("the odometry is scored");
     eprintln!("fr1/rpy every 12th frame, {n} frames: {t} ({before} before the first pair, {second} by the second try)");
     assert_eq!(summary.get(Counter::FramesTracked) + before, n, "every frame after the first pair is tracked");
     assert!(second >= 1, "the second try placed a frame");
     // Measured: RPE 20 mm / 1.06 degrees median, 1.72 degrees at most, between frames 0.4 s
     // and up to 45 degrees apart.
+    assert!(t.rpe_rotation_deg.max < 3.5 && t.rpe_rotation_deg.median < 2.0, "{:?}", t.rpe_rotation_deg);
+}
+
+/// Frames further apart still: every 20th (0.67 s; the camera rolls up to 55 degrees between
+/// two). Frames rolled too far for either matching are placed once described again turned
+/// back, and every frame after the first pair is tracked (without the turn, 6 of 8).
+#[test]
+fn frames_rolled_far_between_two_are_placed_described_again_turned() {
+    let (n, summary, t) = far_apart(20);
+    let (before, turned) = (summary.get(Counter::FramesBeforeMap), summary.get(Counter::FramesTurned));
+    eprintln!("fr1/rpy every 20th frame, {n} frames: {t} ({before} before the first pair, {turned} turned)");
+    assert_eq!(summary.get(Counter::FramesTracked) + before, n, "every frame after the first pair is tracked");
+    assert!(turned >= 1, "a frame was placed described again turned");
+    // Measured: RPE 10 mm / 0.98 degrees median, 1.51 degrees at most.
     assert!(t.rpe_rotation_deg.max < 3.5 && t.rpe_rotation_deg.median < 2.0, "{:?}", t.rpe_rotation_deg);
 }

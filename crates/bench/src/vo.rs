@@ -157,8 +157,9 @@ struct Scored {
     trackable: u64,
     /// Why frames were not tracked, by kind.
     lost: Vec<(String, u64)>,
-    /// Ours: frames that only the second try at matching placed.
-    second_try: Option<u64>,
+    /// Ours: frames that only the second try at matching placed, and those placed only
+    /// described again turned.
+    recovered: Option<(u64, u64)>,
     /// The poses `report` scored.
     poses: Vec<StampedPose>,
     /// Ours: the stamps of the chain's keyframes.
@@ -234,7 +235,7 @@ fn study_against_orb(
         tracked,
         trackable,
         lost: Vec::new(),
-        second_try: None,
+        recovered: None,
         poses,
         keyframes: Vec::new(),
     };
@@ -365,7 +366,7 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) ->
         tracked,
         trackable,
         lost,
-        second_try: Some(summary.get(Counter::FramesSecondTry)),
+        recovered: Some((summary.get(Counter::FramesSecondTry), summary.get(Counter::FramesTurned))),
         poses: found.odom,
         keyframes,
     })
@@ -404,7 +405,7 @@ fn run_baseline(
         tracked,
         trackable: frames.saturating_sub(1) as u64,
         lost: vec![("lost".into(), lost)],
-        second_try: None,
+        recovered: None,
         poses,
         keyframes: Vec::new(),
     };
@@ -480,8 +481,8 @@ fn print_by_keyframe_age(ours: &Scored, motions: &[PairedMotion], name: &str) {
 fn print_scored(name: &str, s: &Scored) {
     println!("{name}:");
     println!("  tracked {} of {} trackable frames; not tracked: {:?}", s.tracked, s.trackable, s.lost);
-    if let Some(n) = s.second_try {
-        println!("  placed by the second try at matching: {n}");
+    if let Some((second_try, turned)) = s.recovered {
+        println!("  placed by the second try at matching: {second_try}; described again turned: {turned}");
     }
     let frames = [
         (if s.map.is_some() { "odom" } else { "" }, Some(&s.report)),

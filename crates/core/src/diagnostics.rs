@@ -90,6 +90,9 @@ counters! {
     /// Tracked frames that only the second try's looser matching placed (a fast turn, or a
     /// node that fell behind the camera).
     FramesSecondTry => "frames_tracked_second_try", false;
+    /// Tracked frames placed only once described again turned by a likely roll (a camera
+    /// rolled far between two frames the node took).
+    FramesTurned => "frames_tracked_turned", false;
     /// Frames before the chain's first pair (nothing to track against yet).
     FramesBeforeMap => "frames_before_first_pair", false;
     /// Tracked frames held back while base_frame's transform to the camera is unknown.
@@ -591,6 +594,7 @@ fn tracking_status(
         &[
             Counter::FramesTracked,
             Counter::FramesSecondTry,
+            Counter::FramesTurned,
             Counter::FramesNotTracked,
             Counter::FramesBeforeMap,
             Counter::FramesNoMount,
@@ -926,6 +930,7 @@ mod tests {
             if i == 10 {
                 s.count_keyframe("lost");
                 s.add(Counter::FramesSecondTry, 2);
+                s.add(Counter::FramesTurned, 1);
             }
         };
         let (s, h) = run(20, each);
@@ -934,6 +939,7 @@ mod tests {
         assert!(t.values.iter().any(|kv| kv.key == "frames_before_first_pair" && kv.value == "10"));
         assert!(t.values.iter().any(|kv| kv.key == "keyframes_for_lost" && kv.value == "1"), "{:?}", t.values);
         assert!(t.values.iter().any(|kv| kv.key == "frames_tracked_second_try" && kv.value == "2"), "{:?}", t.values);
+        assert!(t.values.iter().any(|kv| kv.key == "frames_tracked_turned" && kv.value == "1"), "{:?}", t.values);
         // 31 s after it: history.
         let (s, h) = run(41, each);
         let t = task(&diagnostics(&s, &h, report(cpu(), cpu())), "tracking");

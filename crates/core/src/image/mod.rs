@@ -4,6 +4,7 @@
 pub mod depth;
 pub mod draw;
 pub mod text;
+pub mod turn;
 
 use std::path::Path;
 

@@ -8,6 +8,7 @@
 //! [`FrameSide`] and [`PairSide`], owned by whoever runs that side.
 
 mod depth;
+mod turned;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{BackendError, FeatureExtractor, PairOutput, PairReconstructor};
 use crate::cancel::Cancel;
 use crate::diagnostics::{Counter, Stats};
+use crate::geometry::lens::Camera;
 use crate::geometry::pointmaps::depth_ratio;
 use crate::geometry::Transform;
 use crate::image::depth::DepthImage;
@@ -31,14 +33,14 @@ use crate::outputs::{
 use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
 use crate::ply::{save_ply, PlyError};
-use crate::superpoint::Keypoints;
+use crate::superpoint::{Keypoints, PostParams};
 use crate::vo::carried::{CarriedTracker, TRY_KEYFRAMES};
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector, Tracking};
 use crate::vo::map::{grow, VoxelMap};
-use crate::vo::odometry::{Anchor, Joining, Link, NotAttached, Odometry, PairView, Stamp};
+use crate::vo::odometry::{Anchor, ChainKeyframe, FramePose, Joining, Link, NotAttached, Odometry, PairView, Stamp};
 use crate::vo::robot_odometry::{RobotBase, RobotOdometry};
 use crate::vo::scale::{depth_scale, DepthView, OdometryScale, ScaleError, ScaleEstimate, ScaleSource, ScaleTrack};
-use crate::vo::tracking::{FrameCam, NotTracked};
+use crate::vo::tracking::{FrameCam, NotTracked, TrackingParams};
 use depth::DepthSync;
 
 /// A frame with what SuperPoint found in it: what keyframe selection, DUSt3R and the chain need
@@ -61,6 +63,12 @@ impl Observation {
     fn pair_view(&self) -> PairView<Observation> {
         PairView { stamp: self.stamp(), payload: self.clone(), keypoints: self.keypoints.as_ref().clone() }
     }
+}
+
+/// What describes a frame again: SuperPoint and its post-processing.
+struct Described<'a> {
+    features: &'a dyn FeatureExtractor,
+    post: &'a PostParams,
 }
 
 /// A camera message as it arrives on the image topic.
@@ -435,9 +443,46 @@ impl Pipeline {
         }
         let camera_info = self.camera_info();
         let seen = Observation { header, frame, keypoints: Arc::new(keypoints) };
-        let tracked = self.track(&mut side.tracker, &seen, camera_info.as_ref(), &p, sink)?;
+        let described = Described { features, post: &post };
+        let tracked = self.track(&mut side.tracker, &seen, &described, camera_info.as_ref(), &p, sink)?;
         let pair = self.decide(side, seen, tracked, camera_info);
         Ok(FrameDone { superpoint: Some(took), pair })
+    }
+
+    /// A frame whose descriptors did not match (too few matches, or too few that agree on a
+    /// pose; not: matches off the keyframe's pointmap), described again turned by each of
+    /// [`turned::TURNS_DEG`] in turn and tracked with those keypoints; the first that places it
+    /// wins. Only within
+    /// [`turned::WITHIN`] of the last frame placed (tracked, or the newest keyframe): a camera
+    /// lost for longer is not rolled away but elsewhere, and would pay SuperPoint thrice a frame.
+    fn track_turned<F>(
+        &self,
+        tracker: &mut CarriedTracker,
+        (chain, keyframes): (u64, &[Arc<ChainKeyframe<F>>]),
+        seen: &Observation,
+        described: &Described,
+        camera: Option<Camera>,
+        params: &TrackingParams,
+    ) -> Option<FramePose> {
+        let placed_last = tracker.last_tracked(chain).max(keyframes.first().map(|kf| kf.stamp))?;
+        let since = seen.stamp() - placed_last;
+        if since > turned::WITHIN.as_nanos() as i64 {
+            return None;
+        }
+        for degrees in turned::TURNS_DEG {
+            let keypoints = match turned::keypoints_turned(described.features, &seen.frame, degrees, described.post) {
+                Ok(kp) => Arc::new(kp),
+                Err(e) => {
+                    self.model_failed(Model::SuperPoint, &e);
+                    return None;
+                }
+            };
+            if let Ok(fp) = tracker.track_again(chain, keyframes, &keypoints, seen.stamp(), camera, params) {
+                self.stats.bump(Counter::FramesTurned);
+                return Some(fp);
+            }
+        }
+        None
     }
 
     /// A model that did not answer: paused while its server cannot answer and nothing stands
@@ -462,6 +507,7 @@ impl Pipeline {
         &self,
         tracker: &mut CarriedTracker,
         seen: &Observation,
+        described: &Described,
         camera_info: Option<&sensor_msgs::CameraInfo>,
         p: &NodeParams,
         sink: &mut S,
@@ -483,14 +529,14 @@ impl Pipeline {
             }
             (keyframes, chain) = (held.odometry.newest(TRY_KEYFRAMES), held.id.0);
         }
-        let (tracked, covariance, inliers) = match tracker.track_any(
-            chain,
-            &keyframes,
-            &seen.keypoints,
-            seen.stamp(),
-            camera,
-            &params,
-        ) {
+        let placed = tracker.track_any(chain, &keyframes, &seen.keypoints, seen.stamp(), camera, &params);
+        let placed = match placed {
+            Err(e @ (NotTracked::TooFewMatches { .. } | NotTracked::TooFewInliers { .. } | NotTracked::Pnp(_))) => {
+                self.track_turned(tracker, (chain, &keyframes), seen, described, camera, &params).ok_or(e)
+            }
+            placed => placed,
+        };
+        let (tracked, covariance, inliers) = match placed {
             Ok(fp) => {
                 if fp.tracked.second_try {
                     self.stats.bump(Counter::FramesSecondTry);

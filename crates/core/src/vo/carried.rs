@@ -191,6 +191,30 @@ impl CarriedTracker {
         placed
     }
 
+    /// [`CarriedTracker::track_any`] again for the frame it just lost, with keypoints described
+    /// anew: if they place it, the frame is remembered with them instead.
+    pub fn track_again<F>(
+        &mut self,
+        chain: u64,
+        keyframes: &[Arc<ChainKeyframe<F>>],
+        frame: &Arc<Keypoints>,
+        stamp: Stamp,
+        camera: Option<Camera>,
+        params: &TrackingParams,
+    ) -> Result<FramePose, NotTracked> {
+        let placed = self.try_each(chain, keyframes, frame, camera, params)?;
+        if let Some(seen) = self.recent.back_mut().filter(|s| s.chain == chain && s.stamp == stamp) {
+            seen.keypoints = frame.clone();
+            seen.went_out = Some(placed.t_odom_frame);
+        }
+        Ok(placed)
+    }
+
+    /// The stamp of the newest recent frame tracked on `chain`, if any.
+    pub fn last_tracked(&self, chain: u64) -> Option<Stamp> {
+        self.recent.iter().rev().find(|s| s.chain == chain && s.went_out.is_some()).map(|s| s.stamp)
+    }
+
     fn try_each<F>(
         &mut self,
         chain: u64,
