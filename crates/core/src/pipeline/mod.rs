@@ -452,9 +452,9 @@ impl Pipeline {
     /// A frame whose descriptors did not match (too few matches, or too few that agree on a
     /// pose; not: matches off the keyframe's pointmap), described again turned by each of
     /// [`turned::TURNS_DEG`] in turn and tracked with those keypoints; the first that places it
-    /// wins. Only within
-    /// [`turned::WITHIN`] of the last frame placed (tracked, or the newest keyframe): a camera
-    /// lost for longer is not rolled away but elsewhere, and would pay SuperPoint thrice a frame.
+    /// wins. Only within [`turned::WITHIN`] of the last frame placed (tracked, or the newest
+    /// keyframe): a camera lost for longer is not rolled away but elsewhere, and would pay
+    /// SuperPoint thrice a frame.
     fn track_turned<F>(
         &self,
         tracker: &mut CarriedTracker,

@@ -634,6 +634,36 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_frame_placed_with_keypoints_described_anew_is_remembered_as_tracked() {
+        let mut rng = SplitMix64::new(19);
+        let (xy, d0) = (scattered(&mut rng), descriptors(&mut rng, 150));
+        let kf = Arc::new(keyframe(&xy, d0.clone()));
+        let t = Transform::<OdomOrigin, FrameCam>::new(
+            nalgebra::Rotation3::from_euler_angles(0.0, 0.02, 0.0),
+            Vector3::new(0.03, 0.0, 0.0),
+        );
+        let pixels = seen(&kf, &t);
+        let frame = |descriptors| {
+            Arc::new(Keypoints { scores: vec![1.0; pixels.len()], xy: pixels.clone(), descriptors, descriptor_dim: 32 })
+        };
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+        let keyframes = std::slice::from_ref(&kf);
+        let mut tracker = CarriedTracker::default();
+
+        // Described unlike the keyframe: lost, and described anew unlike it again: still lost.
+        assert!(tracker.track_any(1, keyframes, &frame(descriptors(&mut rng, 150)), 7, camera, &params).is_err());
+        assert!(tracker.track_again(1, keyframes, &frame(descriptors(&mut rng, 150)), 7, camera, &params).is_err());
+        assert_eq!(tracker.last_tracked(1), None);
+        // Described as the keyframe saw it: placed, and the frame (once) is remembered as tracked.
+        let placed = tracker.track_again(1, keyframes, &frame(d0.clone()), 7, camera, &params).unwrap();
+        assert!((placed.t_odom_frame.translation - t.translation).norm() < 1e-3, "{:?}", placed.t_odom_frame);
+        assert_eq!((tracker.last_tracked(1), tracker.last_tracked(2), tracker.recent.len()), (Some(7), None, 1));
+        // The next frame is placed through it.
+        tracker.track_any(1, keyframes, &frame(d0), 8, camera, &params).unwrap();
+        assert_eq!(tracker.last_tracked(1), Some(8));
+    }
+
+    #[test]
     fn a_frame_the_newest_keyframe_does_not_place_is_tracked_against_an_earlier_one() {
         let mut rng = SplitMix64::new(5);
         let xy = scattered(&mut rng);
