@@ -141,10 +141,11 @@ impl PairsSeen {
                     t_cam1_cam2: Some(TCam1Cam2::new(r, t)),
                 });
             }
-            // The pairs' clouds, not the map (also a PointCloud2).
+            // The pairs' clouds, not the map (also a PointCloud2). A message starts with its
+            // header: only that is read, not the points.
             t if t == sensor_msgs::PointCloud2::ROS_TYPE && m.topic.rsplit('/').next() == Some(POINTCLOUD) => {
-                let c: sensor_msgs::PointCloud2 = decode(&m.data, &m.topic)?;
-                self.clouds.push(c.header.stamp.seconds());
+                let header: std_msgs::Header = decode(&m.data, &m.topic)?;
+                self.clouds.push(header.stamp.seconds());
             }
             _ => {}
         }
