@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use crate::backend::{BackendError, FeatureExtractor, PairOutput, PairReconstructor};
 use crate::cancel::Cancel;
 use crate::diagnostics::{Counter, Stats};
-use crate::geometry::lens::Camera;
 use crate::geometry::pointmaps::depth_ratio;
 use crate::geometry::Transform;
 use crate::image::depth::DepthImage;
@@ -461,7 +460,6 @@ impl Pipeline {
         (chain, keyframes): (u64, &[Arc<ChainKeyframe<F>>]),
         seen: &Observation,
         described: &Described,
-        camera: Option<Camera>,
         params: &TrackingParams,
     ) -> Option<FramePose> {
         let placed_last = tracker.last_tracked(chain).max(keyframes.first().map(|kf| kf.stamp))?;
@@ -477,7 +475,7 @@ impl Pipeline {
                     return None;
                 }
             };
-            if let Ok(fp) = tracker.track_again(chain, keyframes, &keypoints, seen.stamp(), camera, params) {
+            if let Some(fp) = tracker.track_again(keyframes, &keypoints, params) {
                 self.stats.bump(Counter::FramesTurned);
                 return Some(fp);
             }
@@ -532,7 +530,7 @@ impl Pipeline {
         let placed = tracker.track_any(chain, &keyframes, &seen.keypoints, seen.stamp(), camera, &params);
         let placed = match placed {
             Err(e @ (NotTracked::TooFewMatches { .. } | NotTracked::TooFewInliers { .. } | NotTracked::Pnp(_))) => {
-                self.track_turned(tracker, (chain, &keyframes), seen, described, camera, &params).ok_or(e)
+                self.track_turned(tracker, (chain, &keyframes), seen, described, &params).ok_or(e)
             }
             placed => placed,
         };

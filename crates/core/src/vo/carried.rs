@@ -191,23 +191,22 @@ impl CarriedTracker {
         placed
     }
 
-    /// [`CarriedTracker::track_any`] again for the frame it just lost, with keypoints described
-    /// anew: if they place it, the frame is remembered with them instead.
+    /// The frame [`CarriedTracker::track_any`] just lost, tracked again (on its chain, with its
+    /// camera) with keypoints described anew: if they place it, it is remembered with them
+    /// instead. None: they do not, or the last frame seen was not lost.
     pub fn track_again<F>(
         &mut self,
-        chain: u64,
         keyframes: &[Arc<ChainKeyframe<F>>],
         frame: &Arc<Keypoints>,
-        stamp: Stamp,
-        camera: Option<Camera>,
         params: &TrackingParams,
-    ) -> Result<FramePose, NotTracked> {
-        let placed = self.try_each(chain, keyframes, frame, camera, params)?;
-        if let Some(seen) = self.recent.back_mut().filter(|s| s.chain == chain && s.stamp == stamp) {
-            seen.keypoints = frame.clone();
-            seen.went_out = Some(placed.t_odom_frame);
+    ) -> Option<FramePose> {
+        let (chain, camera) = self.recent.back().filter(|s| s.went_out.is_none()).map(|s| (s.chain, s.camera))?;
+        let placed = self.try_each(chain, keyframes, frame, camera, params).ok()?;
+        if let Some(lost) = self.recent.back_mut() {
+            lost.keypoints = frame.clone();
+            lost.went_out = Some(placed.t_odom_frame);
         }
-        Ok(placed)
+        Some(placed)
     }
 
     /// The stamp of the newest recent frame tracked on `chain`, if any.
@@ -652,15 +651,17 @@ mod tests {
 
         // Described unlike the keyframe: lost, and described anew unlike it again: still lost.
         assert!(tracker.track_any(1, keyframes, &frame(descriptors(&mut rng, 150)), 7, camera, &params).is_err());
-        assert!(tracker.track_again(1, keyframes, &frame(descriptors(&mut rng, 150)), 7, camera, &params).is_err());
+        assert!(tracker.track_again(keyframes, &frame(descriptors(&mut rng, 150)), &params).is_none());
         assert_eq!(tracker.last_tracked(1), None);
         // Described as the keyframe saw it: placed, and the frame (once) is remembered as tracked.
-        let placed = tracker.track_again(1, keyframes, &frame(d0.clone()), 7, camera, &params).unwrap();
+        let placed = tracker.track_again(keyframes, &frame(d0.clone()), &params).unwrap();
         assert!((placed.t_odom_frame.translation - t.translation).norm() < 1e-3, "{:?}", placed.t_odom_frame);
         assert_eq!((tracker.last_tracked(1), tracker.last_tracked(2), tracker.recent.len()), (Some(7), None, 1));
         // The next frame is placed through it.
-        tracker.track_any(1, keyframes, &frame(d0), 8, camera, &params).unwrap();
+        tracker.track_any(1, keyframes, &frame(d0.clone()), 8, camera, &params).unwrap();
         assert_eq!(tracker.last_tracked(1), Some(8));
+        // It was not lost: there is nothing to track again.
+        assert!(tracker.track_again(keyframes, &frame(d0), &params).is_none());
     }
 
     #[test]
