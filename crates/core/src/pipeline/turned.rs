@@ -12,7 +12,8 @@ use crate::superpoint::{Keypoints, PostParams};
 /// (SuperPoint's matches hold to about half of it either side).
 pub(super) const TURNS_DEG: [f64; 2] = [45.0, -45.0];
 
-/// How soon after the last tracked frame a lost one is described again turned.
+/// How soon after the last frame placed (tracked, or the newest keyframe) a lost one is
+/// described again turned.
 pub(super) const WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Keypoints this close to the frame's edge once turned back are dropped: the edge the turn
@@ -33,14 +34,13 @@ pub(super) fn keypoints_turned(
     let inside = |p: [f64; 2]| {
         p[0] >= EDGE_PX && p[1] >= EDGE_PX && p[0] <= w as f64 - 1.0 - EDGE_PX && p[1] <= h as f64 - 1.0 - EDGE_PX
     };
-    let dim = found.descriptor_dim;
-    let mut kept = Keypoints { xy: Vec::new(), scores: Vec::new(), descriptors: Vec::new(), descriptor_dim: dim };
+    let mut kept = Keypoints { descriptor_dim: found.descriptor_dim, ..Keypoints::default() };
     for (i, xy) in found.xy.iter().enumerate() {
         let p = turn.to_original([xy[0] as f64, xy[1] as f64]);
         if inside(p) {
             kept.xy.push([p[0] as f32, p[1] as f32]);
             kept.scores.push(found.scores[i]);
-            kept.descriptors.extend_from_slice(&found.descriptors[i * dim..(i + 1) * dim]);
+            kept.descriptors.extend_from_slice(found.descriptor(i));
         }
     }
     Ok(kept)
