@@ -113,12 +113,12 @@ pub fn depth_oracle(seq: &Sequence) -> DepthOracle {
 
 /// The TUM bag at `bag` through the replay into `out`, with the trained SuperPoint, `double` in
 /// DUSt3R's place, a keyframe every 0.05 to 0.1 s of input (13 frames over 0.4 s) and `extra`
-/// parameters; the whole bag is replayed.
+/// parameters; the whole bag is replayed, each pair joining `pair_lag` frames after its keyframe.
 pub fn replay_tum(
     bag: &Path,
     cameras: &sp_dust3r_core::bag::replay::CameraTopics,
     extra: Vec<(&str, sp_dust3r_core::params::args::ParamValue)>,
-    double: &DepthOracle,
+    (double, pair_lag): (&DepthOracle, usize),
     out: &Path,
 ) -> sp_dust3r_core::bag::replay::ReplaySummary {
     use sp_dust3r_core::bag::replay::{replay, Models};
@@ -133,7 +133,7 @@ pub fn replay_tum(
     );
     let input = vec![sp_dust3r_core::bag::McapFile::open(bag).unwrap()];
     let mut writer = BagWriter::create(out).unwrap();
-    let models = Models { features: &features, pairs: Some(double), pair_lag: 0 };
+    let models = Models { features: &features, pairs: Some(double), pair_lag };
     let cancel = sp_dust3r_core::cancel::Cancel::new();
     let (summary, stopped) = replay(&input, cameras, &mut writer, models, &params, &cancel, |_| {}).unwrap();
     writer.finish().unwrap();

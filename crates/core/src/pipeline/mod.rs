@@ -453,7 +453,7 @@ impl Pipeline {
     /// [`turned::TURNS_DEG`] in turn and tracked with those keypoints; the first that places it
     /// wins. Only within [`turned::WITHIN`] of the last frame placed (tracked, or the newest
     /// keyframe): a camera lost for longer is not rolled away but elsewhere, and would pay
-    /// SuperPoint thrice a frame.
+    /// SuperPoint once per turn a frame.
     fn track_turned<F>(
         &self,
         tracker: &mut CarriedTracker,
@@ -477,6 +477,10 @@ impl Pipeline {
             };
             if let Some(fp) = tracker.track_again(keyframes, &keypoints, params) {
                 self.stats.bump(Counter::FramesTurned);
+                tracing::debug!(
+                    "frame {:.3}: placed described again turned by {degrees} deg",
+                    seen.header.stamp.seconds()
+                );
                 return Some(fp);
             }
         }
