@@ -8,10 +8,10 @@ use crate::image::turn::Turn;
 use crate::image::Frame;
 use crate::superpoint::{Keypoints, PostParams};
 
-/// The turns tried, in degrees, nearest first: the circle in steps of 45 degrees, since
-/// SuperPoint's matches hold to about half a step either side and a frame a busy node takes
-/// late in a fast roll can be turned 90-140 degrees from every keyframe.
-pub(super) const TURNS_DEG: [f64; 7] = [45.0, -45.0, 90.0, -90.0, 135.0, -135.0, 180.0];
+/// The turns tried, in degrees, nearest first, in steps of 45 degrees: SuperPoint's matches hold
+/// to about half a step either side, and a frame a busy node takes late in a fast roll can be
+/// turned 90-140 degrees from every keyframe. A half turn placed no frame and is not tried.
+pub(super) const TURNS_DEG: [f64; 6] = [45.0, -45.0, 90.0, -90.0, 135.0, -135.0];
 
 /// How soon after the last frame placed (tracked, or the newest keyframe) a lost one is
 /// described again turned.
