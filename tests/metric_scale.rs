@@ -55,7 +55,7 @@ fn tum_run(encoding: DepthEncoding, scale_source: &str) -> TumRun {
     depth.noise = 0.02;
     let out_path = dir.path().join("out.mcap");
     let extra = vec![("scale_source", ParamValue::String(scale_source.into()))];
-    let summary = replay_tum(&bag, &cameras, extra, (&depth, 0), &out_path);
+    let summary = replay_tum(&bag, &cameras, extra, &depth, 0, &out_path);
     let gt = load_ground_truth(&GroundTruth::from_path(&bag, None, None)).unwrap();
     let report = evaluate_bag(&out_path, &gt, 0.02, RpeDelta::Frames(1)).unwrap();
     let trajectory = report.trajectory.expect("the odometry is scored");

@@ -36,7 +36,7 @@ fn replayed(
     let cameras = choose_topics(&topics, None, None).unwrap();
     assert_eq!(cameras.camera_info.as_deref(), Some("/camera/rgb/camera_info"));
     let out_path = dir.join("out.mcap");
-    let summary = replay_tum(&bag, &cameras, extra, (&depth_oracle(seq), pair_lag), &out_path);
+    let summary = replay_tum(&bag, &cameras, extra, &depth_oracle(seq), pair_lag, &out_path);
     (bag, out_path, summary)
 }
 

@@ -118,7 +118,8 @@ pub fn replay_tum(
     bag: &Path,
     cameras: &sp_dust3r_core::bag::replay::CameraTopics,
     extra: Vec<(&str, sp_dust3r_core::params::args::ParamValue)>,
-    (double, pair_lag): (&DepthOracle, usize),
+    double: &DepthOracle,
+    pair_lag: usize,
     out: &Path,
 ) -> sp_dust3r_core::bag::replay::ReplaySummary {
     use sp_dust3r_core::bag::replay::{replay, Models};

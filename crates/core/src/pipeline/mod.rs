@@ -453,7 +453,7 @@ impl Pipeline {
     /// [`turned::TURNS_DEG`] in turn and tracked with those keypoints; the first that places it
     /// wins. Only within [`turned::WITHIN`] of the last frame placed (tracked, or the newest
     /// keyframe): a camera lost for longer is not rolled away but elsewhere, and would pay
-    /// SuperPoint once per turn a frame.
+    /// SuperPoint once per turn on every frame.
     fn track_turned<F>(
         &self,
         tracker: &mut CarriedTracker,
