@@ -157,9 +157,9 @@ struct Scored {
     trackable: u64,
     /// Why frames were not tracked, by kind.
     lost: Vec<(String, u64)>,
-    /// Ours: frames that only the second try at matching placed, and those placed only
-    /// described again turned.
-    recovered: Option<(u64, u64)>,
+    /// Ours: frames that only the second try at matching placed, those placed only described
+    /// again turned, and those placed only on points drawn from the keyframes' pointmaps.
+    recovered: Option<[u64; 3]>,
     /// The poses `report` scored.
     poses: Vec<StampedPose>,
     /// Ours: the stamps of the chain's keyframes.
@@ -366,7 +366,9 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) ->
         tracked,
         trackable,
         lost,
-        recovered: Some((summary.get(Counter::FramesSecondTry), summary.get(Counter::FramesTurned))),
+        recovered: Some(
+            [Counter::FramesSecondTry, Counter::FramesTurned, Counter::FramesDrawn].map(|c| summary.get(c)),
+        ),
         poses: found.odom,
         keyframes,
     })
@@ -481,8 +483,10 @@ fn print_by_keyframe_age(ours: &Scored, motions: &[PairedMotion], name: &str) {
 fn print_scored(name: &str, s: &Scored) {
     println!("{name}:");
     println!("  tracked {} of {} trackable frames; not tracked: {:?}", s.tracked, s.trackable, s.lost);
-    if let Some((second_try, turned)) = s.recovered {
-        println!("  placed by the second try at matching: {second_try}; described again turned: {turned}");
+    if let Some([second_try, turned, drawn]) = s.recovered {
+        println!(
+            "  placed by the second try at matching: {second_try}; described again turned: {turned}; on points drawn from the pointmaps: {drawn}"
+        );
     }
     let frames = [
         (if s.map.is_some() { "odom" } else { "" }, Some(&s.report)),

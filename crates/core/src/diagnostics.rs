@@ -93,6 +93,9 @@ counters! {
     /// Tracked frames placed only once described again turned by a likely roll (a camera
     /// rolled far between two frames the node took).
     FramesTurned => "frames_tracked_turned", false;
+    /// Tracked frames placed only once the last frame had points drawn from the keyframes'
+    /// pointmaps (right after a keyframe whose pair is pending, the camera turning fast).
+    FramesDrawn => "frames_tracked_drawn", false;
     /// Frames before the chain's first pair (nothing to track against yet).
     FramesBeforeMap => "frames_before_first_pair", false;
     /// Tracked frames held back while base_frame's transform to the camera is unknown.
@@ -595,6 +598,7 @@ fn tracking_status(
             Counter::FramesTracked,
             Counter::FramesSecondTry,
             Counter::FramesTurned,
+            Counter::FramesDrawn,
             Counter::FramesNotTracked,
             Counter::FramesBeforeMap,
             Counter::FramesNoMount,

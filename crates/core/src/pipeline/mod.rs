@@ -543,6 +543,9 @@ impl Pipeline {
                 if fp.tracked.second_try {
                     self.stats.bump(Counter::FramesSecondTry);
                 }
+                if fp.tracked.drawn {
+                    self.stats.bump(Counter::FramesDrawn);
+                }
                 (fp.t_odom_frame, fp.covariance, fp.tracked.inliers)
             }
             Err(NotTracked::NoMap) => {

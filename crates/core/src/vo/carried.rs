@@ -9,7 +9,9 @@
 //! their neighbours' points, so a camera that turns away from every keyframe's pointmap (or
 //! whose pair answers late) keeps points to be placed against; a pointmap point always takes a
 //! keypoint's place over a seed, and a seed's depth follows its pointmap neighbours' when it has
-//! them.
+//! them. When a frame's matches still land on too few points (the last frame was placed on few,
+//! and its keyframe's pair has not joined), the last frame's keypoints without a point are given
+//! one where the keyframes' pointmaps, drawn into its view, have a surface.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use nalgebra::{Matrix3, Vector2, Vector3};
 use super::matching::match_descriptors;
 use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Reposed, Stamp, TOdomFrame};
 use super::tracking::{solve, FrameCam, NotTracked, Tracked, TrackingParams};
+use crate::dust3r::Pointmap;
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::{covariance_in, Covariance6};
 use crate::geometry::Transform;
@@ -31,6 +34,10 @@ struct LastFrame {
     chain: u64,
     keypoints: Arc<Keypoints>,
     points: Vec<Option<CarriedPoint>>,
+    /// Where it was placed.
+    t_odom_frame: TOdomFrame,
+    /// Whether the keyframes' pointmaps were drawn into it (see [`LastFrame::draw_pointmaps`]).
+    drawn: bool,
 }
 
 /// A point a keypoint carries: from a keyframe's pointmap (moved since by its sightings), or
@@ -139,7 +146,7 @@ impl CarriedTracker {
         params: &TrackingParams,
     ) -> Result<FramePose, NotTracked> {
         let kf = anchor.ok_or(NotTracked::NoMap)?;
-        let camera = camera.unwrap_or_else(|| Camera { k: kf.estimated_intrinsics(), lens: Lens::Pinhole });
+        let camera = camera_or_estimated(camera, kf);
         let last = self.last.as_ref().filter(|l| l.chain == chain);
         let c = correspondences(kf, last, frame, &camera, params);
         let need = params.min_inliers.max(6);
@@ -149,8 +156,8 @@ impl CarriedTracker {
         let Placed { t_frame_odom, is_inlier, covariance: raw } = c.place(&camera, params)?;
         let on_pointmaps = is_inlier.iter().zip(&c.seeded).filter(|&(&inlier, &seeded)| inlier && !seeded).count();
         let points = carried_points(&c, &is_inlier, &t_frame_odom, &camera, frame);
-        self.last = Some(LastFrame { chain, keypoints: frame.clone(), points });
         let t_odom_frame = t_frame_odom.inverse();
+        self.last = Some(LastFrame { chain, keypoints: frame.clone(), points, t_odom_frame, drawn: false });
         let tracked = Tracked {
             t_kf_frame: kf.t_odom_kf.inverse().compose(&t_odom_frame),
             matches: c.matched,
@@ -158,6 +165,7 @@ impl CarriedTracker {
             inliers: on_pointmaps,
             covariance: raw.map(|cov| covariance_in(&kf.t_odom_kf.inverse(), &cov)),
             second_try: false,
+            drawn: false,
         };
         let covariance = raw.map(|cov| cov * kf.tracking_inflation);
         Ok(FramePose { t_odom_frame, keyframe: kf.stamp, tracked, covariance })
@@ -214,6 +222,8 @@ impl CarriedTracker {
         self.recent.iter().rev().find(|s| s.chain == chain && s.went_out.is_some()).map(|s| s.stamp)
     }
 
+    /// Each keyframe in turn, then again once the last frame has points drawn from the
+    /// keyframes' pointmaps when its matches landed on too few points, then the second try.
     fn try_each<F>(
         &mut self,
         chain: u64,
@@ -229,11 +239,22 @@ impl CarriedTracker {
                 Err(e) => first = first.or(Some(e)),
             }
         }
+        let drawn = matches!(first, Some(NotTracked::TooFewPoints { .. }))
+            && self.draw_into_last(chain, keyframes, camera, params);
+        if drawn {
+            for kf in keyframes {
+                if let Ok(mut pose) = self.track(chain, Some(kf), frame, camera, params) {
+                    pose.tracked.drawn = true;
+                    return Ok(pose);
+                }
+            }
+        }
         let second = params.second_try();
         if second.matching != params.matching {
             for kf in keyframes {
                 if let Ok(mut pose) = self.track(chain, Some(kf), frame, camera, &second) {
                     pose.tracked.second_try = true;
+                    pose.tracked.drawn = drawn;
                     return Ok(pose);
                 }
             }
@@ -276,7 +297,9 @@ impl CarriedTracker {
         let points = (0..kf.keypoints.len())
             .map(|i| kf.odom_point(i, params.min_confidence).map(|point| CarriedPoint { point, seeded: false }))
             .collect();
-        self.last = Some(LastFrame { chain, keypoints: Arc::new(kf.keypoints.clone()), points });
+        let t_odom_frame = TOdomFrame::new(kf.t_odom_kf.rotation, kf.t_odom_kf.translation);
+        let keypoints = Arc::new(kf.keypoints.clone());
+        self.last = Some(LastFrame { chain, keypoints, points, t_odom_frame, drawn: false });
         // The newest frame that went out and is placed again: its two poses.
         let mut newest = None;
         for (frame, camera, went_out) in since {
@@ -293,6 +316,93 @@ impl CarriedTracker {
         }
         Some(Reposed { keyframe: kf.stamp, t_odom_kf: shift.compose(&kf.t_odom_kf) })
     }
+}
+
+impl CarriedTracker {
+    /// [`LastFrame::draw_pointmaps`] on the last frame of `chain`, once per last frame; whether
+    /// it gave any keypoint a point.
+    fn draw_into_last<F>(
+        &mut self,
+        chain: u64,
+        keyframes: &[Arc<ChainKeyframe<F>>],
+        camera: Option<Camera>,
+        params: &TrackingParams,
+    ) -> bool {
+        let (Some(last), Some(kf)) = (self.last.as_mut().filter(|l| l.chain == chain && !l.drawn), keyframes.first())
+        else {
+            return false;
+        };
+        last.drawn = true;
+        last.draw_pointmaps(keyframes, &camera_or_estimated(camera, kf), params.min_confidence) > 0
+    }
+}
+
+/// `camera`, else the one `kf`'s pair estimated (see [`super::odometry::track_frame`]).
+fn camera_or_estimated<F>(camera: Option<Camera>, kf: &ChainKeyframe<F>) -> Camera {
+    camera.unwrap_or_else(|| Camera { k: kf.estimated_intrinsics(), lens: Lens::Pinhole })
+}
+
+/// Edge of the cells (undistorted pixels) in which pointmaps are drawn into a frame.
+const DRAW_CELL_PX: f64 = 4.0;
+/// Every how many of a pointmap's rows and columns are drawn (its grid is finer than a cell).
+const DRAW_STRIDE: usize = 2;
+
+impl LastFrame {
+    /// Gives its keypoints that carry no point one at the depth of the nearest surface that
+    /// `keyframes`' confident pointmap points, drawn into its view at its pose, put in the
+    /// keypoint's cell (as a z-buffer would); as seeds, since they stand on this frame's pose.
+    /// This is ORB-SLAM's local map seen by projection: the frame after a keyframe whose pair
+    /// has not joined, the camera turning fast, matches that keyframe well but finds few of its
+    /// keypoints carrying points when it was itself placed on few. How many got one.
+    fn draw_pointmaps<F>(
+        &mut self,
+        keyframes: &[Arc<ChainKeyframe<F>>],
+        camera: &Camera,
+        min_confidence: f32,
+    ) -> usize {
+        let cell = |px: &Vector2<f64>| ((px.x / DRAW_CELL_PX).floor() as i64, (px.y / DRAW_CELL_PX).floor() as i64);
+        let pending: Vec<(usize, Vector2<f64>)> = (0..self.keypoints.len())
+            .filter(|&q| self.points[q].is_none())
+            .filter_map(|q| {
+                let [x, y] = self.keypoints.xy[q];
+                camera.undistort_pixel(x as f64, y as f64).map(|(u, v)| (q, Vector2::new(u, v)))
+            })
+            .collect();
+        let mut nearest: HashMap<(i64, i64), f64> = pending.iter().map(|(_, px)| (cell(px), f64::INFINITY)).collect();
+        let t_frame_odom = self.t_odom_frame.inverse();
+        for kf in keyframes {
+            let t_frame_kf = t_frame_odom.compose(&kf.t_odom_kf);
+            for p in confident_points(&kf.pointmap, min_confidence) {
+                let p = t_frame_kf.apply(&p);
+                if let Some(z) = camera.k.project(&p).and_then(|px| nearest.get_mut(&cell(&px))) {
+                    *z = z.min(p.z);
+                }
+            }
+        }
+        let mut drawn = 0;
+        for (q, px) in pending {
+            let z = nearest.get(&cell(&px)).copied().unwrap_or(f64::INFINITY);
+            if z.is_finite() {
+                let point = self.t_odom_frame.apply(&(camera.k.ray(px.x, px.y) * z));
+                self.points[q] = Some(CarriedPoint { point, seeded: true });
+                drawn += 1;
+            }
+        }
+        drawn
+    }
+}
+
+/// Every [`DRAW_STRIDE`]-th row and column's point of `map` above `min_confidence`, in its
+/// camera's frame.
+fn confident_points(map: &Pointmap, min_confidence: f32) -> impl Iterator<Item = Vector3<f64>> + '_ {
+    (0..map.height).step_by(DRAW_STRIDE).flat_map(move |v| {
+        (0..map.width).step_by(DRAW_STRIDE).filter_map(move |u| {
+            let i = v * map.width + u;
+            let p = map.points.get(3 * i..3 * i + 3)?;
+            let p = Vector3::new(p[0] as f64, p[1] as f64, p[2] as f64);
+            (*map.confidence.get(i)? > min_confidence && p.iter().all(|c| c.is_finite()) && p.z > 0.0).then_some(p)
+        })
+    })
 }
 
 /// How far a carried point moves towards where the frame saw it. All the way, keypoint noise
@@ -697,6 +807,56 @@ mod tests {
             CarriedTracker::default().track_any(1, none, &frame, 0, camera, &params).unwrap_err(),
             NotTracked::NoMap
         );
+    }
+
+    #[test]
+    fn a_frame_whose_matches_reach_no_point_is_placed_on_the_pointmap_drawn_into_the_last_frame() {
+        let mut rng = SplitMix64::new(23);
+        // The keyframe's keypoints lie at its left edge; the last frame also saw 120 keypoints
+        // on the right, more than 50 px from any of them (so none gets a seed), which the next
+        // frame sees alone, as the frame after a keyframe whose pair is pending sees that keyframe.
+        let left: Vec<[f32; 2]> =
+            (0..30).map(|_| [(10.0 + rng.next_f64() * 50.0) as f32, (20.0 + rng.next_f64() * 200.0) as f32]).collect();
+        let right: Vec<[f32; 2]> = (0..120)
+            .map(|_| [(170.0 + rng.next_f64() * 120.0) as f32, (30.0 + rng.next_f64() * 180.0) as f32])
+            .collect();
+        let (d_left, d_right) = (descriptors(&mut rng, 30), descriptors(&mut rng, 120));
+        let kf = Arc::new(keyframe(&left, d_left.clone()));
+        let pose = |deg: f64, x: f64| {
+            Transform::<OdomOrigin, FrameCam>::new(
+                nalgebra::Rotation3::from_euler_angles(0.0, deg.to_radians(), 0.0),
+                Vector3::new(x, 0.0, 0.0),
+            )
+        };
+        let (t1, t2) = (pose(0.5, 0.01), pose(1.5, 0.03));
+        let on_plane = |xy: &[[f32; 2]]| -> Vec<Vector3<f64>> {
+            xy.iter().filter_map(|&[x, y]| point_at(&kf.pointmap, &kf.mapping, x as f64, y as f64, 1.0)).collect()
+        };
+        let (p_left, p_right) = (on_plane(&left), on_plane(&right));
+        let seen_from = |t: &Transform<OdomOrigin, FrameCam>, points: &[Vector3<f64>]| -> Vec<[f32; 2]> {
+            points.iter().filter_map(|p| K.project(&t.inverse().apply(p))).map(|q| [q.x as f32, q.y as f32]).collect()
+        };
+        let keypoints = |xy: Vec<[f32; 2]>, descriptors: Vec<f32>| {
+            Arc::new(Keypoints { scores: vec![1.0; xy.len()], xy, descriptors, descriptor_dim: 32 })
+        };
+        let last =
+            keypoints([seen_from(&t1, &p_left), seen_from(&t1, &p_right)].concat(), [d_left, d_right.clone()].concat());
+        let next = keypoints(seen_from(&t2, &p_right), d_right);
+        let (camera, params) = (Some(Camera { k: K, lens: Lens::Pinhole }), TrackingParams::default());
+        let keyframes = std::slice::from_ref(&kf);
+
+        let mut tracker = CarriedTracker::default();
+        let one = tracker.track_any(1, keyframes, &last, 1, camera, &params).unwrap();
+        assert!((one.t_odom_frame.translation - t1.translation).norm() < 1e-3, "{:?}", one.t_odom_frame);
+        // Its matches reach the last frame's keypoints only, which carry no point...
+        let alone = tracker.track(1, Some(&kf), &next, camera, &params);
+        assert!(matches!(alone, Err(NotTracked::TooFewPoints { got: 0, .. })), "{alone:?}");
+        // ...until the keyframe's pointmap, drawn into the last frame, gives them one.
+        let two = tracker.track_any(1, keyframes, &next, 2, camera, &params).unwrap();
+        assert!(two.tracked.drawn && !one.tracked.drawn);
+        let error = (two.t_odom_frame.translation - t2.translation).norm();
+        assert!(error < 0.005 && two.t_odom_frame.rotation_error_deg(&t2) < 0.1, "{error} {:?}", two.t_odom_frame);
+        assert!(two.tracked.points >= 100, "{:?}", two.tracked);
     }
 
     #[test]

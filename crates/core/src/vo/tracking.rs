@@ -90,6 +90,8 @@ pub struct Tracked {
     pub covariance: Option<Covariance6>,
     /// Placed only by the second try's looser matching.
     pub second_try: bool,
+    /// Placed only once the last frame had points drawn from the keyframes' pointmaps.
+    pub drawn: bool,
 }
 
 /// Why a frame has no pose (it gets none rather than a guess).
@@ -230,5 +232,6 @@ pub fn track(
         points: world.len(),
         inliers: solution.inliers,
         second_try: false,
+        drawn: false,
     })
 }
