@@ -448,8 +448,7 @@ impl Pipeline {
         Ok(FrameDone { superpoint: Some(took), pair })
     }
 
-    /// A frame whose descriptors did not match (too few matches, or too few that agree on a
-    /// pose; not: matches off the keyframe's pointmap), described again turned by each of
+    /// A frame that no keyframe placed, described again turned by each of
     /// [`turned::TURNS_DEG`] in turn and tracked with those keypoints; the first that places it
     /// wins. Only within [`turned::WITHIN`] of the last frame placed (tracked, or the newest
     /// keyframe): a camera lost for longer is not rolled away but elsewhere, and would pay
@@ -533,7 +532,7 @@ impl Pipeline {
         }
         let placed = tracker.track_any(chain, &keyframes, &seen.keypoints, seen.stamp(), camera, &params);
         let placed = match placed {
-            Err(e @ (NotTracked::TooFewMatches { .. } | NotTracked::TooFewInliers { .. } | NotTracked::Pnp(_))) => {
+            Err(e) if e != NotTracked::NoMap => {
                 self.track_turned(tracker, (chain, &keyframes), seen, described, &params).ok_or(e)
             }
             placed => placed,
