@@ -20,7 +20,7 @@ use nalgebra::{Matrix3, Vector2, Vector3};
 
 use super::matching::match_descriptors;
 use super::odometry::{ChainKeyframe, FramePose, OdomOrigin, Reposed, Stamp, TOdomFrame};
-use super::tracking::{solve, FrameCam, NotTracked, Tracked, TrackingParams};
+use super::tracking::{confident_point, solve, FrameCam, NotTracked, Tracked, TrackingParams};
 use crate::dust3r::Pointmap;
 use crate::geometry::lens::{Camera, Lens};
 use crate::geometry::pnp::{covariance_in, Covariance6};
@@ -360,7 +360,7 @@ impl LastFrame {
         camera: &Camera,
         min_confidence: f32,
     ) -> usize {
-        let cell = |px: &Vector2<f64>| ((px.x / DRAW_CELL_PX).floor() as i64, (px.y / DRAW_CELL_PX).floor() as i64);
+        let cell_of = |px: &Vector2<f64>| cell(px, DRAW_CELL_PX);
         let pending: Vec<(usize, Vector2<f64>)> = (0..self.keypoints.len())
             .filter(|&q| self.points[q].is_none())
             .filter_map(|q| {
@@ -368,20 +368,21 @@ impl LastFrame {
                 camera.undistort_pixel(x as f64, y as f64).map(|(u, v)| (q, Vector2::new(u, v)))
             })
             .collect();
-        let mut nearest: HashMap<(i64, i64), f64> = pending.iter().map(|(_, px)| (cell(px), f64::INFINITY)).collect();
+        let mut nearest: HashMap<(i64, i64), f64> =
+            pending.iter().map(|(_, px)| (cell_of(px), f64::INFINITY)).collect();
         let t_frame_odom = self.t_odom_frame.inverse();
         for kf in keyframes {
             let t_frame_kf = t_frame_odom.compose(&kf.t_odom_kf);
             for p in confident_points(&kf.pointmap, min_confidence) {
                 let p = t_frame_kf.apply(&p);
-                if let Some(z) = camera.k.project(&p).and_then(|px| nearest.get_mut(&cell(&px))) {
+                if let Some(z) = camera.k.project(&p).and_then(|px| nearest.get_mut(&cell_of(&px))) {
                     *z = z.min(p.z);
                 }
             }
         }
         let mut drawn = 0;
         for (q, px) in pending {
-            let z = nearest.get(&cell(&px)).copied().unwrap_or(f64::INFINITY);
+            let z = nearest.get(&cell_of(&px)).copied().unwrap_or(f64::INFINITY);
             if z.is_finite() {
                 let point = self.t_odom_frame.apply(&(camera.k.ray(px.x, px.y) * z));
                 self.points[q] = Some(CarriedPoint { point, seeded: true });
@@ -392,16 +393,11 @@ impl LastFrame {
     }
 }
 
-/// Every [`DRAW_STRIDE`]-th row and column's point of `map` above `min_confidence`, in its
-/// camera's frame.
+/// Every [`DRAW_STRIDE`]-th row and column's usable point of `map` (see [`confident_point`]),
+/// in its camera's frame.
 fn confident_points(map: &Pointmap, min_confidence: f32) -> impl Iterator<Item = Vector3<f64>> + '_ {
     (0..map.height).step_by(DRAW_STRIDE).flat_map(move |v| {
-        (0..map.width).step_by(DRAW_STRIDE).filter_map(move |u| {
-            let i = v * map.width + u;
-            let p = map.points.get(3 * i..3 * i + 3)?;
-            let p = Vector3::new(p[0] as f64, p[1] as f64, p[2] as f64);
-            (*map.confidence.get(i)? > min_confidence && p.iter().all(|c| c.is_finite()) && p.z > 0.0).then_some(p)
-        })
+        (0..map.width).step_by(DRAW_STRIDE).filter_map(move |u| confident_point(map, v * map.width + u, min_confidence))
     })
 }
 
@@ -478,7 +474,7 @@ impl Neighbours {
     fn new(seen: impl Iterator<Item = Sighting>) -> Self {
         let mut cells: HashMap<(i64, i64), Vec<Sighting>> = HashMap::new();
         for (px, z) in seen.filter(|(_, z)| *z > 0.0) {
-            cells.entry(cell(&px)).or_default().push((px, z));
+            cells.entry(cell(&px, SEED_RADIUS_PX)).or_default().push((px, z));
         }
         Self { cells }
     }
@@ -488,7 +484,7 @@ impl Neighbours {
     /// pixel, so the fit is linear too, and a keypoint whose neighbours all lie on one side
     /// (at the image's edge) still gets its own depth on a slope.
     fn depth_at(&self, px: &Vector2<f64>) -> Option<f64> {
-        let (cu, cv) = cell(px);
+        let (cu, cv) = cell(px, SEED_RADIUS_PX);
         let mut near: Vec<(f64, Vector3<f64>, f64)> = (cu - 1..=cu + 1)
             .flat_map(|u| (cv - 1..=cv + 1).map(move |v| (u, v)))
             .filter_map(|k| self.cells.get(&k))
@@ -527,8 +523,9 @@ fn spans_a_plane(offsets: impl Iterator<Item = Vector2<f64>> + Clone) -> bool {
     half_trace - (half_trace * half_trace - det).max(0.0).sqrt() >= SEED_MIN_SPREAD_PX * SEED_MIN_SPREAD_PX
 }
 
-fn cell(px: &Vector2<f64>) -> (i64, i64) {
-    ((px.x / SEED_RADIUS_PX).floor() as i64, (px.y / SEED_RADIUS_PX).floor() as i64)
+/// The square cell of edge `edge` (pixels) that `px` lies in.
+fn cell(px: &Vector2<f64>, edge: f64) -> (i64, i64) {
+    ((px.x / edge).floor() as i64, (px.y / edge).floor() as i64)
 }
 
 /// The frame's keypoints with a point: from a match to the last frame (the point it carried),

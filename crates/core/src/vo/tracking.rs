@@ -147,6 +147,17 @@ impl NotTracked {
 /// blending them would invent a point in between.
 const MAX_BLEND_DEPTH_RATIO: f64 = 1.05;
 
+/// `map`'s point at grid index `i` when it is usable: confident (above `min_confidence`),
+/// finite and in front of the camera.
+pub fn confident_point(map: &Pointmap, i: usize, min_confidence: f32) -> Option<Vector3<f64>> {
+    if !(*map.confidence.get(i)? > min_confidence) {
+        return None;
+    }
+    let p = map.points.get(i * 3..i * 3 + 3)?;
+    let p = Vector3::new(p[0] as f64, p[1] as f64, p[2] as f64);
+    (p.iter().all(|c| c.is_finite()) && p.z > 0.0).then_some(p)
+}
+
 /// The point of `map` (grid laid over the frame by `mapping`) seen at frame pixel (x, y):
 /// bilinear between the four grid pixels around it when all four are usable and at one depth,
 /// else the nearest grid pixel's; a grid pixel is usable when it is confident (above
@@ -157,13 +168,7 @@ pub fn point_at(map: &Pointmap, mapping: &InputMapping, x: f64, y: f64, min_conf
         if !(u >= 0.0 && v >= 0.0 && (u as usize) < map.width && (v as usize) < map.height) {
             return None;
         }
-        let i = v as usize * map.width + u as usize;
-        if !(*map.confidence.get(i)? > min_confidence) {
-            return None;
-        }
-        let p = map.points.get(i * 3..i * 3 + 3)?;
-        let p = Vector3::new(p[0] as f64, p[1] as f64, p[2] as f64);
-        (p.iter().all(|c| c.is_finite()) && p.z > 0.0).then_some(p)
+        confident_point(map, v as usize * map.width + u as usize, min_confidence)
     };
     let (u0, v0) = (u.floor(), v.floor());
     let (a, b) = (u - u0, v - v0);
