@@ -1035,9 +1035,21 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
     if args.no_peer {
         return Ok(());
     }
+    tracking_peer(&args, [&kp, &kf_kp], (&pointmap, &mapping), &k, &p, total)
+}
+
+/// The same tracking in numpy and OpenCV (`tracking_opencv.py`), and the ratio to ours (`ours_ms`).
+fn tracking_peer(
+    args: &TrackingArgs,
+    [kp, kf_kp]: [&sp_dust3r_core::superpoint::Keypoints; 2],
+    (pointmap, mapping): (&Pointmap, &sp_dust3r_core::dust3r::InputMapping),
+    k: &sp_dust3r_core::geometry::Intrinsics,
+    p: &sp_dust3r_core::vo::tracking::TrackingParams,
+    ours_ms: f64,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let npz_path = dir.path().join("tracking.npz");
-    write_tracking_inputs(&npz_path, [&kp, &kf_kp], &pointmap, &mapping, &k, &p)?;
+    write_tracking_inputs(&npz_path, [kp, kf_kp], pointmap, mapping, k, p)?;
     let python = find_python(args.python.as_deref());
     let repeat = args.repeat.max(1).to_string();
     let report = run_peer(
@@ -1055,7 +1067,7 @@ fn tracking(args: TrackingArgs) -> anyhow::Result<()> {
         report["matches"],
         report["inliers"]
     );
-    println!("ratio sp_dust3r / numpy+opencv: {:.2}x", total / peer);
+    println!("ratio sp_dust3r / numpy+opencv: {:.2}x", ours_ms / peer);
     Ok(())
 }
 
