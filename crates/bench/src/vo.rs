@@ -77,7 +77,8 @@ pub struct VoArgs {
     /// it, one thing changed per row).
     #[arg(long)]
     study: bool,
-    /// Node parameters, as after `--ros-args`: `-p name:=value` ...
+    /// Node parameters, as after `--ros-args`: `-p name:=value` ... With `-p
+    /// scale_source:=depth` the sequence's depth images go in as the registered depth topic.
     #[arg(last = true)]
     ros_args: Vec<String>,
 }
@@ -312,8 +313,9 @@ const OUT_BAG: &str = "out.mcap";
 /// the odometry.
 fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) -> anyhow::Result<Scored> {
     let (bag, out_path) = (dir.join("in.mcap"), dir.join(OUT_BAG));
-    write_bag(seq, &bag, None)?;
     let mut params = node_params(args)?;
+    let metric_depth = params.scale_source == sp_dust3r_core::vo::scale::ScaleSource::Depth;
+    write_bag(seq, &bag, metric_depth.then_some(sp_dust3r_core::eval::tum::DepthEncoding::Metres))?;
     // TF carries map -> odom, which places the frames on the map.
     params.publish_tf = true;
     let features = features(args)?;
@@ -321,7 +323,10 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) ->
     oracle.scales = DepthOracle::arbitrary_scales(1000, args.scale_seed);
     let input = vec![McapFile::open(&bag)?];
     let topics: Vec<(String, String)> = input[0].topics()?.into_iter().collect();
-    let cameras = choose_topics(&topics, None, None)?;
+    let mut cameras = choose_topics(&topics, None, None)?;
+    if metric_depth {
+        cameras.depth = Some(sp_dust3r_core::bag::replay::choose_depth_topic(&topics, None)?);
+    }
     let mut writer = BagWriter::create(&out_path)?;
     let models = Models { features: &features, pairs: Some(&oracle), pair_lag: args.pair_lag };
     let cancel = sp_dust3r_core::cancel::Cancel::new();
