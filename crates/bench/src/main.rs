@@ -937,16 +937,8 @@ fn pose(args: PoseArgs) -> anyhow::Result<()> {
         &stack(&forward.view2_in_1.confidence, &swapped.view2_in_1.confidence, &[2, 512, 512])?,
     )?;
     npz.finish()?;
-    let python = find_python(args.python.as_deref());
-    let repeat = args.repeat.max(1).to_string();
-    let report = run_peer(
-        OPENCV_PEER,
-        "pose_opencv.py",
-        &python,
-        &["--pointmaps".as_ref(), npz_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref()],
-    )
-    .context("the OpenCV peer needs numpy and opencv-python-headless: run tools/setup-peers.sh or pass --python")?;
-    let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
+    let peer_args = ["--pointmaps".as_ref(), npz_path.as_os_str()];
+    let (report, peer) = opencv_peer((OPENCV_PEER, "pose_opencv.py"), &peer_args, args.python.as_deref(), args.repeat)?;
     println!(
         "opencv {} upstream recipe (numpy Weiszfeld + solvePnPRansac SQPNP): median {peer:.1} ms",
         report["opencv"].as_str().unwrap_or("?")
@@ -1050,16 +1042,9 @@ fn tracking_peer(
     let dir = tempfile::tempdir()?;
     let npz_path = dir.path().join("tracking.npz");
     write_tracking_inputs(&npz_path, [kp, kf_kp], pointmap, mapping, k, p)?;
-    let python = find_python(args.python.as_deref());
-    let repeat = args.repeat.max(1).to_string();
-    let report = run_peer(
-        TRACKING_PEER,
-        "tracking_opencv.py",
-        &python,
-        &["--inputs".as_ref(), npz_path.as_os_str(), "--repeat".as_ref(), repeat.as_ref()],
-    )
-    .context("the OpenCV peer needs numpy and opencv-python-headless: run tools/setup-peers.sh or pass --python")?;
-    let peer = report["median_ms"].as_f64().context("peer reported no median_ms")?;
+    let peer_args = ["--inputs".as_ref(), npz_path.as_os_str()];
+    let (report, peer) =
+        opencv_peer((TRACKING_PEER, "tracking_opencv.py"), &peer_args, args.python.as_deref(), args.repeat)?;
     println!(
         "opencv {} (BFMatcher + numpy lookup + solvePnPRansac SQPNP, {} threads): median {peer:.2} ms, {} matches, {} inliers",
         report["opencv"].as_str().unwrap_or("?"),
@@ -1146,6 +1131,22 @@ fn write_tracking_inputs(
     }
     npz.finish()?;
     Ok(())
+}
+
+/// An OpenCV peer (`source`, saved as `file_name`) run with `args` and `--repeat`: its report
+/// and the median milliseconds it measured.
+fn opencv_peer(
+    (source, file_name): (&str, &str),
+    args: &[&std::ffi::OsStr],
+    python: Option<&Path>,
+    repeat: usize,
+) -> anyhow::Result<(serde_json::Value, f64)> {
+    let repeat = repeat.max(1).to_string();
+    let args: Vec<&std::ffi::OsStr> = args.iter().copied().chain(["--repeat".as_ref(), repeat.as_ref()]).collect();
+    let report = run_peer(source, file_name, &find_python(python), &args)
+        .context("the OpenCV peer needs numpy and opencv-python-headless: run tools/setup-peers.sh or pass --python")?;
+    let median = report["median_ms"].as_f64().context("peer reported no median_ms")?;
+    Ok((report, median))
 }
 
 /// Runs a peer script (embedded source) with Python and returns its last stdout line as JSON;
