@@ -11,7 +11,7 @@ use sp_dust3r_core::backend::{CameraK, PairRequest};
 use sp_dust3r_core::dust3r::cloud::{cloud_points, ColouredPoints, DEFAULT_MIN_CONFIDENCE};
 use sp_dust3r_core::dust3r::{prepare, Checkpoint, Dust3r, PairPrediction, Pointmap, PrepMode};
 use sp_dust3r_core::geometry::lens::Lens;
-use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
+use sp_dust3r_core::geometry::{relative_pose, NoPose, PairPose, PoseOptions};
 use sp_dust3r_core::image::Frame;
 use sp_dust3r_core::preview::preview;
 use sp_dust3r_core::tensor::Precision;
@@ -166,16 +166,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let ply_points = write_outputs(&args, &forward, [&v1.rgb, &v2.rgb], pose.as_ref().and_then(|p| p.as_ref().ok()))?;
-    let mut line = json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
+    let line = json!({"timing_ms": {"decode": decode, "preprocess": preprocess, "encoder": encoder, "decoder": decoder,
                                         "heads": heads, "pose": pose_ms, "total": ms(total)},
                          "precision": model.precision().name(), "model": args.model});
-    if let Some(p) = &pose {
-        line["pose"] = super::pose::pose_json(p);
-    }
-    if let Some(n) = ply_points {
-        line["ply_points"] = json!(n);
-    }
-    println!("{line}");
+    print_line(line, pose.as_ref(), ply_points);
     Ok(())
 }
 
@@ -207,15 +201,20 @@ fn run_server(args: &Args) -> anyhow::Result<()> {
         tracing::warn!("no pose: {reason}");
     }
     let ply_points = write_outputs(args, &pair, [&out.rgb1, &out.rgb2], pose.as_ref().and_then(|p| p.as_ref().ok()))?;
-    let mut line = json!({"backend": backend.link().describe(), "timing_ms": super::host_timing_json(&[timing])});
-    if let Some(p) = &pose {
+    let line = json!({"backend": backend.link().describe(), "timing_ms": super::host_timing_json(&[timing])});
+    print_line(line, pose.as_ref(), ply_points);
+    Ok(())
+}
+
+/// The run's JSON line on stdout, with the pose and the PLY's point count where there are.
+fn print_line(mut line: serde_json::Value, pose: Option<&Result<PairPose, NoPose>>, ply_points: Option<usize>) {
+    if let Some(p) = pose {
         line["pose"] = super::pose::pose_json(p);
     }
     if let Some(n) = ply_points {
         line["ply_points"] = json!(n);
     }
     println!("{line}");
-    Ok(())
 }
 
 /// The NPZ, the PLY and the preview the arguments ask for; returns how many points the PLY got.
