@@ -109,6 +109,8 @@ fn with_depth_real_frames_give_clouds_and_odometry_in_metres_whatever_scale_each
             run.cloud_scales
         );
         assert!(pairs >= 3 && s.get(Counter::PairsScaleMeasured) == pairs, "every pair's keyframes have depth");
+        // depth_tracking: every tracked frame's keypoints took their depth from its depth image.
+        assert_eq!(s.get(Counter::FramesMeasured), s.get(Counter::FramesTracked));
         assert_eq!(s.get(Counter::PairsUnchained), 0);
         assert_eq!(run.cloud_scales.len() as u64, pairs);
         assert!(run.cloud_scales.iter().all(|c| (c - 1.0).abs() < 0.03), "{:?}", run.cloud_scales);

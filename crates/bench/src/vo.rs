@@ -159,8 +159,9 @@ struct Scored {
     /// Why frames were not tracked, by kind.
     lost: Vec<(String, u64)>,
     /// Ours: frames that only the second try at matching placed, those placed only described
-    /// again turned, and those placed only on points drawn from the keyframes' pointmaps.
-    recovered: Option<[u64; 3]>,
+    /// again turned, those placed only on points drawn from the keyframes' pointmaps, and those
+    /// whose keypoints a depth image measured.
+    recovered: Option<[u64; 4]>,
     /// The poses `report` scored.
     poses: Vec<StampedPose>,
     /// Ours: the stamps of the chain's keyframes.
@@ -372,7 +373,8 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) ->
         trackable,
         lost,
         recovered: Some(
-            [Counter::FramesSecondTry, Counter::FramesTurned, Counter::FramesDrawn].map(|c| summary.get(c)),
+            [Counter::FramesSecondTry, Counter::FramesTurned, Counter::FramesDrawn, Counter::FramesMeasured]
+                .map(|c| summary.get(c)),
         ),
         poses: found.odom,
         keyframes,
@@ -488,9 +490,9 @@ fn print_by_keyframe_age(ours: &Scored, motions: &[PairedMotion], name: &str) {
 fn print_scored(name: &str, s: &Scored) {
     println!("{name}:");
     println!("  tracked {} of {} trackable frames; not tracked: {:?}", s.tracked, s.trackable, s.lost);
-    if let Some([second_try, turned, drawn]) = s.recovered {
+    if let Some([second_try, turned, drawn, measured]) = s.recovered {
         println!(
-            "  placed by the second try at matching: {second_try}; described again turned: {turned}; on points drawn from the pointmaps: {drawn}"
+            "  placed by the second try at matching: {second_try}; described again turned: {turned}; on points drawn from the pointmaps: {drawn}; keypoints measured by depth: {measured}"
         );
     }
     let frames = [

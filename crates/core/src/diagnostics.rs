@@ -96,6 +96,9 @@ counters! {
     /// Tracked frames placed only once the last frame had points drawn from the keyframes'
     /// pointmaps (right after a keyframe whose pair is pending, the camera turning fast).
     FramesDrawn => "frames_tracked_drawn", false;
+    /// Tracked frames whose keypoints took their depth from a registered depth image
+    /// (`depth_tracking`), for the next frame to be placed against.
+    FramesMeasured => "frames_tracked_measured_by_depth", false;
     /// Frames before the chain's first pair (nothing to track against yet).
     FramesBeforeMap => "frames_before_first_pair", false;
     /// Tracked frames held back while base_frame's transform to the camera is unknown.
@@ -599,6 +602,7 @@ fn tracking_status(
             Counter::FramesSecondTry,
             Counter::FramesTurned,
             Counter::FramesDrawn,
+            Counter::FramesMeasured,
             Counter::FramesNotTracked,
             Counter::FramesBeforeMap,
             Counter::FramesNoMount,

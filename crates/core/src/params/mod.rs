@@ -230,6 +230,10 @@ parameters! {
     depth_max_interval: f64 = 0.05, Constraint::Double { min: 0.0, max: 1.0 }, TUNABLE,
         "scale_source depth: the most seconds a depth image's stamp may be from its colour frame's (the nearest \
          within it is taken, as message_filters' ApproximateTime pairs them)";
+    depth_tracking: bool = true, Constraint::None, TUNABLE,
+        "scale_source depth: each tracked frame's keypoints take their depth from its registered depth image (the \
+         nearest within depth_max_interval), and the next frame is placed against them, as an RGB-D odometry \
+         is; false: depth images measure the pairs' scale alone";
     scale_max_unmeasured: i64 = 5, Constraint::Integer { min: 0, max: 10_000 }, TUNABLE,
         "With a metric scale_source: keyframes in a row without a scale measurement that the chain carries its \
          metric scale over (from the shared keyframe); beyond them metric outputs stop until a measurement \
@@ -383,6 +387,8 @@ pub struct NodeParams {
     pub scale_min_translation: f64,
     /// Most seconds between a colour frame's stamp and its depth image's.
     pub depth_max_interval: f64,
+    /// Whether tracked frames' keypoints take their depth from the depth images.
+    pub depth_tracking: bool,
     /// Keyframes in a row without a scale measurement before metric outputs stop.
     pub scale_max_unmeasured: usize,
     /// Tracking: fewest PnP inliers.
@@ -523,6 +529,7 @@ impl NodeParams {
             scale_odom_frame: v.scale_odom_frame,
             scale_min_translation: v.scale_min_translation,
             depth_max_interval: v.depth_max_interval,
+            depth_tracking: v.depth_tracking,
             scale_max_unmeasured: v.scale_max_unmeasured.max(0) as usize,
             tracking_min_inliers: v.tracking_min_inliers.max(6) as usize,
             tracking_match_ratio: v.tracking_match_ratio,

@@ -55,6 +55,17 @@ impl DepthSync {
         }
     }
 
+    /// The recent depth image nearest `stamp`, within `max` of it.
+    pub fn nearest(&self, stamp: Stamp, max: Stamp) -> Option<Arc<DepthImage>> {
+        let mut best: Option<&(Stamp, Arc<DepthImage>)> = None;
+        for recent in &self.recent {
+            if nearer(stamp, recent.0, best.map(|b| b.0), max) {
+                best = Some(recent);
+            }
+        }
+        best.map(|(_, d)| Arc::clone(d))
+    }
+
     /// The depth image paired with the keyframe at `stamp`, if any.
     pub fn of_keyframe(&self, stamp: Stamp) -> Option<Arc<DepthImage>> {
         self.keyframes.get(&stamp)?.as_ref().map(|(_, d)| Arc::clone(d))
@@ -90,5 +101,21 @@ mod tests {
         s.insert(290 * MS, depth(6.0), 20 * MS);
         assert_eq!(s.of_keyframe(300 * MS), Some(depth(6.0)));
         assert_eq!(s.of_keyframe(200 * MS), None, "not a keyframe");
+    }
+
+    #[test]
+    fn a_tracked_frame_takes_the_recent_depth_nearest_its_stamp_within_the_interval() {
+        let mut s = DepthSync::default();
+        for (i, t) in [100, 133, 167].into_iter().enumerate() {
+            s.insert(t * MS, depth(i as f32 + 1.0), 20 * MS);
+        }
+        assert_eq!(s.nearest(140 * MS, 20 * MS), Some(depth(2.0)));
+        assert_eq!(s.nearest(160 * MS, 20 * MS), Some(depth(3.0)));
+        assert_eq!(s.nearest(190 * MS, 20 * MS), None, "23 ms from the nearest");
+        // Only the newest few are kept: an old frame finds none.
+        for t in 0..RECENT as i64 {
+            s.insert((200 + 33 * t) * MS, depth(9.0), 20 * MS);
+        }
+        assert_eq!(s.nearest(100 * MS, 20 * MS), None);
     }
 }

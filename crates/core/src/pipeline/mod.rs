@@ -33,7 +33,7 @@ use crate::params::topics::TF_STATIC;
 use crate::params::NodeParams;
 use crate::ply::{save_ply, PlyError};
 use crate::superpoint::{Keypoints, PostParams};
-use crate::vo::carried::{CarriedTracker, TRY_KEYFRAMES};
+use crate::vo::carried::{CarriedTracker, FrameDepth, TRY_KEYFRAMES};
 use crate::vo::keyframes::{KeyframeDecision, KeyframeSelector, Tracking};
 use crate::vo::map::{grow, VoxelMap};
 use crate::vo::odometry::{Anchor, ChainKeyframe, FramePose, Joining, Link, NotAttached, Odometry, PairView, Stamp};
@@ -545,6 +545,7 @@ impl Pipeline {
                 if fp.tracked.drawn {
                     self.stats.bump(Counter::FramesDrawn);
                 }
+                self.measure_by_depth(tracker, seen, p);
                 (fp.t_odom_frame, fp.covariance, fp.tracked.inliers)
             }
             Err(NotTracked::NoMap) => {
@@ -576,6 +577,19 @@ impl Pipeline {
         self.stats.bump(Counter::FramesTracked);
         emit(sink, outputs)?;
         Ok(placed)
+    }
+
+    /// With `scale_source: depth` and `depth_tracking`: the frame just placed has its keypoints
+    /// measured by its registered depth image, when one came within `depth_max_interval`.
+    fn measure_by_depth(&self, tracker: &mut CarriedTracker, seen: &Observation, p: &NodeParams) {
+        if p.scale_source != ScaleSource::Depth || !p.depth_tracking {
+            return;
+        }
+        let Some(image) = lock(&self.depth).nearest(seen.stamp(), self.depth_max_interval()) else { return };
+        let colour = (seen.frame.width(), seen.frame.height());
+        if tracker.measure_last(FrameDepth { image, colour }) > 0 {
+            self.stats.bump(Counter::FramesMeasured);
+        }
     }
 
     /// Whether the odometry can go out: always without `base_frame`; with it, once the camera's
