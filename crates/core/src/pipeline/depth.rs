@@ -1,7 +1,9 @@
-//! Depth images paired with keyframes by stamp, as message_filters' ApproximateTime pairs a
-//! colour and a depth topic: each keyframe gets the depth image whose stamp is nearest its own,
-//! within `depth_max_interval`, whichever arrives first (depth may come a little before or after
-//! its colour frame, on another topic).
+//! Depth images paired with frames by stamp, as message_filters' ApproximateTime pairs a colour
+//! and a depth topic: the frame being described and tracked, and each keyframe, gets the depth
+//! image whose stamp is nearest its own, within `depth_max_interval`, whichever arrives first
+//! (depth may come a little before or after its colour frame, on another topic). A frame claims
+//! its depth when the node takes it, not when it is tracked: describing it takes longer than the
+//! few depth images kept for it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -9,14 +11,20 @@ use std::sync::Arc;
 use crate::image::depth::DepthImage;
 use crate::vo::odometry::{Stamp, KEEP_KEYFRAMES};
 
-/// Depth images kept for keyframes not decided yet (at 30 Hz, a quarter of a second).
+/// Depth images kept for frames not taken yet (at 30 Hz, a quarter of a second).
 const RECENT: usize = 8;
 
-/// The nearest depth so far for each recent keyframe, and the latest depth images.
+/// A depth image and its stamp.
+type Stamped = (Stamp, Arc<DepthImage>);
+
+/// The nearest depth so far for the frame taken and for each recent keyframe, and the latest
+/// depth images.
 #[derive(Default)]
 pub struct DepthSync {
-    recent: VecDeque<(Stamp, Arc<DepthImage>)>,
-    keyframes: BTreeMap<Stamp, Option<(Stamp, Arc<DepthImage>)>>,
+    recent: VecDeque<Stamped>,
+    /// The frame being described and tracked (its stamp), and its depth so far.
+    taken: Option<(Stamp, Option<Stamped>)>,
+    keyframes: BTreeMap<Stamp, Option<Stamped>>,
 }
 
 /// Whether `candidate` (a depth stamp) is within `max` of `stamp` and nearer than `best`.
@@ -29,8 +37,9 @@ impl DepthSync {
     /// A depth image arrived: kept for keyframes to come, and given to each keyframe it is
     /// nearer than what the keyframe has.
     pub fn insert(&mut self, stamp: Stamp, depth: Arc<DepthImage>, max: Stamp) {
-        for (&kf, best) in &mut self.keyframes {
-            if nearer(kf, stamp, best.as_ref().map(|b| b.0), max) {
+        let claims = self.keyframes.iter_mut().map(|(&kf, best)| (kf, best));
+        for (frame, best) in claims.chain(self.taken.as_mut().map(|(t, best)| (*t, best))) {
+            if nearer(frame, stamp, best.as_ref().map(|b| b.0), max) {
                 *best = Some((stamp, Arc::clone(&depth)));
             }
         }
@@ -40,30 +49,40 @@ impl DepthSync {
         }
     }
 
-    /// A frame became a keyframe: it takes the nearest recent depth image, and any nearer one
-    /// that arrives later.
-    pub fn keyframe(&mut self, stamp: Stamp, max: Stamp) {
-        let mut best: Option<(Stamp, Arc<DepthImage>)> = None;
-        for (s, d) in &self.recent {
-            if nearer(stamp, *s, best.as_ref().map(|b| b.0), max) {
-                best = Some((*s, Arc::clone(d)));
-            }
-        }
-        self.keyframes.insert(stamp, best);
-        while self.keyframes.len() > KEEP_KEYFRAMES {
-            self.keyframes.pop_first();
-        }
-    }
-
-    /// The recent depth image nearest `stamp`, within `max` of it.
-    pub fn nearest(&self, stamp: Stamp, max: Stamp) -> Option<Arc<DepthImage>> {
-        let mut best: Option<&(Stamp, Arc<DepthImage>)> = None;
+    /// The nearest of the recent depth images to `stamp`, within `max`.
+    fn nearest_recent(&self, stamp: Stamp, max: Stamp) -> Option<Stamped> {
+        let mut best: Option<&Stamped> = None;
         for recent in &self.recent {
             if nearer(stamp, recent.0, best.map(|b| b.0), max) {
                 best = Some(recent);
             }
         }
-        best.map(|(_, d)| Arc::clone(d))
+        best.cloned()
+    }
+
+    /// The node took the frame at `stamp` to describe and track: it takes the nearest recent
+    /// depth image, and any nearer one that arrives later, until the next frame is taken.
+    pub fn take(&mut self, stamp: Stamp, max: Stamp) {
+        self.taken = Some((stamp, self.nearest_recent(stamp, max)));
+    }
+
+    /// The depth image of the frame taken at `stamp`, if it has one.
+    pub fn of_taken(&self, stamp: Stamp) -> Option<Arc<DepthImage>> {
+        let (taken, best) = self.taken.as_ref()?;
+        best.as_ref().filter(|_| *taken == stamp).map(|(_, d)| Arc::clone(d))
+    }
+
+    /// A frame became a keyframe: it keeps the depth it took when it was taken (else the nearest
+    /// recent one), and any nearer one that arrives later.
+    pub fn keyframe(&mut self, stamp: Stamp, max: Stamp) {
+        let best = match &self.taken {
+            Some((taken, best)) if *taken == stamp => best.clone(),
+            _ => self.nearest_recent(stamp, max),
+        };
+        self.keyframes.insert(stamp, best);
+        while self.keyframes.len() > KEEP_KEYFRAMES {
+            self.keyframes.pop_first();
+        }
     }
 
     /// The depth image paired with the keyframe at `stamp`, if any.
@@ -104,18 +123,27 @@ mod tests {
     }
 
     #[test]
-    fn a_tracked_frame_takes_the_recent_depth_nearest_its_stamp_within_the_interval() {
+    fn a_frame_keeps_the_depth_nearest_it_from_when_it_was_taken_while_it_is_described() {
         let mut s = DepthSync::default();
         for (i, t) in [100, 133, 167].into_iter().enumerate() {
             s.insert(t * MS, depth(i as f32 + 1.0), 20 * MS);
         }
-        assert_eq!(s.nearest(140 * MS, 20 * MS), Some(depth(2.0)));
-        assert_eq!(s.nearest(160 * MS, 20 * MS), Some(depth(3.0)));
-        assert_eq!(s.nearest(190 * MS, 20 * MS), None, "23 ms from the nearest");
-        // Only the newest few are kept: an old frame finds none.
-        for t in 0..RECENT as i64 {
+        s.take(140 * MS, 20 * MS);
+        assert_eq!(s.of_taken(140 * MS), Some(depth(2.0)));
+        assert_eq!(s.of_taken(133 * MS), None, "not the frame taken");
+        // Describing it takes a third of a second: more depth images come than are kept.
+        for t in 0..2 * RECENT as i64 {
             s.insert((200 + 33 * t) * MS, depth(9.0), 20 * MS);
         }
-        assert_eq!(s.nearest(100 * MS, 20 * MS), None);
+        assert_eq!(s.of_taken(140 * MS), Some(depth(2.0)), "held while it is described");
+        // A nearer one that comes late replaces it; the keyframe it becomes keeps that one.
+        s.insert(141 * MS, depth(4.0), 20 * MS);
+        s.keyframe(140 * MS, 20 * MS);
+        assert_eq!(s.of_keyframe(140 * MS), Some(depth(4.0)));
+        // A frame with none within the interval: none, until one comes.
+        s.take(190 * MS, 20 * MS);
+        assert_eq!(s.of_taken(190 * MS), None);
+        s.insert(185 * MS, depth(5.0), 20 * MS);
+        assert_eq!(s.of_taken(190 * MS), Some(depth(5.0)));
     }
 }

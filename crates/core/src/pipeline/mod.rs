@@ -423,6 +423,9 @@ impl Pipeline {
             side.keyframes.forget();
             side.tracker.forget();
         }
+        if p.scale_source == ScaleSource::Depth {
+            lock(&self.depth).take(stamp_of(&header.stamp), self.depth_max_interval());
+        }
         let post = p.post_params();
         let t = Instant::now();
         let keypoints = match features.detect(&frame, &post) {
@@ -585,7 +588,7 @@ impl Pipeline {
         if p.scale_source != ScaleSource::Depth || !p.depth_tracking {
             return;
         }
-        let Some(image) = lock(&self.depth).nearest(seen.stamp(), self.depth_max_interval()) else { return };
+        let Some(image) = lock(&self.depth).of_taken(seen.stamp()) else { return };
         let colour = (seen.frame.width(), seen.frame.height());
         if tracker.measure_last(FrameDepth { image, colour }) > 0 {
             self.stats.bump(Counter::FramesMeasured);
