@@ -159,14 +159,18 @@ def main():
                 writers[c.topic] = DataWriter(dp, Topic(dp, "rt" + c.topic, Image), qos=best_effort)
             elif c.msgtype == "sensor_msgs/msg/CameraInfo":
                 writers[c.topic] = DataWriter(dp, Topic(dp, "rt" + c.topic, CameraInfo), qos=best_effort)
+        # Every message made and serialized before the playback: Python takes about as long to
+        # serialize one 640x480 frame as the camera takes between two, so serialized on the way
+        # the bag would play late.
+        prepared = [prepare(writers[c.topic], c, t, reader.deserialize(raw, c.msgtype))
+                    for c, t, raw in reader.messages() if c.topic in writers]
         start = time.time()
         while not (keypoints.get_subscription_matched_status().current_count and all(w.get_publication_matched_status().current_count for w in writers.values())):
             if time.time() - start > args.timeout / 2:
                 print(json.dumps({"error": "no match with the node"}))
                 return
             time.sleep(0.1)
-        messages = [(c, t, raw) for c, t, raw in reader.messages() if c.topic in writers]
-        bag_start = messages[0][1]
+        bag_start = prepared[0][1]
         now_bag = [bag_start]
         stop = threading.Event()
 
@@ -179,31 +183,25 @@ def main():
         threading.Thread(target=tick, daemon=True).start()
         sent, got, diag_stamps, last_diagnostics = [], {}, [], {}
         wall0 = time.time()
-        for c, t, raw in messages:
+        for c, t, stamp, sample in prepared:
             # Recorded pace: 1 s of bag time per 1 s of wall time.
             delay = (t - bag_start) / 1e9 - (time.time() - wall0)
             if delay > 0 and not args.lockstep:
                 time.sleep(delay)
             now_bag[0] = t
-            m = reader.deserialize(raw, c.msgtype)
-            h = Header(Time(sec=m.header.stamp.sec, nanosec=m.header.stamp.nanosec), m.header.frame_id)
-            if c.msgtype == "sensor_msgs/msg/Image" and c.topic == args.depth_topic:
-                writers[c.topic].write(Image(h, m.height, m.width, m.encoding, m.is_bigendian, m.step, list(bytes(m.data))))
-            elif c.msgtype == "sensor_msgs/msg/Image":
-                writers[c.topic].write(Image(h, m.height, m.width, m.encoding, m.is_bigendian, m.step, list(bytes(m.data))))
-                sent.append([m.header.stamp.sec, m.header.stamp.nanosec])
+            writers[c.topic].write(sample)
+            if c.msgtype == "sensor_msgs/msg/Image" and c.topic != args.depth_topic:
+                sent.append(stamp)
                 if recorder and not recorder.wait_done(tuple(sent[-1]), args.timeout / 4):
                     print(json.dumps({"error": f"the node did not finish frame {sent[-1]}", "outputs": recorder.outputs}))
                     return
-            else:
-                writers[c.topic].write(CameraInfo(h, m.height, m.width, m.distortion_model, list(m.d), list(m.k), list(m.r), list(m.p), m.binning_x, m.binning_y,
-                                                  RegionOfInterest(m.roi.x_offset, m.roi.y_offset, m.roi.height, m.roi.width, m.roi.do_rectify)))
             for kp in keypoints.take(N=20):
                 got[(kp.header.stamp.sec, kp.header.stamp.nanosec)] = len(kp.x)
             for d in diags.take(N=20):
                 diag_stamps.append(d.header.stamp.sec + d.header.stamp.nanosec * 1e-9)
                 last_diagnostics = diagnostics_report(d)
             collect_trajectory()
+        played_s = time.time() - wall0
         t0 = time.time()
         while len(got) < len(sent) and time.time() - t0 < 5:
             for kp in keypoints.take(N=20):
@@ -223,7 +221,23 @@ def main():
             trajectory["outputs"] = recorder.outputs
         print(json.dumps({"sent": sent, "received": sorted([list(k) for k in got]), "diagnostics_stamps": diag_stamps,
                           "diagnostics": last_diagnostics,
-                          "bag_start_s": bag_start / 1e9, "bag_end_s": messages[-1][1] / 1e9, "trajectory": trajectory}))
+                          "bag_start_s": bag_start / 1e9, "bag_end_s": prepared[-1][1] / 1e9, "played_s": played_s,
+                          "trajectory": trajectory}))
+
+
+def prepare(writer, c, t, m):
+    """A bag message as `writer` sends it, serialized now: (connection, bag time, header stamp,
+    sample whose serialize() returns those bytes)."""
+    h = Header(Time(sec=m.header.stamp.sec, nanosec=m.header.stamp.nanosec), m.header.frame_id)
+    if c.msgtype == "sensor_msgs/msg/Image":
+        sample = Image(h, m.height, m.width, m.encoding, m.is_bigendian, m.step, bytes(m.data))
+    else:
+        sample = CameraInfo(h, m.height, m.width, m.distortion_model, list(m.d), list(m.k), list(m.r), list(m.p),
+                            m.binning_x, m.binning_y,
+                            RegionOfInterest(m.roi.x_offset, m.roi.y_offset, m.roi.height, m.roi.width, m.roi.do_rectify))
+    data = sample.serialize(use_version_2=getattr(writer, "_use_version_2", None))
+    sample.serialize = lambda use_version_2=None, _data=data: _data
+    return c, t, [m.header.stamp.sec, m.header.stamp.nanosec], sample
 
 
 if __name__ == "__main__":
