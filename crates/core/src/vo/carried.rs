@@ -11,7 +11,9 @@
 //! keypoint's place over a seed, and a seed's depth follows its pointmap neighbours' when it has
 //! them. When a frame's matches still land on too few points (the last frame was placed on few,
 //! and its keyframe's pair has not joined), the last frame's keypoints without a point are given
-//! one where the keyframes' pointmaps, drawn into its view, have a surface.
+//! one where the keyframes' pointmaps, drawn into its view, have a surface. With a registered
+//! depth image, a tracked frame's keypoints carry the points it measured instead (see
+//! [`CarriedTracker::measure_last`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
