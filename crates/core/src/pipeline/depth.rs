@@ -34,8 +34,8 @@ fn nearer(stamp: Stamp, candidate: Stamp, best: Option<Stamp>, max: Stamp) -> bo
 }
 
 impl DepthSync {
-    /// A depth image arrived: kept for keyframes to come, and given to each keyframe it is
-    /// nearer than what the keyframe has.
+    /// A depth image arrived: kept for frames to come, and given to the frame taken and each
+    /// keyframe it is nearer than what they have.
     pub fn insert(&mut self, stamp: Stamp, depth: Arc<DepthImage>, max: Stamp) {
         let claims = self.keyframes.iter_mut().map(|(&kf, best)| (kf, best));
         for (frame, best) in claims.chain(self.taken.as_mut().map(|(t, best)| (*t, best))) {
