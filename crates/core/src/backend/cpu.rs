@@ -103,7 +103,7 @@ pub fn cpu_id() -> &'static str {
 /// network grid: the pointmaps-to-pose step of the CPU backend, for any source of pointmaps.
 /// Everything comes out in the forward pass's scale: view 2's own points are the swapped pass's,
 /// and a translation PnP found in the swapped pass's frame is rescaled, both by the ratio of the
-/// two passes' depths of one view (see [`in_forward_scale`]).
+/// two passes' depths of one view, measured where both passes see it confidently.
 pub fn pair_output(
     r: &PairRequest<'_>,
     v1: PreparedView,

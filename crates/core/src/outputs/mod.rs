@@ -299,9 +299,9 @@ pub enum CameraInfoError {
     /// A focal length is not a positive finite number.
     #[error("K has no usable focal lengths (fx {fx}, fy {fy})")]
     Focal {
-        /// K[0].
+        /// `K[0]`.
         fx: f64,
-        /// K[4].
+        /// `K[4]`.
         fy: f64,
     },
     /// The distortion model is unknown or its coefficients unusable.
@@ -310,9 +310,9 @@ pub enum CameraInfoError {
     /// The principal point is not finite.
     #[error("K has a non-finite principal point ({cx}, {cy})")]
     PrincipalPoint {
-        /// K[2].
+        /// `K[2]`.
         cx: f64,
-        /// K[5].
+        /// `K[5]`.
         cy: f64,
     },
 }

@@ -199,9 +199,9 @@ const AMX_ROWS: usize = 32;
 /// Rows of the register tile: 24 accumulators of 32 registers.
 const MR: usize = 12;
 
-/// The `k x n` right operand in bf16, in panels of [`NR`] columns: panel `p` holds, for each
+/// The `k x n` right operand in bf16, in panels of `NR` columns: panel `p` holds, for each
 /// pair of depth indices `q`, the lanes `pair(B[2q][j], B[2q + 1][j])` of its columns `j`
-/// (zero past column `n` and past depth `k`, the pairs padded to [`PAIR_BLOCK`]): an AMX tile
+/// (zero past column `n` and past depth `k`, the pairs padded to `PAIR_BLOCK`): an AMX tile
 /// of B is 16 such rows of 16 lanes.
 #[derive(Debug, Clone)]
 pub struct PackedBf16 {

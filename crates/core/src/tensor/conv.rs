@@ -9,7 +9,7 @@ use super::{matmul, FeatureMap, TensorError, Threads};
 ///
 /// Weights are kept as three `(3 * c_in) x c_out` matrices, one per kernel row, whose rows run
 /// over (kernel column, input channel): exactly the order in which a padded NHWC map stores three
-/// horizontally neighbouring pixels. Convolutions with more than [`DIRECT_MAX_C_IN`] input
+/// horizontally neighbouring pixels. Convolutions with more than `DIRECT_MAX_C_IN` input
 /// channels run by Winograd's F(2x2, 3x3) on kernels transformed at load; the few-channel ones
 /// (SuperPoint's first layer) by a direct kernel.
 #[derive(Clone, Debug)]

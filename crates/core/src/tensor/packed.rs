@@ -15,7 +15,7 @@ use super::matmul::Threads;
 use super::simd::Level;
 use super::TensorError;
 
-/// `W^T` of a PyTorch `n x k` weight, in panels of [`NR`] columns: panel `p` holds, for each
+/// `W^T` of a PyTorch `n x k` weight, in panels of `NR` columns: panel `p` holds, for each
 /// `kk`, the values `W[p * NR + j][kk]` for `j < NR` (zero past column `n`).
 #[derive(Debug, Clone)]
 pub struct PackedRhs {
