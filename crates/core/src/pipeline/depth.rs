@@ -49,21 +49,16 @@ impl DepthSync {
         }
     }
 
-    /// The nearest of the recent depth images to `stamp`, within `max`.
-    fn nearest_recent(&self, stamp: Stamp, max: Stamp) -> Option<Stamped> {
+    /// The node took the frame at `stamp` to describe and track: it takes the nearest recent
+    /// depth image, and any nearer one that arrives later, until the next frame is taken.
+    pub fn take(&mut self, stamp: Stamp, max: Stamp) {
         let mut best: Option<&Stamped> = None;
         for recent in &self.recent {
             if nearer(stamp, recent.0, best.map(|b| b.0), max) {
                 best = Some(recent);
             }
         }
-        best.cloned()
-    }
-
-    /// The node took the frame at `stamp` to describe and track: it takes the nearest recent
-    /// depth image, and any nearer one that arrives later, until the next frame is taken.
-    pub fn take(&mut self, stamp: Stamp, max: Stamp) {
-        self.taken = Some((stamp, self.nearest_recent(stamp, max)));
+        self.taken = Some((stamp, best.cloned()));
     }
 
     /// The depth image of the frame taken at `stamp`, if it has one.
@@ -72,13 +67,10 @@ impl DepthSync {
         best.as_ref().filter(|_| *taken == stamp).map(|(_, d)| Arc::clone(d))
     }
 
-    /// A frame became a keyframe: it keeps the depth it took when it was taken (else the nearest
-    /// recent one), and any nearer one that arrives later.
-    pub fn keyframe(&mut self, stamp: Stamp, max: Stamp) {
-        let best = match &self.taken {
-            Some((taken, best)) if *taken == stamp => best.clone(),
-            _ => self.nearest_recent(stamp, max),
-        };
+    /// The frame taken at `stamp` became a keyframe: it keeps the depth it took, and any nearer
+    /// one that arrives later.
+    pub fn keyframe(&mut self, stamp: Stamp) {
+        let best = self.taken.as_ref().filter(|(taken, _)| *taken == stamp).and_then(|(_, best)| best.clone());
         self.keyframes.insert(stamp, best);
         while self.keyframes.len() > KEEP_KEYFRAMES {
             self.keyframes.pop_first();
@@ -106,14 +98,16 @@ mod tests {
         let mut s = DepthSync::default();
         s.insert(100 * MS, depth(1.0), 20 * MS);
         s.insert(130 * MS, depth(2.0), 20 * MS);
-        s.keyframe(118 * MS, 20 * MS);
+        s.take(118 * MS, 20 * MS);
+        s.keyframe(118 * MS);
         assert_eq!(s.of_keyframe(118 * MS), Some(depth(2.0)), "12 ms beats 18 ms");
         // A later one nearer still replaces it; one farther does not.
         s.insert(117 * MS, depth(3.0), 20 * MS);
         s.insert(119 * MS + MS / 2, depth(4.0), 20 * MS);
         assert_eq!(s.of_keyframe(118 * MS), Some(depth(3.0)));
         // Nothing within the interval: none, until one comes.
-        s.keyframe(300 * MS, 20 * MS);
+        s.take(300 * MS, 20 * MS);
+        s.keyframe(300 * MS);
         assert_eq!(s.of_keyframe(300 * MS), None);
         s.insert(321 * MS, depth(5.0), 20 * MS);
         assert_eq!(s.of_keyframe(300 * MS), None, "21 ms is beyond 20 ms");
@@ -138,7 +132,7 @@ mod tests {
         assert_eq!(s.of_taken(140 * MS), Some(depth(2.0)), "held while it is described");
         // A nearer one that comes late replaces it; the keyframe it becomes keeps that one.
         s.insert(141 * MS, depth(4.0), 20 * MS);
-        s.keyframe(140 * MS, 20 * MS);
+        s.keyframe(140 * MS);
         assert_eq!(s.of_keyframe(140 * MS), Some(depth(4.0)));
         // A frame with none within the interval: none, until one comes.
         s.take(190 * MS, 20 * MS);

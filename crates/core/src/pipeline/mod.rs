@@ -621,8 +621,7 @@ impl Pipeline {
     ) -> Option<PairJob> {
         let decision = side.keyframes.decide(seen.header.stamp.seconds(), &seen.keypoints, tracked, &seen);
         if !matches!(decision, KeyframeDecision::Skip { .. }) && self.params().scale_source == ScaleSource::Depth {
-            let max = self.depth_max_interval();
-            lock(&self.depth).keyframe(seen.stamp(), max);
+            lock(&self.depth).keyframe(seen.stamp());
         }
         match decision {
             KeyframeDecision::Skip { .. } => None,
