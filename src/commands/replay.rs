@@ -8,9 +8,7 @@ use serde_json::json;
 
 use sp_dust3r_core::backend::build::{build_backends, BackendConfig, BackendKind, Backends};
 use sp_dust3r_core::bag::export::export_ply;
-use sp_dust3r_core::bag::replay::{
-    choose_depth_topic, choose_topics, output_topic, replay, CameraTopics, Models, ReplaySummary,
-};
+use sp_dust3r_core::bag::replay::{output_topic, replay, replay_topics, CameraTopics, Models, ReplaySummary};
 use sp_dust3r_core::bag::{open_bag, BagWriter, McapFile};
 use sp_dust3r_core::cancel::Cancel;
 use sp_dust3r_core::diagnostics::Counter;
@@ -195,10 +193,9 @@ fn camera_topics(args: &Args, params: &NodeParams, files: &[McapFile]) -> anyhow
             }
         }
     }
-    let mut cameras = choose_topics(&topics, args.image_topic.as_deref(), args.camera_info_topic.as_deref())?;
-    if params.scale_source == ScaleSource::Depth {
-        cameras.depth = Some(choose_depth_topic(&topics, args.depth_topic.as_deref())?);
-    } else if args.depth_topic.is_some() {
+    let names = (args.image_topic.as_deref(), args.camera_info_topic.as_deref(), args.depth_topic.as_deref());
+    let cameras = replay_topics(&topics, names, params)?;
+    if params.scale_source != ScaleSource::Depth && args.depth_topic.is_some() {
         bail!("--depth-topic is read with scale_source depth (-p scale_source:=depth or a parameter file)");
     }
     tracing::info!(

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use sp_dust3r_core::bag::replay::{choose_topics, replay, Models};
+use sp_dust3r_core::bag::replay::{replay, replay_topics, Models};
 use sp_dust3r_core::bag::{BagWriter, McapFile};
 use sp_dust3r_core::diagnostics::Counter;
 use sp_dust3r_core::eval::bag::odometry_estimates;
@@ -324,10 +324,7 @@ fn run_ours(args: &VoArgs, seq: &TumSequence, gt: &[StampedPose], dir: &Path) ->
     oracle.scales = DepthOracle::arbitrary_scales(1000, args.scale_seed);
     let input = vec![McapFile::open(&bag)?];
     let topics: Vec<(String, String)> = input[0].topics()?.into_iter().collect();
-    let mut cameras = choose_topics(&topics, None, None)?;
-    if metric_depth {
-        cameras.depth = Some(sp_dust3r_core::bag::replay::choose_depth_topic(&topics, None)?);
-    }
+    let cameras = replay_topics(&topics, (None, None, None), &params)?;
     let mut writer = BagWriter::create(&out_path)?;
     let models = Models { features: &features, pairs: Some(&oracle), pair_lag: args.pair_lag };
     let cancel = sp_dust3r_core::cancel::Cancel::new();

@@ -137,6 +137,20 @@ pub fn choose_depth_topic(topics: &[(String, String)], depth: Option<&str>) -> R
     }
 }
 
+/// The topics a replay with `params` reads: the camera's ([`choose_topics`]), and with
+/// `scale_source: depth` the registered depth topic ([`choose_depth_topic`], `depth` if given).
+pub fn replay_topics(
+    topics: &[(String, String)],
+    (image, camera_info, depth): (Option<&str>, Option<&str>, Option<&str>),
+    params: &NodeParams,
+) -> Result<CameraTopics, TopicError> {
+    let mut cameras = choose_topics(topics, image, camera_info)?;
+    if params.scale_source == crate::vo::scale::ScaleSource::Depth {
+        cameras.depth = Some(choose_depth_topic(topics, depth)?);
+    }
+    Ok(cameras)
+}
+
 pub use crate::params::topics::output_topic;
 
 /// The outputs of a replay go to a bag, at the log time of the input that made them.
