@@ -40,21 +40,23 @@ fn corrections(odom: &[StampedPose], keyframes: &[StampedPose]) -> Vec<Correctio
 
 /// Each frame of `odom` (in time order) on the map with the correction interpolated in time between the
 /// keyframes on either side of it (`keyframes`: their poses on the map, as the last path gave
-/// them). A frame with no such keyframe after it (the newest interval) or before it keeps its
-/// pose on the map as published (`map`: the same frames through TF, in time order), or is left
-/// out without one.
+/// them); a frame after the newest keyframe takes that keyframe's correction, which a frame that
+/// went out before its pair joined did not have. A frame before every keyframe with a
+/// correction keeps its pose on the map as published (`map`: the same frames through TF, in time
+/// order), or is left out without one.
 pub fn refined_map(odom: &[StampedPose], map: &[StampedPose], keyframes: &[StampedPose]) -> Vec<StampedPose> {
     let corrections = corrections(odom, keyframes);
     let published = |t: f64| at_stamp(map, t).cloned();
     odom.iter()
         .filter_map(|o| {
             let after = corrections.partition_point(|c| c.t <= o.t + SAME_STAMP_S);
-            if after == 0 || after == corrections.len() {
-                return published(o.t);
-            }
-            let (a, b) = (&corrections[after - 1], &corrections[after]);
-            let w = ((o.t - a.t) / (b.t - a.t)).clamp(0.0, 1.0);
-            let t_map_odom = a.t_map_odom.interpolate(&b.t_map_odom, w);
+            let t_map_odom = match (after.checked_sub(1).and_then(|i| corrections.get(i)), corrections.get(after)) {
+                (None, _) => return published(o.t),
+                (Some(a), None) => a.t_map_odom,
+                (Some(a), Some(b)) => {
+                    a.t_map_odom.interpolate(&b.t_map_odom, ((o.t - a.t) / (b.t - a.t)).clamp(0.0, 1.0))
+                }
+            };
             Some(StampedPose { t: o.t, pose: t_map_odom.compose(&o.pose) })
         })
         .collect()
@@ -86,13 +88,15 @@ mod tests {
     }
 
     #[test]
-    fn frames_between_keyframes_land_on_the_truth_and_the_rest_keep_their_published_pose() {
+    fn frames_between_keyframes_land_on_the_truth_and_those_after_the_newest_take_its_correction() {
         let stamps: Vec<f64> = (0..40).map(|i| f64::from(i) / 10.0).collect();
         // odom = drift^-1 * truth, so drift is the correction map -> odom; keyframes on the truth.
         let odom: Vec<_> = stamps.iter().map(|&t| at(t, drift(t).inverse().compose(&truth(t)))).collect();
-        // Live, each frame took the newest keyframe's correction (keyframes every 1 s from 0.5 s).
+        // Live, each frame took the newest joined keyframe's correction (keyframes every 1 s
+        // from 0.5 s); the newest keyframe's pair joined 0.3 s after it.
         let keyframe_stamps = [0.5, 1.5, 2.5, 3.5];
-        let newest = |t: f64| keyframe_stamps.iter().copied().rfind(|&k| k <= t + 1e-9);
+        let joined = |k: f64| if k == 3.5 { k + 0.3 } else { k };
+        let newest = |t: f64| keyframe_stamps.iter().copied().rfind(|&k| joined(k) <= t + 1e-9);
         let map: Vec<_> =
             stamps.iter().zip(&odom).map(|(&t, o)| at(t, drift(newest(t).unwrap_or(0.0)).compose(&o.pose))).collect();
         // An untracked keyframe (no odometry pose at its stamp) is skipped.
@@ -101,17 +105,23 @@ mod tests {
         let refined = refined_map(&odom, &map, &keyframes);
         assert_eq!(refined.len(), odom.len());
         let error = |p: &StampedPose| (p.pose.translation - truth(p.t).translation).norm();
-        for (r, m) in refined.iter().zip(&map) {
-            let bracketed = r.t >= 0.5 - 1e-9 && r.t < 3.5 - 1e-9;
-            if bracketed {
+        for ((r, m), o) in refined.iter().zip(&map).zip(&odom) {
+            if r.t < 0.5 - 1e-9 {
+                assert_eq!(r, m, "t {}: before the keyframes, the published pose", r.t);
+            } else if r.t < 3.5 - 1e-9 {
                 assert!(error(r) < 1e-9 && r.pose.rotation_error_deg(&truth(r.t)) < 1e-6, "t {}: {}", r.t, error(r));
             } else {
-                assert_eq!(r, m, "t {}: outside the keyframes, the published pose", r.t);
+                let newest = drift(3.5).compose(&o.pose);
+                assert!((r.pose.translation - newest.translation).norm() < 1e-12, "t {}: the newest correction", r.t);
+                assert!(r.pose.rotation_error_deg(&newest) < 1e-9, "t {}", r.t);
             }
         }
+        // Published before the newest pair joined, those frames had the correction before it.
+        assert!((refined[36].pose.translation - map[36].pose.translation).norm() > 1e-4);
+        assert!((refined[38].pose.translation - map[38].pose.translation).norm() < 1e-12, "after it joined, the same");
         // The published poses mid-interval are off by the drift since their keyframe.
         assert!(error(&map[10]) > 1e-3, "{}", error(&map[10]));
-        // Without published poses, frames outside the keyframes are left out.
-        assert_eq!(refined_map(&odom, &[], &keyframes).len(), 30);
+        // Without published poses, frames before the keyframes are left out.
+        assert_eq!(refined_map(&odom, &[], &keyframes).len(), 35);
     }
 }
