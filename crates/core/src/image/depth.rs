@@ -12,9 +12,6 @@ pub struct DepthImage {
     metres: Vec<f32>,
 }
 
-/// What one depth pixel holds, decoded from its bytes.
-type Decode = fn([u8; 4], bool) -> f32;
-
 impl DepthImage {
     /// Decodes a ROS depth image: `16UC1` (or `mono16`) in millimetres, `32FC1` in metres (REP
     /// 118). Zero, non-finite and negative values are "no measurement".
@@ -26,25 +23,23 @@ impl DepthImage {
         big_endian: bool,
         data: &[u8],
     ) -> Result<Self, ImageError> {
-        let (bytes, decode): (usize, Decode) = match encoding {
-            "16UC1" | "mono16" => (2, |b, be| {
-                let mm = if be { u16::from_be_bytes([b[0], b[1]]) } else { u16::from_le_bytes([b[0], b[1]]) };
-                f32::from(mm) * 1e-3
-            }),
-            "32FC1" => (4, |b, be| if be { f32::from_be_bytes(b) } else { f32::from_le_bytes(b) }),
+        let bytes = match encoding {
+            "16UC1" | "mono16" => 2,
+            "32FC1" => 4,
             other => return Err(ImageError::NotDepth(other.to_string())),
         };
         check_size(width, height)?;
         let min = check_rows(width, height, step, bytes, data.len())?;
-        let mut metres = Vec::with_capacity(width as usize * height as usize);
-        for row in data.chunks_exact(step).take(height as usize) {
-            for px in row[..min].chunks_exact(bytes) {
-                let mut b = [0u8; 4];
-                b[..bytes].copy_from_slice(px);
-                let z = decode(b, big_endian);
-                metres.push(if z.is_finite() && z > 0.0 { z } else { 0.0 });
-            }
-        }
+        let rows = data.chunks_exact(step).take(height as usize).map(|row| &row[..min]);
+        let n = width as usize * height as usize;
+        // One loop per encoding and byte order, so each compiles to a loop over the pixels
+        // without a call per pixel (a live node decodes every depth image it receives).
+        let metres = match (bytes, big_endian) {
+            (2, false) => decoded(rows, n, |b: [u8; 2]| f32::from(u16::from_le_bytes(b)) * 1e-3),
+            (2, true) => decoded(rows, n, |b: [u8; 2]| f32::from(u16::from_be_bytes(b)) * 1e-3),
+            (_, false) => decoded(rows, n, f32::from_le_bytes),
+            (_, true) => decoded(rows, n, f32::from_be_bytes),
+        };
         Ok(Self { width, height, metres })
     }
 
@@ -86,6 +81,27 @@ impl DepthImage {
     }
 }
 
+/// Every pixel of `rows` (each exactly a row's pixels, `pixels` in all) decoded by `decode`, "no
+/// measurement" as 0.
+fn decoded<'a, const N: usize>(
+    rows: impl Iterator<Item = &'a [u8]>,
+    pixels: usize,
+    decode: impl Fn([u8; N]) -> f32,
+) -> Vec<f32> {
+    let mut metres = Vec::with_capacity(pixels);
+    for row in rows {
+        metres.extend(row.chunks_exact(N).map(|px| {
+            let z = px.try_into().map_or(0.0, &decode);
+            if z.is_finite() && z > 0.0 {
+                z
+            } else {
+                0.0
+            }
+        }));
+    }
+    metres
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +131,15 @@ mod tests {
             .chain([7, 7])
             .collect();
         assert_eq!(DepthImage::from_raw("16UC1", 2, 2, 6, false, &padded).unwrap(), a);
+        // The other byte orders, and mono16, decode to the same.
+        let be16: Vec<u8> = mm.iter().flat_map(|v| v.to_be_bytes()).collect();
+        assert_eq!(DepthImage::from_raw("mono16", 2, 2, 4, true, &be16).unwrap(), a);
+        let le32: Vec<u8> = m.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(DepthImage::from_raw("32FC1", 2, 2, 8, false, &le32).unwrap(), b);
+        let negative: Vec<u8> = [-1.0f32, 1.0, f32::INFINITY, 0.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let c = DepthImage::from_raw("32FC1", 2, 2, 8, false, &negative).unwrap();
+        assert_eq!([(0.0, 0.0), (1.0, 1.0)].map(|(x, y)| c.at(x, y, (2, 2))), [None, Some(0.5)]);
+        assert_eq!(c.at(0.0, 1.0, (2, 2)), None, "infinite is no measurement");
     }
 
     #[test]
