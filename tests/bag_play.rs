@@ -441,7 +441,7 @@ fn tum_rpy_live(depth: bool) {
     // the double and the node), say that the node keeps up, tracks the frames it can, follows the
     // camera and moves with it about as well as a classic odometry on the frames it saw.
     assert_eq!(sent, 198, "{ctx}");
-    // The depth images' traffic costs the node frames: 18-21 taken with them, 19-26 without.
+    // Receiving the depth images beside the frames costs the node some of them (docs/benchmarks.md).
     let least_trackable = if depth { 8 } else { 10 };
     assert!(
         received >= 15 && trackable >= least_trackable,
