@@ -6,6 +6,7 @@
 //! tools/setup-peers.sh && cargo run --release -p sp_dust3r_bench -- superpoint --weights DIR
 //! ```
 
+mod bf16_pose;
 mod vo;
 mod vo_study;
 
@@ -439,6 +440,9 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
             println!("bf16 against fp32, {name}: {}", compare_pointmaps(a, b));
         }
     }
+    if let Some(m) = &lower {
+        bf16_pose::report(&model, m, [&img1, &img2], (h, w), args.weights.is_some())?;
+    }
     println!("peak resident memory: {:.0} MB", peak_rss_mb());
     if args.no_peer {
         return Ok(());
@@ -551,11 +555,17 @@ fn compare_pointmaps(a: &Pointmap, b: &Pointmap) -> String {
             d / p.iter().map(|x| *x as f64 * *x as f64).sum::<f64>().sqrt().max(1e-12)
         })
         .collect();
+    let mut sorted = rel.clone();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q) as usize];
     format!(
-        "PCC pts3d {:.5}, conf {:.5}; median relative error of pts3d {:.2e}",
+        "PCC pts3d {:.5}, conf {:.5}; median relative error of pts3d {:.2e} (90 % {:.2e}, 99 % {:.2e}, 99.9 % {:.2e})",
         correlation(points.iter().copied()),
         correlation(conf.iter().copied()),
-        median(&rel)
+        median(&rel),
+        at(0.9),
+        at(0.99),
+        at(0.999)
     )
 }
 
