@@ -555,9 +555,10 @@ fn compare_pointmaps(a: &Pointmap, b: &Pointmap) -> String {
             d / p.iter().map(|x| *x as f64 * *x as f64).sum::<f64>().sqrt().max(1e-12)
         })
         .collect();
-    let mut sorted = rel.clone();
-    sorted.sort_by(f64::total_cmp);
-    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q) as usize];
+    let at = |q: f64| {
+        use sp_dust3r_core::quantile::{quantile_in_place, Method};
+        quantile_in_place(&mut rel.clone(), q, Method::Linear).unwrap_or(f64::NAN)
+    };
     format!(
         "PCC pts3d {:.5}, conf {:.5}; median relative error of pts3d {:.2e} (90 % {:.2e}, 99 % {:.2e}, 99.9 % {:.2e})",
         correlation(points.iter().copied()),
