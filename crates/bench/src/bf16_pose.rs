@@ -8,14 +8,14 @@ use anyhow::Context;
 use sp_dust3r_core::dust3r::{Dust3r, PairPrediction, Pointmap};
 use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
 
-/// Both passes of a pair: (view 1, view 2) and (view 2, view 1).
-fn both_passes(
-    model: &Dust3r,
-    [img1, img2]: [&[f32]; 2],
-    (h, w): (usize, usize),
-) -> anyhow::Result<[PairPrediction; 2]> {
-    let (e1, e2) = (model.encode(img1, h, w)?, model.encode(img2, h, w)?);
-    Ok([model.predict(&e1, &e2)?, model.predict(&e2, &e1)?])
+use crate::PairTimes;
+
+/// Both passes of the pair `times` last ran: its forward outputs, and the swapped pass on the
+/// same encodings.
+fn both_passes(model: &Dust3r, times: &PairTimes) -> anyhow::Result<[PairPrediction; 2]> {
+    let [e1, e2] = times.encoded.as_ref().context("no pair was run")?;
+    let (view1, view2_in_1) = times.last.clone();
+    Ok([PairPrediction { view1, view2_in_1 }, model.predict(e2, e1)?])
 }
 
 /// `exact` with, at each pixel, the error `lower` makes against `base` at pixel `source(i)` of
@@ -116,15 +116,9 @@ fn difference(a: &PairPose, b: &PairPose) -> String {
 
 /// Prints PairViewer's pose under bf16's error against fp32 (see the module's comment);
 /// `trained`: the weights are a real checkpoint, so the two precisions' own poses mean something.
-pub fn report(
-    fp32: &Dust3r,
-    bf16: &Dust3r,
-    images: [&[f32]; 2],
-    hw: (usize, usize),
-    trained: bool,
-) -> anyhow::Result<()> {
-    let base = both_passes(fp32, images, hw)?;
-    let lower = both_passes(bf16, images, hw)?;
+pub fn report(fp32: (&Dust3r, &PairTimes), bf16: (&Dust3r, &PairTimes), trained: bool) -> anyhow::Result<()> {
+    let base = both_passes(fp32.0, fp32.1)?;
+    let lower = both_passes(bf16.0, bf16.1)?;
     if trained {
         let (a, b) = (pose_of(&base).context("fp32")?, pose_of(&lower).context("bf16")?);
         println!("PairViewer's pose, bf16 against fp32 (these weights, these images): {}", difference(&a, &b));
@@ -137,7 +131,7 @@ pub fn report(
         let mut rng = sp_dust3r_core::rng::SplitMix64::new(7);
         let mut order: Vec<usize> = (0..model.0 * model.1).collect();
         for k in (1..order.len()).rev() {
-            order.swap(k, (rng.next_f64() * (k + 1) as f64) as usize % (k + 1));
+            order.swap(k, rng.below(k + 1));
         }
         (0..grid.0 * grid.1).map(|i| order[same_place(i)]).collect()
     };

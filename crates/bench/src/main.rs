@@ -440,8 +440,8 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
             println!("bf16 against fp32, {name}: {}", compare_pointmaps(a, b));
         }
     }
-    if let Some(m) = &lower {
-        bf16_pose::report(&model, m, [&img1, &img2], (h, w), args.weights.is_some())?;
+    if let Some((m, t)) = lower.as_ref().zip(bf16.as_ref()) {
+        bf16_pose::report((&model, &fp32), (m, t), args.weights.is_some())?;
     }
     println!("peak resident memory: {:.0} MB", peak_rss_mb());
     if args.no_peer {
@@ -460,11 +460,12 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
 }
 
 /// A pair's stage times (encoder, decoder, heads) over the repeats, the swapped pass's, and the
-/// last outputs.
+/// last outputs with the encodings they came from.
 struct PairTimes {
     stages: Vec<[f64; 3]>,
     swapped: Vec<f64>,
     last: (Pointmap, Pointmap),
+    encoded: Option<[sp_dust3r_core::dust3r::Encoded; 2]>,
 }
 
 fn time_pair(
@@ -474,7 +475,7 @@ fn time_pair(
     repeat: usize,
     swapped: bool,
 ) -> anyhow::Result<PairTimes> {
-    let mut times = PairTimes { stages: Vec::new(), swapped: Vec::new(), last: Default::default() };
+    let mut times = PairTimes { stages: Vec::new(), swapped: Vec::new(), last: Default::default(), encoded: None };
     for _ in 0..repeat.max(1) {
         let t = Instant::now();
         let e1 = model.encode(img1, h, w)?;
@@ -494,6 +495,7 @@ fn time_pair(
             let _sym = model.predict(&e2, &e1)?;
             times.swapped.push(t.elapsed().as_secs_f64());
         }
+        times.encoded = Some([e1, e2]);
     }
     Ok(times)
 }
