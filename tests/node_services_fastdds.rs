@@ -3,11 +3,13 @@
 //! the reply reader's GUID in inline QoS and takes the reply whose related sample identity names
 //! it, inside a private network namespace. A parameter service (`get_parameters`) and both
 //! std_srvs/Trigger services (`~/save_map`, `~/reset`). tests/node_ros_graph.rs covers what the
-//! services do, framed as rmw_cyclonedds frames them.
+//! services do, framed as rmw_cyclonedds frames them. And a client whose reply readers the node
+//! discovers only after their requests came, on Fast DDS and in rmw_cyclonedds' framing, still
+//! gets its replies (`crates/node/src/replies.rs`).
 
 mod common;
 
-use common::{run_in_netns, NetnsRun};
+use common::{peer_python, run_in_netns, NetnsRun};
 
 /// A CDR (little-endian) payload under construction, encapsulation header first.
 struct Cdr(Vec<u8>);
@@ -105,6 +107,20 @@ fn one_string_value(hex: &str) -> (u8, String) {
 
 #[test]
 fn services_answer_a_fast_dds_client() {
+    fast_dds_client_calls(None);
+}
+
+/// A reply written before the node's reply writer matched the client's (volatile) reply reader
+/// would be lost, and the client would wait for ever: this client's reply readers are announced a
+/// second after their requests, and the node holds each reply until it has discovered the reader.
+#[test]
+fn a_fast_dds_client_whose_reply_readers_come_late_gets_its_replies() {
+    fast_dds_client_calls(Some(1.0));
+}
+
+/// get_parameters, ~/save_map and ~/reset called by the Fast DDS requester, its reply readers
+/// announced `late` seconds after the requests when given; every reply checked.
+fn fast_dds_client_calls(late: Option<f64>) {
     let dir = tempfile::tempdir().unwrap();
     let root = env!("CARGO_MANIFEST_DIR");
     let built = std::process::Command::new(format!("{root}/tools/peers/build-fastdds-peer.sh"))
@@ -130,27 +146,11 @@ fn services_answer_a_fast_dds_client() {
     ]
     .map(|(s, q, p, h)| format!("{s} {q} {p} {h}"))
     .join(" ");
-    let script = format!(
-        "ip link set lo up || exit 90\n\
-         export ROS_DOMAIN_ID=9\n\
-         {doubles}\
-         RMW_IMPLEMENTATION=rmw_fastrtps_cpp HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
-           -p superpoint_backend:=tt-server -p superpoint_url:=http://127.0.0.1:$(cat {d}/sp_port) -p dust3r_backend:=tt-server \
-           -p dust3r_url:=http://127.0.0.1:$(cat {d}/port) -p fallback:=none -p 'map_save_path:={saved}' > {d}/node.log 2>&1 &\n\
-         pid=$!\n\
-         {requester} 60 {calls}\n\
-         rc=$?\n\
-         kill -INT $pid; wait $pid; echo node_exit=$?\n\
-         kill $spid $sppid\n\
-         exit $rc\n",
-        d = dir.path().display(),
-        saved = saved.display(),
-        doubles = common::start_tt_doubles(dir.path()),
-        node = env!("CARGO_BIN_EXE_sp_dust3r"),
-    );
-    let NetnsRun { stdout, report, log } = run_in_netns(&script, &dir.path().join("node.log"));
+    let params = format!("-p 'map_save_path:={}'", saved.display());
+    let late = late.map_or(String::new(), |s| format!("LATE_READER_S={s} "));
+    let NetnsRun { stdout, report, log } =
+        node_serving(dir.path(), "rmw_fastrtps_cpp", &params, &format!("{late}{requester} 60 {calls}"));
     let ctx = format!("{stdout}\nnode log:\n{log}");
-    assert!(stdout.contains("node_exit=0"), "{ctx}");
     let replies = report["replies"].as_array().unwrap();
     let hex = |i: usize| replies[i]["hex"].as_str().unwrap();
     assert!(replies.len() == 3 && (0..3).all(|i| !hex(i).is_empty()), "a reply to every request: {ctx}");
@@ -163,4 +163,53 @@ fn services_answer_a_fast_dds_client() {
     let (ok, message) = trigger_reply(hex(2));
     assert!(ok && message.contains("new keyframe chain"), "reset: {message}");
     assert!(log.contains("~/reset: a new keyframe chain"), "the reset is logged: {ctx}");
+    assert!(!log.contains("replied anyway"), "every reply waited for its reader only: {ctx}");
+}
+
+/// The node (both models on tt-model server doubles, `params` added) under `rmw`'s service
+/// framing, and `client` (shell) run against its services in a private network namespace; the
+/// node must exit 0 on SIGINT.
+fn node_serving(dir: &std::path::Path, rmw: &str, params: &str, client: &str) -> NetnsRun {
+    let script = format!(
+        "ip link set lo up || exit 90\n\
+         export ROS_DOMAIN_ID=9\n\
+         {doubles}\
+         RMW_IMPLEMENTATION={rmw} HF_HUB_OFFLINE=1 ROS_LOCALHOST_ONLY=1 {node} node --ros-args -r __ns:=/cam \
+           -p superpoint_backend:=tt-server -p superpoint_url:=http://127.0.0.1:$(cat {d}/sp_port) -p dust3r_backend:=tt-server \
+           -p dust3r_url:=http://127.0.0.1:$(cat {d}/port) -p fallback:=none {params} > {d}/node.log 2>&1 &\n\
+         pid=$!\n\
+         {client}\n\
+         rc=$?\n\
+         kill -INT $pid; wait $pid; echo node_exit=$?\n\
+         kill $spid $sppid\n\
+         exit $rc\n",
+        d = dir.display(),
+        doubles = common::start_tt_doubles(dir),
+        node = env!("CARGO_BIN_EXE_sp_dust3r"),
+    );
+    let run = run_in_netns(&script, &dir.join("node.log"));
+    assert!(run.stdout.contains("node_exit=0"), "{}\nnode log:\n{}", run.stdout, run.log);
+    run
+}
+
+/// The same in rmw_cyclonedds' framing, where the request names the client's participant rather
+/// than its reply reader: a Trigger service and a parameter service.
+#[test]
+fn a_cyclone_client_whose_reply_readers_come_late_gets_its_replies() {
+    let dir = tempfile::tempdir().unwrap();
+    let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/peers/cyclone_late_client.py");
+    let client = format!("{} {} --late 1.0 --timeout 20", peer_python().display(), peer.display());
+    let NetnsRun { stdout, report, log } =
+        node_serving(dir.path(), "rmw_cyclonedds_cpp", "-p max_keypoints:=321", &client);
+    let ctx = format!("{stdout}\nnode log:\n{log}");
+    let reset = report["reset"].as_array().unwrap_or_else(|| panic!("no reply to ~/reset: {ctx}"));
+    assert_eq!(reset[0], true, "{ctx}");
+    assert!(reset[1].as_str().is_some_and(|m| m.contains("new keyframe chain")), "{ctx}");
+    assert_eq!(report["get"], serde_json::json!([321]), "{ctx}");
+    // Held, not lost: each came after its reader, well before the 5 s the node waits at most.
+    for key in ["reset_s", "get_s"] {
+        let s = report[key].as_f64().unwrap_or(f64::NAN);
+        assert!((1.0..4.0).contains(&s), "{key} {s}: {ctx}");
+    }
+    assert!(!log.contains("replied anyway"), "{ctx}");
 }

@@ -8,7 +8,9 @@
 // are matched, writes HEX (the request's CDR, encapsulation header included) with the reply
 // reader's GUID as related sample identity in inline QoS, and takes the reply whose related
 // sample identity names this request. The request's payload carries no header (the "enhanced"
-// RPC-over-DDS mapping). Prints one JSON line:
+// RPC-over-DDS mapping). With LATE_READER_S set, each reply reader is made disabled (its GUID is
+// fixed at creation) and enabled, which announces it, that many seconds after the request: a
+// client whose reply reader the server discovers only after the request. Prints one JSON line:
 //   {"replies":[{"service":S,"hex":H},...]}     (H empty when no reply came within SECONDS)
 // The DDS domain is ROS_DOMAIN_ID (0 if unset). Run it only inside a private network namespace.
 
@@ -63,13 +65,16 @@ static Topic* topic_of(DomainParticipant* p, const std::string& name, const std:
     return p->create_topic(name, type_name, TOPIC_QOS_DEFAULT);
 }
 
-// One call: the request written once both ends are matched, the reply to it taken (hex), or "".
-static std::string call(DomainParticipant* p, double deadline, const std::string& service,
+// One call: the request written once both ends are matched (the request writer alone when the
+// reader comes late), the reply to it taken (hex), or "".
+static std::string call(DomainParticipant* p, double deadline, double late, const std::string& service,
                         const std::string& req_type, const std::string& rep_type, const std::string& hex) {
     Topic* rq = topic_of(p, "rq" + service + "Request", req_type);
     Topic* rr = topic_of(p, "rr" + service + "Reply", rep_type);
     Publisher* pub = p->create_publisher(PUBLISHER_QOS_DEFAULT);
-    Subscriber* sub = p->create_subscriber(SUBSCRIBER_QOS_DEFAULT);
+    SubscriberQos sqos = SUBSCRIBER_QOS_DEFAULT;
+    sqos.entity_factory().autoenable_created_entities = late <= 0;
+    Subscriber* sub = p->create_subscriber(sqos);
     if (!rq || !rr || !pub || !sub) return "";
     DataWriterQos wq = DATAWRITER_QOS_DEFAULT;
     reliable_volatile_last10(wq);
@@ -83,14 +88,22 @@ static std::string call(DomainParticipant* p, double deadline, const std::string
     while (now_s() < deadline) {
         writer->get_publication_matched_status(pm);
         reader->get_subscription_matched_status(sm);
-        if (pm.current_count > 0 && sm.current_count > 0) break;
+        if (pm.current_count > 0 && (late > 0 || sm.current_count > 0)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (reader->guid() == eprosima::fastrtps::rtps::GUID_t::unknown()) {
+        std::fprintf(stderr, "the reply reader has no GUID yet\n");
+        return "";
     }
     Raw request{from_hex(hex)};
     WriteParams params;
     params.related_sample_identity().writer_guid() = reader->guid();
     if (!writer->write(&request, params)) return "";
     const auto sent = params.sample_identity();
+    if (late > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(late));
+        if (reader->enable() != ReturnCode_t::RETCODE_OK) return "";
+    }
     Raw reply;
     SampleInfo info;
     while (now_s() < deadline) {
@@ -110,13 +123,15 @@ int main(int argc, char** argv) {
         return 2;
     }
     const double deadline = now_s() + std::atof(argv[1]);
+    const char* late_env = std::getenv("LATE_READER_S");
+    const double late = late_env ? std::atof(late_env) : 0.0;
     const char* domain = std::getenv("ROS_DOMAIN_ID");
     auto* factory = DomainParticipantFactory::get_instance();
     DomainParticipant* participant = factory->create_participant(domain ? std::atoi(domain) : 0, PARTICIPANT_QOS_DEFAULT);
     if (!participant) return 1;
     std::string out;
     for (int i = 2; i + 3 < argc; i += 4) {
-        const std::string hex = call(participant, deadline, argv[i], argv[i + 1], argv[i + 2], argv[i + 3]);
+        const std::string hex = call(participant, deadline, late, argv[i], argv[i + 1], argv[i + 2], argv[i + 3]);
         out += std::string(out.empty() ? "" : ",") + "{\"service\":\"" + argv[i] + "\",\"hex\":\"" + hex + "\"}";
     }
     std::printf("{\"replies\":[%s]}\n", out.c_str());

@@ -9,6 +9,7 @@ pub mod dds;
 pub mod node;
 pub mod node_services;
 pub mod param_services;
+pub mod replies;
 pub mod rosout;
 #[cfg(feature = "cyclone")]
 pub mod transport;

@@ -589,8 +589,8 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let io = open_io(&mut transport, &params, &inputs, receive_buffer)?;
     let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(Qos::OUTPUTS, |(_, q)| *q);
     let publishers = Publishers::advertise(&mut transport, &namespace, &name, topic, qos_of)?;
-    let services = ParamServices::new(transport.node_mut(), &fqn, Arc::clone(&store))?;
-    let node_services = NodeServices::new(transport.node_mut(), &fqn)?;
+    let services = ParamServices::new(transport.node_mut(), participant.discovery(), &fqn, Arc::clone(&store))?;
+    let node_services = NodeServices::new(transport.node_mut(), participant.discovery(), &fqn)?;
     let spin_thread = transport.spin()?;
     let depth = params.scale_source;
     let with_depth = if depth == ScaleSource::Depth { format!(", depth {}", inputs.depth) } else { String::new() };

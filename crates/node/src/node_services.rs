@@ -3,11 +3,12 @@
 //! slam_toolbox's are called from a terminal (`ros2 service call /cam/sp_dust3r/reset
 //! std_srvs/srv/Trigger`), in the framing of the parameter services.
 
-use ros2_client::service::Server;
+use ros2_client::dds::rustdds::DomainParticipant;
 use ros2_client::Node;
 use serde::{Deserialize, Serialize};
 
 use crate::param_services::{server, service_mapping, ParamServiceError};
+use crate::replies::{DiscoveredReaders, Service};
 
 /// std_srvs/srv/Trigger's request: empty, which ROS's IDL gives one placeholder byte.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -30,8 +31,10 @@ impl ros2_client::Message for TriggerResponse {}
 
 /// The reset and save_map servers.
 pub struct NodeServices {
-    reset: Server<TriggerRequest, TriggerResponse>,
-    save_map: Server<TriggerRequest, TriggerResponse>,
+    reset: Service<TriggerRequest, TriggerResponse>,
+    save_map: Service<TriggerRequest, TriggerResponse>,
+    /// Where the clients' reply readers are looked up (see [`crate::replies`]).
+    discovery: DomainParticipant,
 }
 
 /// What the services do: answered from the node's DDS loop.
@@ -43,29 +46,31 @@ pub trait ServiceHandler {
 }
 
 impl NodeServices {
-    /// Creates the services under the node's name.
-    pub fn new(node: &mut Node, node_fqn: &str) -> Result<Self, ParamServiceError> {
+    /// Creates the services under the node's name; `discovery` is the node's participant.
+    pub fn new(node: &mut Node, discovery: DomainParticipant, node_fqn: &str) -> Result<Self, ParamServiceError> {
         let mapping = service_mapping();
         let trigger = ("std_srvs", "Trigger");
         Ok(Self {
             reset: server(node, mapping, node_fqn, "reset", trigger)?,
             save_map: server(node, mapping, node_fqn, "save_map", trigger)?,
+            discovery,
         })
     }
 
-    /// Answers every pending request with `handler`; returns how many were answered. A request
-    /// that cannot be read or answered is logged and skipped.
+    /// Answers every pending request with `handler` and writes the held replies that are due;
+    /// returns how many requests were answered. A request that cannot be read is logged and
+    /// skipped.
     pub fn poll(&self, handler: &mut impl ServiceHandler) -> usize {
+        let readers = DiscoveredReaders::new(&self.discovery);
         let mut n = 0;
         for (server, name) in [(&self.reset, "reset"), (&self.save_map, "save_map")] {
+            server.release(&readers);
             loop {
-                match server.receive_request() {
+                match server.take() {
                     Ok(Some((id, _))) => {
                         n += 1;
                         let answer = if name == "reset" { handler.reset() } else { handler.save_map() };
-                        if let Err(e) = server.send_response(id, answer) {
-                            tracing::warn!("~/{name} reply failed: {e:?}");
-                        }
+                        server.answer(id, answer, &readers);
                     }
                     Ok(None) => break,
                     Err(e) => {

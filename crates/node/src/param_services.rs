@@ -7,13 +7,16 @@
 
 use std::sync::{Arc, Mutex};
 
+use ros2_client::dds::rustdds::DomainParticipant;
 use ros2_client::parameters::raw;
 use ros2_client::rcl_interfaces as rcl;
-use ros2_client::service::{Server, ServiceMapping};
-use ros2_client::{qos, Name, Node, Publisher, QosProfile, ServiceTypeName};
+use ros2_client::service::ServiceMapping;
+use ros2_client::{qos, Name, Node, NodeName, Publisher, QosProfile, ServiceTypeName};
 
 use sp_dust3r_core::params::args::ParamValue;
 use sp_dust3r_core::params::{Constraint, ParamError, ParamSpec, ParamStore};
+
+use crate::replies::{DiscoveredReaders, Service};
 
 /// Why the parameter services could not be created.
 #[derive(Debug, thiserror::Error)]
@@ -52,13 +55,15 @@ pub fn service_mapping() -> ServiceMapping {
 pub struct ParamServices {
     store: Arc<Mutex<ParamStore>>,
     node_fqn: String,
-    list: Server<rcl::ListParametersRequest, rcl::ListParametersResponse>,
-    get: Server<rcl::GetParametersRequest, rcl::GetParametersResponse>,
-    get_types: Server<rcl::GetParameterTypesRequest, rcl::GetParameterTypesResponse>,
-    describe: Server<rcl::DescribeParametersRequest, rcl::DescribeParametersResponse>,
-    set: Server<rcl::SetParametersRequest, rcl::SetParametersResponse>,
-    set_atomically: Server<rcl::SetParametersRequest, rcl::SetParametersAtomicallyResponse>,
+    list: Service<rcl::ListParametersRequest, rcl::ListParametersResponse>,
+    get: Service<rcl::GetParametersRequest, rcl::GetParametersResponse>,
+    get_types: Service<rcl::GetParameterTypesRequest, rcl::GetParameterTypesResponse>,
+    describe: Service<rcl::DescribeParametersRequest, rcl::DescribeParametersResponse>,
+    set: Service<rcl::SetParametersRequest, rcl::SetParametersResponse>,
+    set_atomically: Service<rcl::SetParametersRequest, rcl::SetParametersAtomicallyResponse>,
     events: Publisher<raw::ParameterEvent>,
+    /// Where the clients' reply readers are looked up (see [`crate::replies`]).
+    discovery: DomainParticipant,
 }
 
 /// rmw's services profile: reliable, volatile, keep last 10.
@@ -69,8 +74,13 @@ pub(crate) fn services_qos() -> QosProfile {
 }
 
 impl ParamServices {
-    /// Creates the services under the node's name.
-    pub fn new(node: &mut Node, node_fqn: &str, store: Arc<Mutex<ParamStore>>) -> Result<Self, ParamServiceError> {
+    /// Creates the services under the node's name; `discovery` is the node's participant.
+    pub fn new(
+        node: &mut Node,
+        discovery: DomainParticipant,
+        node_fqn: &str,
+        store: Arc<Mutex<ParamStore>>,
+    ) -> Result<Self, ParamServiceError> {
         let mapping = service_mapping();
         let rcl = |ty| ("rcl_interfaces", ty);
         let events_name = Name::new("/", "parameter_events")
@@ -105,24 +115,24 @@ impl ParamServices {
             events,
             store,
             node_fqn: node_fqn.to_string(),
+            discovery,
         })
     }
 
-    /// Answers every pending request; returns how many were answered. A request that cannot be
-    /// read or answered is logged and skipped.
+    /// Answers every pending request and writes the held replies that are due; returns how many
+    /// requests were answered. A request that cannot be read is logged and skipped.
     pub fn poll(&self, stamp: &sp_dust3r_core::msg::builtin_interfaces::Time) -> usize {
         let stamp = ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec);
+        let readers = DiscoveredReaders::new(&self.discovery);
         let mut n = 0;
         macro_rules! serve {
             ($server:expr, |$req:ident| $answer:expr) => {
+                $server.release(&readers);
                 loop {
-                    match $server.receive_request() {
+                    match $server.take() {
                         Ok(Some((id, $req))) => {
                             n += 1;
-                            let answer = $answer;
-                            if let Err(e) = $server.send_response(id, answer) {
-                                tracing::warn!("parameter service reply failed: {e:?}");
-                            }
+                            $server.answer(id, $answer, &readers);
                         }
                         Ok(None) => break,
                         Err(e) => {
@@ -197,11 +207,17 @@ pub(crate) fn server<Q: ros2_client::Message + Clone + 'static, R: ros2_client::
     fqn: &str,
     name: &str,
     (package, ty): (&str, &str),
-) -> Result<Server<Q, R>, ParamServiceError> {
+) -> Result<Service<Q, R>, ParamServiceError> {
     let full = format!("{fqn}/{name}");
-    let service = Name::new(fqn, name).map_err(|source| ParamServiceError::Name { name: full.clone(), source })?;
-    node.create_server(mapping, &service, &ServiceTypeName::new(package, ty), services_qos(), services_qos())
-        .map_err(|source| ParamServiceError::Create { name: full, source })
+    let bad_name = |source| ParamServiceError::Name { name: full.clone(), source };
+    let service = Name::new(fqn, name).map_err(bad_name)?;
+    let (namespace, base) = fqn.rsplit_once('/').unwrap_or(("", fqn));
+    let node_name = NodeName::new(if namespace.is_empty() { "/" } else { namespace }, base).map_err(bad_name)?;
+    let reply_topic = service.to_dds_name("rr", &node_name, "Reply");
+    let server = node
+        .create_server(mapping, &service, &ServiceTypeName::new(package, ty), services_qos(), services_qos())
+        .map_err(|source| ParamServiceError::Create { name: full.clone(), source })?;
+    Ok(Service::new(server, reply_topic, full))
 }
 
 /// The changes a set request asks for, in the store's terms; refused whole when a value has a

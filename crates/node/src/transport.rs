@@ -238,7 +238,14 @@ pub struct Transport {
 /// ros2-client's context drops its discovery writer after its own handle on the participant,
 /// and a writer whose participant is gone cannot unregister (an error in the log at every
 /// shutdown).
-pub struct Participant(#[allow(dead_code, reason = "held to be dropped last")] DomainParticipant);
+pub struct Participant(DomainParticipant);
+
+impl Participant {
+    /// A handle on the participant, for what reads its discovery (see [`crate::replies`]).
+    pub fn discovery(&self) -> DomainParticipant {
+        self.0.clone()
+    }
+}
 
 /// The receive buffer the kernel grants a UDP socket that asks for `requested` bytes, as the
 /// input's sockets ask: Linux clamps the request to `net.core.rmem_max` and reports back twice
