@@ -216,7 +216,7 @@ fn cyclone_dds_is_called_from_one_file() {
 
 /// The node's code reaches its DDS stacks only through transport.rs (readers, writers, which
 /// stack carries which) and the modules beneath it: ros2-client's services (param_services.rs,
-/// node_services.rs), its sample wrapper (dds.rs); Cyclone DDS in cyclone.rs alone (above). The
+/// node_services.rs, their replies in replies.rs), its sample wrapper (dds.rs); Cyclone DDS in cyclone.rs alone (above). The
 /// example that compares the stacks and the fuzz targets of ros2-client's decoders name them on
 /// purpose.
 #[test]
@@ -225,6 +225,7 @@ fn the_node_reaches_dds_through_the_transport() {
         "crates/node/src/dds.rs",
         "crates/node/src/node_services.rs",
         "crates/node/src/param_services.rs",
+        "crates/node/src/replies.rs",
         "crates/node/src/transport.rs",
         "examples/dds_large_messages.rs",
         "fuzz/src/bin/seeds.rs",
