@@ -28,7 +28,9 @@ def late_call(dp, node, name, req_type, resp_type, late, timeout, **fields):
         if time.time() - t0 > timeout:
             return None, None
         time.sleep(0.01)
-    guid, seq = 0x0102030405060708, 1
+    # Its last byte on the wire (the most significant: little-endian) as a reader's entity kind
+    # (0x07) would have it: in this framing it is only the client's own number.
+    guid, seq = 0x0702030405060708, 1
     writer.write(req_type(client_guid=guid, seq=seq, **fields))
     sent = time.time()
     time.sleep(late)

@@ -217,7 +217,7 @@ pub(crate) fn server<Q: ros2_client::Message + Clone + 'static, R: ros2_client::
     let server = node
         .create_server(mapping, &service, &ServiceTypeName::new(package, ty), services_qos(), services_qos())
         .map_err(|source| ParamServiceError::Create { name: full.clone(), source })?;
-    Ok(Service::new(server, reply_topic, full))
+    Ok(Service::new(server, mapping, reply_topic, full))
 }
 
 /// The changes a set request asks for, in the store's terms; refused whole when a value has a

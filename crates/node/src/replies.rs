@@ -12,7 +12,7 @@ use std::cell::{OnceCell, RefCell};
 use std::time::{Duration, Instant};
 
 use ros2_client::dds::rustdds::DomainParticipant;
-use ros2_client::service::{RmwRequestId, Server};
+use ros2_client::service::{RmwRequestId, Server, ServiceMapping};
 use ros2_client::Message;
 
 /// How long a reply waits for the client's reply reader before it is written anyway (to a
@@ -28,16 +28,18 @@ pub const MATCH_MARGIN: Duration = Duration::from_millis(20);
 const READER_KIND_BIT: u8 = 0x04;
 
 /// Whether the reader that will take the reply to a request from `client` is among `readers`
-/// (DDS topic, GUID) on `reply_topic`. The request names the reader itself when the client put
-/// it in the request's related sample identity (rmw_fastrtps); otherwise `client` is a writer of
-/// the client's participant (rmw_cyclonedds' header keeps the first 8 bytes of its GUID), and any
-/// reader of that participant on the reply topic will do, as rmw_cyclonedds' own server accepts.
+/// (DDS topic, GUID) on `reply_topic`. In rmw_cyclonedds' framing `client` keeps the first 8
+/// bytes of the request writer's GUID (the rest is the client's own number), and any reader of
+/// that participant on the reply topic will do, as rmw_cyclonedds' own server accepts. Otherwise
+/// the request names the reader itself when the client put it in the request's related sample
+/// identity (rmw_fastrtps), else the request's writer, read as in Cyclone's framing.
 pub fn reply_reader_known<'a>(
+    mapping: ServiceMapping,
     client: [u8; 16],
     reply_topic: &str,
     readers: impl IntoIterator<Item = (&'a str, [u8; 16])>,
 ) -> bool {
-    let names_a_reader = client[15] & READER_KIND_BIT != 0;
+    let names_a_reader = mapping != ServiceMapping::Cyclone && client[15] & READER_KIND_BIT != 0;
     readers.into_iter().any(|(topic, guid)| {
         if names_a_reader {
             guid == client
@@ -60,7 +62,7 @@ impl<'a> DiscoveredReaders<'a> {
     }
 
     /// See [`reply_reader_known`].
-    fn knows(&self, client: [u8; 16], reply_topic: &str) -> bool {
+    fn knows(&self, mapping: ServiceMapping, client: [u8; 16], reply_topic: &str) -> bool {
         let seen = self.seen.get_or_init(|| {
             let readers = self.participant.discovered_readers();
             readers
@@ -68,7 +70,7 @@ impl<'a> DiscoveredReaders<'a> {
                 .map(|r| (r.subscription_topic_data.topic_name, r.reader_proxy.remote_reader_guid.to_bytes()))
                 .collect()
         });
-        reply_reader_known(client, reply_topic, seen.iter().map(|(t, g)| (t.as_str(), *g)))
+        reply_reader_known(mapping, client, reply_topic, seen.iter().map(|(t, g)| (t.as_str(), *g)))
     }
 }
 
@@ -105,6 +107,8 @@ pub fn due(since: Instant, seen: Option<Instant>, now: Instant) -> Due {
 /// A ROS service server whose replies wait for the client's reply reader (see the module).
 pub struct Service<Q: Message, R: Message> {
     server: Server<Q, R>,
+    /// How requests name their client.
+    mapping: ServiceMapping,
     /// The DDS topic of the replies (`rr<service>Reply`).
     reply_topic: String,
     /// The service's name, for the log.
@@ -113,9 +117,14 @@ pub struct Service<Q: Message, R: Message> {
 }
 
 impl<Q: Message + 'static, R: Message + 'static> Service<Q, R> {
-    /// Wraps `server`, whose replies go out on the DDS topic `reply_topic`.
-    pub fn new(server: Server<Q, R>, reply_topic: String, name: String) -> Self {
-        Self { server, reply_topic, name, held: RefCell::new(Vec::new()) }
+    /// Wraps `server`, framed by `mapping`, whose replies go out on the DDS topic `reply_topic`.
+    pub fn new(server: Server<Q, R>, mapping: ServiceMapping, reply_topic: String, name: String) -> Self {
+        Self { server, mapping, reply_topic, name, held: RefCell::new(Vec::new()) }
+    }
+
+    /// Whether `id`'s reply reader is among `readers`.
+    fn reader_known(&self, id: &RmwRequestId, readers: &DiscoveredReaders<'_>) -> bool {
+        readers.knows(self.mapping, id.writer_gid.to_bytes16(), &self.reply_topic)
     }
 
     /// The next request, if any.
@@ -126,7 +135,7 @@ impl<Q: Message + 'static, R: Message + 'static> Service<Q, R> {
     /// Holds the reply to `id` until its client's reader is matched (see [`due`]).
     pub fn answer(&self, id: RmwRequestId, reply: R, readers: &DiscoveredReaders<'_>) {
         let now = Instant::now();
-        let seen = readers.knows(id.writer_gid.to_bytes16(), &self.reply_topic).then_some(now);
+        let seen = self.reader_known(&id, readers).then_some(now);
         self.held.borrow_mut().push(Held { id, reply, since: now, seen });
     }
 
@@ -138,7 +147,7 @@ impl<Q: Message + 'static, R: Message + 'static> Service<Q, R> {
         let now = Instant::now();
         let held = std::mem::take(&mut *self.held.borrow_mut());
         for mut h in held {
-            let known = readers.knows(h.id.writer_gid.to_bytes16(), &self.reply_topic);
+            let known = self.reader_known(&h.id, readers);
             h.seen = if known { h.seen.or(Some(now)) } else { None };
             match due(h.since, h.seen, now) {
                 Due::Send => self.send(h.id, h.reply),
@@ -177,19 +186,27 @@ mod tests {
     fn a_request_naming_its_reader_waits_for_that_reader() {
         let reader = guid(1, 5, 0x04);
         let other_reader = guid(1, 6, 0x04);
-        assert!(!reply_reader_known(reader, "rr/a/sReply", []));
-        assert!(!reply_reader_known(reader, "rr/a/sReply", [("rr/a/sReply", other_reader)]));
-        assert!(reply_reader_known(reader, "rr/a/sReply", [("rr/a/sReply", other_reader), ("rr/a/sReply", reader)]));
+        let known = |readers: &[(&str, [u8; 16])]| {
+            reply_reader_known(ServiceMapping::Enhanced, reader, "rr/a/sReply", readers.iter().copied())
+        };
+        assert!(!known(&[]));
+        assert!(!known(&[("rr/a/sReply", other_reader)]));
+        assert!(known(&[("rr/a/sReply", other_reader), ("rr/a/sReply", reader)]));
     }
 
     #[test]
     fn a_request_naming_a_writer_waits_for_a_reader_of_its_participant_on_the_reply_topic() {
-        // rmw_cyclonedds' header keeps the first 8 bytes; the rest of the id is its own.
-        let mut client = guid(1, 9, 0x03);
-        client[8..].copy_from_slice(&[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
-        assert!(!reply_reader_known(client, "rr/a/sReply", [("rr/a/tReply", guid(1, 5, 0x04))]));
-        assert!(!reply_reader_known(client, "rr/a/sReply", [("rr/a/sReply", guid(2, 5, 0x04))]));
-        assert!(reply_reader_known(client, "rr/a/sReply", [("rr/a/sReply", guid(1, 5, 0x04))]));
+        let writer = guid(1, 9, 0x03);
+        // rmw_cyclonedds' header keeps the first 8 bytes; the rest is the client's own number,
+        // which may look like a reader's entity kind.
+        let mut cyclone = writer;
+        cyclone[8..].copy_from_slice(&[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x07]);
+        for (mapping, client) in [(ServiceMapping::Enhanced, writer), (ServiceMapping::Cyclone, cyclone)] {
+            let known = |topic, reader| reply_reader_known(mapping, client, "rr/a/sReply", [(topic, reader)]);
+            assert!(!known("rr/a/tReply", guid(1, 5, 0x04)));
+            assert!(!known("rr/a/sReply", guid(2, 5, 0x04)));
+            assert!(known("rr/a/sReply", guid(1, 5, 0x04)));
+        }
     }
 
     #[test]
