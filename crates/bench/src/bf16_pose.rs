@@ -10,12 +10,18 @@ use sp_dust3r_core::geometry::{relative_pose, PairPose, PoseOptions};
 
 use crate::PairTimes;
 
-/// Both passes of the pair `times` last ran: its forward outputs, and the swapped pass on the
-/// same encodings.
+/// Both passes of the pair `times` last ran: its forward outputs, and the swapped pass's (run
+/// here on the same encodings when the timing did not run it).
 fn both_passes(model: &Dust3r, times: &PairTimes) -> anyhow::Result<[PairPrediction; 2]> {
-    let [e1, e2] = times.encoded.as_ref().context("no pair was run")?;
     let (view1, view2_in_1) = times.last.clone();
-    Ok([PairPrediction { view1, view2_in_1 }, model.predict(e2, e1)?])
+    let swapped = match &times.last_swapped {
+        Some(p) => p.clone(),
+        None => {
+            let [e1, e2] = times.encoded.as_ref().context("no pair was run")?;
+            model.predict(e2, e1)?
+        }
+    };
+    Ok([PairPrediction { view1, view2_in_1 }, swapped])
 }
 
 /// `exact` with, at each pixel, the error `lower` makes against `base` at pixel `source(i)` of

@@ -460,12 +460,13 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
 }
 
 /// A pair's stage times (encoder, decoder, heads) over the repeats, the swapped pass's, and the
-/// last outputs with the encodings they came from.
+/// last outputs with the encodings they came from (and the swapped pass's, when it ran).
 struct PairTimes {
     stages: Vec<[f64; 3]>,
     swapped: Vec<f64>,
     last: (Pointmap, Pointmap),
     encoded: Option<[sp_dust3r_core::dust3r::Encoded; 2]>,
+    last_swapped: Option<sp_dust3r_core::dust3r::PairPrediction>,
 }
 
 fn time_pair(
@@ -475,7 +476,13 @@ fn time_pair(
     repeat: usize,
     swapped: bool,
 ) -> anyhow::Result<PairTimes> {
-    let mut times = PairTimes { stages: Vec::new(), swapped: Vec::new(), last: Default::default(), encoded: None };
+    let mut times = PairTimes {
+        stages: Vec::new(),
+        swapped: Vec::new(),
+        last: Default::default(),
+        encoded: None,
+        last_swapped: None,
+    };
     for _ in 0..repeat.max(1) {
         let t = Instant::now();
         let e1 = model.encode(img1, h, w)?;
@@ -492,7 +499,7 @@ fn time_pair(
         times.stages.push([enc, dec, heads]);
         if swapped {
             let t = Instant::now();
-            let _sym = model.predict(&e2, &e1)?;
+            times.last_swapped = Some(model.predict(&e2, &e1)?);
             times.swapped.push(t.elapsed().as_secs_f64());
         }
         times.encoded = Some([e1, e2]);
@@ -558,8 +565,8 @@ fn compare_pointmaps(a: &Pointmap, b: &Pointmap) -> String {
         })
         .collect();
     let at = |q: f64| {
-        use sp_dust3r_core::quantile::{quantile_in_place, Method};
-        quantile_in_place(&mut rel.clone(), q, Method::Linear).unwrap_or(f64::NAN)
+        use sp_dust3r_core::quantile::{quantile, Method};
+        quantile(&rel, q, Method::Linear).unwrap_or(f64::NAN)
     };
     format!(
         "PCC pts3d {:.5}, conf {:.5}; median relative error of pts3d {:.2e} (90 % {:.2e}, 99 % {:.2e}, 99.9 % {:.2e})",
