@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::node_services::{NodeServices, ServiceHandler, TriggerResponse};
 use crate::param_services::{ParamServiceError, ParamServices};
 use crate::rosout;
-use crate::transport::{granted_receive_buffer, Reader, Role, Sample, Transport, TransportError, Writer};
+use crate::transport::{granted_receive_buffer, Participant, Reader, Role, Sample, Transport, TransportError, Writer};
 use sp_dust3r_core::backend::build::{build_dust3r, build_superpoint, BackendKind, BuildError, BuildProgress};
 use sp_dust3r_core::backend::{BackendHealth, FeatureExtractor, PairReconstructor};
 use sp_dust3r_core::cancel::Cancel;
@@ -321,6 +321,8 @@ struct Loop<'a> {
     services: &'a ParamServices,
     /// `~/reset` and `~/save_map`.
     node_services: &'a NodeServices,
+    /// Where the services' clients' reply readers are looked up (see [`crate::replies`]).
+    participant: &'a Participant,
     /// Where a reset's cleared path and map go.
     publishers: &'a Publishers,
     log_records: Option<std::sync::mpsc::Receiver<rosout::Record>>,
@@ -344,13 +346,15 @@ fn dds_loop(l: &Loop<'_>, shared: &Shared, stop: &Cancel) {
     while !stop.is_cancelled() {
         let mut got = take_inputs(&l.io, shared, &mut sim_time);
         let stamp = if use_sim_time { sim_time.clone().unwrap_or_default() } else { wall_time() };
-        if l.services.poll(&stamp) > 0 {
+        let readers = l.participant.readers();
+        if l.services.poll(&stamp, &readers) > 0 {
             got = true;
             if let Ok(store) = shared.store.lock() {
                 shared.pipeline.set_params(store.params().clone());
             }
         }
-        got |= l.node_services.poll(&mut Handler { shared, publishers: l.publishers, stamp: stamp.clone() }) > 0;
+        let handler = &mut Handler { shared, publishers: l.publishers, stamp: stamp.clone() };
+        got |= l.node_services.poll(handler, &readers) > 0;
         l.forward_log_records();
         if last_diag.elapsed() >= Duration::from_secs(1) {
             last_diag = Instant::now();
@@ -589,8 +593,8 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
     let io = open_io(&mut transport, &params, &inputs, receive_buffer)?;
     let qos_of = |t: &str| output_qos.iter().find(|(o, _)| o == t).map_or(Qos::OUTPUTS, |(_, q)| *q);
     let publishers = Publishers::advertise(&mut transport, &namespace, &name, topic, qos_of)?;
-    let services = ParamServices::new(transport.node_mut(), participant.discovery(), &fqn, Arc::clone(&store))?;
-    let node_services = NodeServices::new(transport.node_mut(), participant.discovery(), &fqn)?;
+    let services = ParamServices::new(transport.node_mut(), &fqn, Arc::clone(&store))?;
+    let node_services = NodeServices::new(transport.node_mut(), &fqn)?;
     let spin_thread = transport.spin()?;
     let depth = params.scale_source;
     let with_depth = if depth == ScaleSource::Depth { format!(", depth {}", inputs.depth) } else { String::new() };
@@ -615,6 +619,7 @@ pub fn run(ros: &RosArgs, stop: Cancel) -> Result<(), NodeError> {
         io,
         services: &services,
         node_services: &node_services,
+        participant: &participant,
         publishers: &publishers,
         log_records,
         logger: rosout::logger_name(&fqn),

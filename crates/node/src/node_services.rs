@@ -3,7 +3,6 @@
 //! slam_toolbox's are called from a terminal (`ros2 service call /cam/sp_dust3r/reset
 //! std_srvs/srv/Trigger`), in the framing of the parameter services.
 
-use ros2_client::dds::rustdds::DomainParticipant;
 use ros2_client::Node;
 use serde::{Deserialize, Serialize};
 
@@ -33,8 +32,6 @@ impl ros2_client::Message for TriggerResponse {}
 pub struct NodeServices {
     reset: Service<TriggerRequest, TriggerResponse>,
     save_map: Service<TriggerRequest, TriggerResponse>,
-    /// Where the clients' reply readers are looked up (see [`crate::replies`]).
-    discovery: DomainParticipant,
 }
 
 /// What the services do: answered from the node's DDS loop.
@@ -46,31 +43,29 @@ pub trait ServiceHandler {
 }
 
 impl NodeServices {
-    /// Creates the services under the node's name; `discovery` is the node's participant.
-    pub fn new(node: &mut Node, discovery: DomainParticipant, node_fqn: &str) -> Result<Self, ParamServiceError> {
+    /// Creates the services under the node's name.
+    pub fn new(node: &mut Node, node_fqn: &str) -> Result<Self, ParamServiceError> {
         let mapping = service_mapping();
         let trigger = ("std_srvs", "Trigger");
         Ok(Self {
             reset: server(node, mapping, node_fqn, "reset", trigger)?,
             save_map: server(node, mapping, node_fqn, "save_map", trigger)?,
-            discovery,
         })
     }
 
-    /// Answers every pending request with `handler` and writes the held replies that are due;
-    /// returns how many requests were answered. A request that cannot be read is logged and
-    /// skipped.
-    pub fn poll(&self, handler: &mut impl ServiceHandler) -> usize {
-        let readers = DiscoveredReaders::new(&self.discovery);
+    /// Answers every pending request with `handler` and writes the held replies that are due,
+    /// their clients' readers looked up in `readers`; returns how many requests were answered. A
+    /// request that cannot be read is logged and skipped.
+    pub fn poll(&self, handler: &mut impl ServiceHandler, readers: &DiscoveredReaders<'_>) -> usize {
         let mut n = 0;
         for (server, name) in [(&self.reset, "reset"), (&self.save_map, "save_map")] {
-            server.release(&readers);
+            server.release(readers);
             loop {
                 match server.take() {
                     Ok(Some((id, _))) => {
                         n += 1;
                         let answer = if name == "reset" { handler.reset() } else { handler.save_map() };
-                        server.answer(id, answer, &readers);
+                        server.answer(id, answer, readers);
                     }
                     Ok(None) => break,
                     Err(e) => {

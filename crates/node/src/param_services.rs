@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use ros2_client::dds::rustdds::DomainParticipant;
 use ros2_client::parameters::raw;
 use ros2_client::rcl_interfaces as rcl;
 use ros2_client::service::ServiceMapping;
@@ -62,8 +61,6 @@ pub struct ParamServices {
     set: Service<rcl::SetParametersRequest, rcl::SetParametersResponse>,
     set_atomically: Service<rcl::SetParametersRequest, rcl::SetParametersAtomicallyResponse>,
     events: Publisher<raw::ParameterEvent>,
-    /// Where the clients' reply readers are looked up (see [`crate::replies`]).
-    discovery: DomainParticipant,
 }
 
 /// rmw's services profile: reliable, volatile, keep last 10.
@@ -74,13 +71,8 @@ pub(crate) fn services_qos() -> QosProfile {
 }
 
 impl ParamServices {
-    /// Creates the services under the node's name; `discovery` is the node's participant.
-    pub fn new(
-        node: &mut Node,
-        discovery: DomainParticipant,
-        node_fqn: &str,
-        store: Arc<Mutex<ParamStore>>,
-    ) -> Result<Self, ParamServiceError> {
+    /// Creates the services under the node's name.
+    pub fn new(node: &mut Node, node_fqn: &str, store: Arc<Mutex<ParamStore>>) -> Result<Self, ParamServiceError> {
         let mapping = service_mapping();
         let rcl = |ty| ("rcl_interfaces", ty);
         let events_name = Name::new("/", "parameter_events")
@@ -115,24 +107,27 @@ impl ParamServices {
             events,
             store,
             node_fqn: node_fqn.to_string(),
-            discovery,
         })
     }
 
-    /// Answers every pending request and writes the held replies that are due; returns how many
-    /// requests were answered. A request that cannot be read is logged and skipped.
-    pub fn poll(&self, stamp: &sp_dust3r_core::msg::builtin_interfaces::Time) -> usize {
+    /// Answers every pending request and writes the held replies that are due, their clients'
+    /// readers looked up in `readers`; returns how many requests were answered. A request that
+    /// cannot be read is logged and skipped.
+    pub fn poll(
+        &self,
+        stamp: &sp_dust3r_core::msg::builtin_interfaces::Time,
+        readers: &DiscoveredReaders<'_>,
+    ) -> usize {
         let stamp = ros2_client::builtin_interfaces::Time::new(stamp.sec, stamp.nanosec);
-        let readers = DiscoveredReaders::new(&self.discovery);
         let mut n = 0;
         macro_rules! serve {
             ($server:expr, |$req:ident| $answer:expr) => {
-                $server.release(&readers);
+                $server.release(readers);
                 loop {
                     match $server.take() {
                         Ok(Some((id, $req))) => {
                             n += 1;
-                            $server.answer(id, $answer, &readers);
+                            $server.answer(id, $answer, readers);
                         }
                         Ok(None) => break,
                         Err(e) => {

@@ -24,6 +24,7 @@ use sp_dust3r_core::params::qos::Qos;
 
 use crate::cyclone::{self, CycloneError};
 use crate::dds::Dds;
+use crate::replies::DiscoveredReaders;
 
 /// Log targets of the DDS stacks that stay silent unless named (`--log-level NAME:=LEVEL`, or
 /// `RUST_LOG`, which replaces the whole filter). RustDDS's UDP listener logs an error at every
@@ -241,9 +242,9 @@ pub struct Transport {
 pub struct Participant(DomainParticipant);
 
 impl Participant {
-    /// A handle on the participant, for what reads its discovery (see [`crate::replies`]).
-    pub fn discovery(&self) -> DomainParticipant {
-        self.0.clone()
+    /// A view of the readers the participant has discovered, for the services' replies.
+    pub fn readers(&self) -> DiscoveredReaders<'_> {
+        DiscoveredReaders::new(&self.0)
     }
 }
 
