@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::matmul::Threads;
 use super::packed::{for_each_block, whole_tile, SendPtr, KC};
-use super::simd::Level;
+use super::simd::{multiversion, Level};
 use super::TensorError;
 
 /// How a network's products are computed.
@@ -214,37 +214,95 @@ impl PackedBf16 {
     /// From PyTorch's `n x k` weight (the product is `x W^T`). `None` when the CPU has no bf16
     /// kernel or the sizes do not match.
     pub fn from_weight(weight: &[f32], n: usize, k: usize) -> Option<PackedBf16> {
-        (weight.len() == n * k).then(|| Self::pack(k, n, |j, kk| weight[j * k + kk]))?
+        (weight.len() == n * k).then(|| Self::pack_columns(k, n, |j| &weight[j * k..][..k]))?
     }
 
     /// The `k x n` operand whose transpose has rows `row_stride` apart in `t` (attention's keys).
     pub(crate) fn from_transposed(t: &[f32], k: usize, n: usize, row_stride: usize) -> Option<PackedBf16> {
         let fits = k == 0 || n == 0 || t.len() >= (n - 1) * row_stride + k;
-        fits.then(|| Self::pack(k, n, |j, kk| t[j * row_stride + kk]))?
+        fits.then(|| Self::pack_columns(k, n, |j| &t[j * row_stride..][..k]))?
     }
 
     /// The `k x n` operand whose rows are `row_stride` apart in `rhs` (attention's values).
     pub(crate) fn from_strided_rows(rhs: &[f32], k: usize, n: usize, row_stride: usize) -> Option<PackedBf16> {
         let fits = k == 0 || n == 0 || rhs.len() >= (k - 1) * row_stride + n;
-        fits.then(|| Self::pack(k, n, |j, kk| rhs[kk * row_stride + j]))?
+        fits.then(|| Self::pack_rows(k, n, |kk| &rhs[kk * row_stride..][..n]))?
     }
 
-    fn pack(k: usize, n: usize, value: impl Fn(usize, usize) -> f32) -> Option<PackedBf16> {
-        if !bf16_available() || n == 0 || k == 0 {
-            return None;
-        }
+    /// Zeroed panels for a `k x n` operand, or `None` where nothing is to be packed here.
+    fn empty(k: usize, n: usize) -> Option<PackedBf16> {
+        let packs = bf16_available() && n > 0 && k > 0;
+        packs.then(|| PackedBf16 { k, n, data: vec![0u32; n.div_ceil(NR) * padded_pairs(k) * NR] })
+    }
+
+    /// Packs an operand whose column `j` is the `k` values `column(j)`: each column is rounded
+    /// at once, then its pairs are spread over the panel's rows.
+    fn pack_columns<'a>(k: usize, n: usize, column: impl Fn(usize) -> &'a [f32]) -> Option<PackedBf16> {
+        let mut packed = Self::empty(k, n)?;
         let pairs = padded_pairs(k);
-        let mut data = vec![0u32; n.div_ceil(NR) * pairs * NR];
-        for (p, panel) in data.chunks_mut(pairs * NR).enumerate() {
+        // An odd depth's last pair takes a zero as its odd half.
+        let mut halves = vec![0u16; 2 * k.div_ceil(2)];
+        for (p, panel) in packed.data.chunks_mut(pairs * NR).enumerate() {
             for j in 0..NR.min(n - p * NR) {
-                let col = p * NR + j;
-                for q in 0..k.div_ceil(2) {
-                    let odd = if 2 * q + 1 < k { value(col, 2 * q + 1) } else { 0.0 };
-                    panel[q * NR + j] = pair(value(col, 2 * q), odd);
+                round_halves(column(p * NR + j), &mut halves[..k]);
+                for (q, h) in halves.chunks_exact(2).enumerate() {
+                    panel[q * NR + j] = h[0] as u32 | (h[1] as u32) << 16;
                 }
             }
         }
-        Some(PackedBf16 { k, n, data })
+        Some(packed)
+    }
+
+    /// Packs an operand whose row `kk` is the `n` values `row(kk)`: two rows make a row of
+    /// pairs.
+    fn pack_rows<'a>(k: usize, n: usize, row: impl Fn(usize) -> &'a [f32]) -> Option<PackedBf16> {
+        let mut packed = Self::empty(k, n)?;
+        let pairs = padded_pairs(k);
+        for (p, panel) in packed.data.chunks_mut(pairs * NR).enumerate() {
+            let cols = p * NR..(p * NR + NR).min(n);
+            for q in 0..k.div_ceil(2) {
+                let odd = if 2 * q + 1 < k { &row(2 * q + 1)[cols.clone()] } else { &[] };
+                pair_rows(&row(2 * q)[cols.clone()], odd, &mut panel[q * NR..][..cols.len()]);
+            }
+        }
+        Some(packed)
+    }
+}
+
+/// [`to_bf16`] without a branch, so that loops over it vectorize.
+#[inline(always)]
+fn half(x: f32) -> u32 {
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+    let quiet_nan = (bits >> 16) | 0x40;
+    if x.is_nan() {
+        quiet_nan
+    } else {
+        rounded
+    }
+}
+
+multiversion! {
+    /// `x` rounded to bf16 into `out` (as long as `x`).
+    fn round_halves(x: &[f32], out: &mut [u16]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = half(v) as u16;
+        }
+    }
+}
+
+multiversion! {
+    /// Lanes `pair(even[j], odd[j])`, or `pair(even[j], 0)` where `odd` is empty.
+    fn pair_rows(even: &[f32], odd: &[f32], out: &mut [u32]) {
+        if odd.len() == even.len() {
+            for ((o, &e), &d) in out.iter_mut().zip(even).zip(odd) {
+                *o = half(e) | half(d) << 16;
+            }
+        } else {
+            for (o, &e) in out.iter_mut().zip(even) {
+                *o = half(e);
+            }
+        }
     }
 }
 
@@ -365,6 +423,41 @@ pub(crate) fn gemm_bf16_on(
     b: &PackedBf16,
     threads: Threads,
 ) -> Result<(), TensorError> {
+    if m > 0 && a.len() < (m - 1) * lda + b.k {
+        return Err(TensorError::TooSmall { op: "gemm_bf16", what: "left operand", len: a.len() });
+    }
+    let k = b.k;
+    product(kernel, c, ldc, m, b, threads, |row, out| round_row(&a[row * lda..][..k], out))
+}
+
+impl PackedBf16 {
+    /// `c += a x self` for `m` rows of `a` that `row(i, lanes)` writes, rounded to bf16, into the
+    /// first `k / 2` (rounded up) `lanes` (as [`gemm_bf16`] rounds them): for a left operand
+    /// computed row by row, which then need not be written in float32 first.
+    pub(crate) fn gemm_rows(
+        &self,
+        c: &mut [f32],
+        ldc: usize,
+        m: usize,
+        threads: Threads,
+        row: impl Fn(usize, &mut [u32]) + Sync,
+    ) -> Result<(), TensorError> {
+        let kernel = Bf16Kernel::best().ok_or(TensorError::Shape { op: "gemm_bf16", what: "no bf16 kernel".into() })?;
+        product(kernel, c, ldc, m, self, threads, row)
+    }
+}
+
+/// `c += a x b` on `kernel`, the rows of `a` written by `row` (see [`PackedBf16::gemm_rows`]).
+#[allow(clippy::too_many_arguments)]
+fn product(
+    kernel: Bf16Kernel,
+    c: &mut [f32],
+    ldc: usize,
+    m: usize,
+    b: &PackedBf16,
+    threads: Threads,
+    row: impl Fn(usize, &mut [u32]) + Sync,
+) -> Result<(), TensorError> {
     if !Bf16Kernel::supported().contains(&kernel) {
         return Err(TensorError::Shape { op: "gemm_bf16", what: format!("{} does not run here", kernel.name()) });
     }
@@ -375,17 +468,23 @@ pub(crate) fn gemm_bf16_on(
     if ldc < n || c.len() < (m - 1) * ldc + n {
         return Err(TensorError::TooSmall { op: "gemm_bf16", what: "destination", len: c.len() });
     }
-    if a.len() < (m - 1) * lda + k {
-        return Err(TensorError::TooSmall { op: "gemm_bf16", what: "left operand", len: a.len() });
-    }
     let pairs = padded_pairs(k);
-    // Rows past m are zero, so AMX's tiles of 32 rows may read them.
-    let mut rounded = vec![0u32; m.div_ceil(AMX_ROWS) * AMX_ROWS * pairs];
-    let round = |(row, out): (usize, &mut [u32])| round_row(&a[row * lda..][..k], out);
+    let mut rounded = Rounded::take(m.div_ceil(AMX_ROWS) * AMX_ROWS * pairs);
+    // Every lane is written: the pairs past k's and the rows past m (AMX's tiles of 32 rows
+    // read them) are zero.
+    let written = k.div_ceil(2);
+    let round = |(i, out): (usize, &mut [u32])| match i < m {
+        true => {
+            row(i, &mut out[..written]);
+            out[written..].fill(0);
+        }
+        false => out.fill(0),
+    };
     match threads {
-        Threads::Single => rounded.chunks_exact_mut(pairs).take(m).enumerate().for_each(round),
-        Threads::All => rounded.par_chunks_exact_mut(pairs).take(m).enumerate().for_each(round),
+        Threads::Single => rounded.lanes().chunks_exact_mut(pairs).enumerate().for_each(round),
+        Threads::All => rounded.lanes().par_chunks_exact_mut(pairs).enumerate().for_each(round),
     }
+    let rounded = rounded.lanes();
     let c_ptr = SendPtr(c.as_mut_ptr());
     for_each_block(m, n.div_ceil(NR), threads, |rows, panels| {
         // SAFETY: the blocks' rows and panels lie inside the extents checked above and no two
@@ -393,26 +492,72 @@ pub(crate) fn gemm_bf16_on(
         // (blocks start at multiples of MC, a multiple of 32); the CPU runs `kernel`.
         unsafe {
             match kernel {
-                Bf16Kernel::Avx512Bf16 => block(c_ptr.get(), ldc, &rounded, pairs, b, rows, panels),
-                Bf16Kernel::Amx => amx::block(c_ptr.get(), ldc, &rounded, pairs, b, rows, panels),
+                Bf16Kernel::Avx512Bf16 => block(c_ptr.get(), ldc, rounded, pairs, b, rows, panels),
+                Bf16Kernel::Amx => amx::block(c_ptr.get(), ldc, rounded, pairs, b, rows, panels),
             }
         }
     });
     Ok(())
 }
 
+/// The rounded left operand of a product: a buffer the thread keeps for its next product, so
+/// that the many short products (attention's, per head and block) neither allocate nor clear
+/// their operand afresh. Buffers above [`Rounded::KEPT`] are not kept.
+struct Rounded(Vec<u32>, usize);
+
+impl Rounded {
+    /// The largest buffer a thread keeps, in lanes (8 MiB).
+    const KEPT: usize = 2 << 20;
+
+    thread_local! {
+        static SPARE: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+
+    /// A buffer of at least `len` lanes of any value: the thread's spare one (a product inside
+    /// another on this thread finds none and allocates its own).
+    fn take(len: usize) -> Rounded {
+        let mut lanes = Self::SPARE.with(|spare| spare.take());
+        // Grown, never shortened: a short product between two long ones clears nothing.
+        if lanes.len() < len {
+            lanes.resize(len, 0);
+        }
+        Rounded(lanes, len)
+    }
+
+    /// Its `len` lanes.
+    fn lanes(&mut self) -> &mut [u32] {
+        &mut self.0[..self.1]
+    }
+}
+
+impl Drop for Rounded {
+    fn drop(&mut self) {
+        if self.0.capacity() <= Self::KEPT {
+            let lanes = std::mem::take(&mut self.0);
+            // During the thread's exit the spare may be gone: then the buffer is freed.
+            let _ = Self::SPARE.try_with(|spare| spare.set(lanes));
+        }
+    }
+}
+
 /// `x` rounded to bf16 into `out`'s first `x.len() / 2` lanes (rounded up; an odd last value
-/// pairs with zero): by `vcvtne2ps2bf16` where the CPU has it, which rounds as [`to_bf16`] does
-/// (the tests compare the two) but may take denormal inputs as zero.
+/// pairs with zero).
 fn round_row(x: &[f32], out: &mut [u32]) {
+    round_scaled_row(x, 1.0, out)
+}
+
+/// `x * scale` rounded to bf16 as [`round_row`] rounds `x` (times 1 it is `x` to the bit): by
+/// `vcvtne2ps2bf16` where the CPU has it, which rounds as [`to_bf16`] does (the tests compare
+/// the two) but may take denormal inputs as zero.
+pub(crate) fn round_scaled_row(x: &[f32], scale: f32, out: &mut [u32]) {
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512bf16") {
         // SAFETY: the CPU has the instructions.
-        done = unsafe { x86::round_pairs(x, out) };
+        done = unsafe { x86::round_pairs(x, scale, out) };
     }
     for (q, lane) in out.iter_mut().enumerate().take(x.len().div_ceil(2)).skip(done) {
-        *lane = pair(x[2 * q], x.get(2 * q + 1).copied().unwrap_or(0.0));
+        *lane = pair(x[2 * q] * scale, x.get(2 * q + 1).map_or(0.0, |v| v * scale));
     }
 }
 
@@ -496,19 +641,21 @@ unsafe fn micro(rows: usize, depth: usize, a: *const u32, lda: usize, b: *const 
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// Rounds whole runs of 32 values of `x` to bf16 pairs in `out`; returns the lanes written.
+    /// Rounds whole runs of 32 values of `x`, times `scale`, to bf16 pairs in `out`; returns the
+    /// lanes written.
     ///
     /// # Safety
     /// The CPU has AVX-512F and AVX512_BF16.
     #[target_feature(enable = "avx512f,avx512bf16")]
-    pub unsafe fn round_pairs(x: &[f32], out: &mut [u32]) -> usize {
+    pub unsafe fn round_pairs(x: &[f32], scale: f32, out: &mut [u32]) -> usize {
         let runs = (x.len() / 32).min(out.len() / 16);
+        let factor = _mm512_set1_ps(scale);
         for (i, dst) in out.chunks_exact_mut(16).take(runs).enumerate() {
             let src = &x[i * 32..][..32];
             // SAFETY: 32 values read, 16 lanes written, both inside the slices.
             unsafe {
-                let lo = _mm512_loadu_ps(src.as_ptr());
-                let hi = _mm512_loadu_ps(src.as_ptr().add(16));
+                let lo = _mm512_mul_ps(_mm512_loadu_ps(src.as_ptr()), factor);
+                let hi = _mm512_mul_ps(_mm512_loadu_ps(src.as_ptr().add(16)), factor);
                 let packed: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
                 _mm512_storeu_si512(dst.as_mut_ptr().cast(), packed);
             }
@@ -698,7 +845,7 @@ mod amx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor::simd::test_values;
+    use crate::tensor::simd::{check_levels, test_values};
 
     #[test]
     fn only_the_avx512_bf16_kernel_on_intel_is_called_slower_than_fp32() {
@@ -780,6 +927,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Packing by definition: lane `pair(B[2q][j], B[2q + 1][j])` at row `q` of column `j`'s
+    /// panel, zero elsewhere.
+    fn packed_by_definition(k: usize, n: usize, b: impl Fn(usize, usize) -> f32) -> Vec<u32> {
+        let pairs = padded_pairs(k);
+        let mut data = vec![0u32; n.div_ceil(NR) * pairs * NR];
+        for j in 0..n {
+            for q in 0..k.div_ceil(2) {
+                let odd = if 2 * q + 1 < k { b(2 * q + 1, j) } else { 0.0 };
+                data[(j / NR) * pairs * NR + q * NR + j % NR] = pair(b(2 * q, j), odd);
+            }
+        }
+        data
+    }
+
+    #[test]
+    fn both_packings_round_every_value_as_to_bf16_does() {
+        if !bf16_available() {
+            return;
+        }
+        let (k, n) = (75, 41);
+        let mut w = test_values(n * k, 6, 2.0);
+        // Ties, both infinities, NaNs of both signs, a denormal and the largest float.
+        let special = [1.0 + 1.0 / 256.0, 1.0 + 3.0 / 256.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN];
+        for (i, v) in special.into_iter().chain([1e-40, f32::MAX, -0.0]).enumerate() {
+            w[i * 37 % (n * k)] = v;
+        }
+        let want = packed_by_definition(k, n, |kk, j| w[j * k + kk]);
+        assert_eq!(PackedBf16::from_weight(&w, n, k).map(|p| p.data), Some(want.clone()), "by columns");
+        let rows: Vec<f32> = (0..k).flat_map(|kk| (0..n).map(move |j| (kk, j))).map(|(kk, j)| w[j * k + kk]).collect();
+        assert_eq!(PackedBf16::from_strided_rows(&rows, k, n, n).map(|p| p.data), Some(want), "by rows");
+    }
+
+    #[test]
+    fn rounding_for_packing_is_identical_at_every_level() {
+        let mut x = test_values(203, 8, 4.0);
+        x[5] = f32::NAN;
+        x[77] = 1e-40;
+        check_levels("round_halves", |level| {
+            let mut out = vec![0u16; x.len()];
+            round_halves::at(level, &x, &mut out);
+            out
+        });
+        check_levels("pair_rows", |level| {
+            let (mut both, mut even) = (vec![0u32; 101], vec![0u32; 101]);
+            pair_rows::at(level, &x[..101], &x[101..202], &mut both);
+            pair_rows::at(level, &x[..101], &[], &mut even);
+            (both, even)
+        });
     }
 
     #[test]

@@ -1,6 +1,6 @@
 use rayon::prelude::*;
 
-use super::simd::{exp_approx, max_lanes, multiversion, sum_lanes};
+use super::simd::{exp_approx, max_lanes, multiversion};
 use super::{FeatureMap, TensorError};
 
 impl FeatureMap {
@@ -44,12 +44,45 @@ multiversion! {
     /// Softmax of each row of `channels` values, on the calling thread.
     pub(crate) fn softmax_block(block: &mut [f32], channels: usize) {
         for row in block.chunks_exact_mut(channels) {
-            let max = max_lanes(row);
-            row.iter_mut().for_each(|v| *v = exp_approx(*v - max));
-            let inv = 1.0 / sum_lanes(row);
+            let inv = 1.0 / exp_and_sum(row);
             row.iter_mut().for_each(|v| *v *= inv);
         }
     }
+}
+
+multiversion! {
+    /// Softmax of each row of `channels` values but for the last step: each row holds
+    /// `exp(v - max)`, and `inverses` (a value a row) takes `1 / sum` of the row, by which the
+    /// caller scales it where it reads it.
+    pub(crate) fn softmax_unscaled(block: &mut [f32], channels: usize, inverses: &mut [f32]) {
+        for (row, inv) in block.chunks_exact_mut(channels).zip(inverses) {
+            *inv = 1.0 / exp_and_sum(row);
+        }
+    }
+}
+
+/// `exp(v - max)` of each value of `row`, in place, and their sum: in one pass, with the partial
+/// sums of [`super::simd::sum_lanes`] (the same sum to the bit as summing after).
+#[inline(always)]
+fn exp_and_sum(row: &mut [f32]) -> f32 {
+    let max = max_lanes(row);
+    let mut acc = [0.0f32; 16];
+    let mut chunks = row.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *v = exp_approx(*v - max);
+            *a += *v;
+        }
+    }
+    let tail: f32 = chunks
+        .into_remainder()
+        .iter_mut()
+        .map(|v| {
+            *v = exp_approx(*v - max);
+            *v
+        })
+        .sum();
+    acc.iter().sum::<f32>() + tail
 }
 
 multiversion! {
@@ -248,6 +281,12 @@ mod level_tests {
             super::softmax_block::at(level, &mut block, 65);
             bits(&block)
         });
+        check_levels("softmax_unscaled", |level| {
+            let mut block = data.clone();
+            let mut inverses = vec![0.0; 37];
+            super::softmax_unscaled::at(level, &mut block, 65, &mut inverses);
+            (bits(&block), bits(&inverses))
+        });
         check_levels("row_norms", |level| bits(&super::row_norms::at(level, &data, 65, 1e-12)));
         let other = test_values(data.len(), 12, 20.0);
         check_levels("max_into", |level| {
@@ -260,5 +299,28 @@ mod level_tests {
             super::shifted_max::at(level, &data, &mut dst, 4, 37);
             bits(&dst)
         });
+    }
+
+    /// The one-pass exponentials and sums give what exponentiating, then summing, then scaling
+    /// gave, to the bit; the unscaled rows scaled by their inverses too.
+    #[test]
+    fn softmax_in_one_pass_equals_softmax_in_three() {
+        use crate::tensor::simd::{exp_approx, max_lanes, sum_lanes};
+        let data = test_values(67 * 9, 13, 30.0);
+        let mut want = data.clone();
+        for row in want.chunks_exact_mut(67) {
+            let max = max_lanes(row);
+            row.iter_mut().for_each(|v| *v = exp_approx(*v - max));
+            let inv = 1.0 / sum_lanes(row);
+            row.iter_mut().for_each(|v| *v *= inv);
+        }
+        let mut got = data.clone();
+        super::softmax_block(&mut got, 67);
+        assert_eq!(bits(&got), bits(&want));
+        let (mut unscaled, mut inverses) = (data, vec![0.0; 9]);
+        super::softmax_unscaled(&mut unscaled, 67, &mut inverses);
+        let scaled: Vec<f32> =
+            unscaled.chunks_exact(67).zip(&inverses).flat_map(|(r, i)| r.iter().map(move |v| v * i)).collect();
+        assert_eq!(bits(&scaled), bits(&want));
     }
 }

@@ -3,9 +3,9 @@
 
 use rayon::prelude::*;
 
-use super::bf16::{Packed, Precision};
+use super::bf16::{round_scaled_row, Packed, Precision};
 use super::matmul::{gemm, MatRef, Threads};
-use super::ops::softmax_block;
+use super::ops::{softmax_block, softmax_unscaled};
 use super::simd::{multiversion, sum_lanes};
 use super::TensorError;
 use crate::weights::Param;
@@ -291,6 +291,49 @@ impl<'a> Heads<'a> {
 /// Query rows per block: the block's scores (rows x keys) stay in L2.
 const ATTENTION_BLOCK: usize = 256;
 
+/// What attention works in on a thread: a block's scores, its queries scaled and its rows'
+/// inverse sums (bf16).
+#[derive(Default)]
+struct Buffers {
+    scores: Vec<f32>,
+    q_scaled: Vec<f32>,
+    inverses: Vec<f32>,
+}
+
+/// [`Buffers`] the thread keeps for its next heads: rayon starts the work of a call's heads
+/// afresh many times, and each start allocated and cleared a megabyte of scores.
+struct Workspace(Buffers);
+
+impl Workspace {
+    /// The largest scores a thread keeps, in values (16 MiB).
+    const KEPT: usize = 4 << 20;
+
+    thread_local! {
+        static SPARE: std::cell::Cell<Buffers> = std::cell::Cell::new(Buffers::default());
+    }
+
+    /// The thread's spare buffers, with room for a block's scores against `keys` keys (of any
+    /// value: every product writes its block's scores before they are read).
+    fn take(keys: usize) -> Workspace {
+        let mut buffers = Self::SPARE.with(|spare| spare.take());
+        if buffers.scores.len() < ATTENTION_BLOCK * keys {
+            buffers.scores.resize(ATTENTION_BLOCK * keys, 0.0);
+        }
+        buffers.inverses.resize(ATTENTION_BLOCK, 0.0);
+        Workspace(buffers)
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        if self.0.scores.capacity() <= Self::KEPT {
+            let buffers = std::mem::take(&mut self.0);
+            // During the thread's exit the spare may be gone: then the buffers are freed.
+            let _ = Self::SPARE.try_with(|spare| spare.set(buffers));
+        }
+    }
+}
+
 /// `softmax(q k^T * scale) v` per head; returns `q.tokens x (heads * head_dim)`, heads in order.
 /// In bf16 both products round their operands (the scaled queries, the keys, the softmax's
 /// probabilities, the values) and sum in float32; the softmax is float32.
@@ -311,8 +354,9 @@ pub fn attention(
     // Head-major result, so each head is one contiguous task.
     let mut per_head = vec![0.0; heads * nq * head_dim];
     per_head.par_chunks_mut((nq * head_dim).max(1)).enumerate().try_for_each_init(
-        || (vec![0.0f32; ATTENTION_BLOCK * nk], Vec::new()),
-        |(scores, q_scaled), (h, out)| {
+        || Workspace::take(nk),
+        |ws, (h, out)| {
+            let Buffers { scores, q_scaled, inverses } = &mut ws.0;
             let (qh, kh, vh) = (q.head(h, head_dim)?, k.head(h, head_dim)?, v.head(h, head_dim)?);
             // Where short products run packed, the head's keys and values are packed once for
             // all its query blocks.
@@ -337,9 +381,23 @@ pub fn attention(
                         }
                         s.fill(0.0);
                         keys.gemm(s, nk, q_scaled, head_dim, rows, Threads::Single)?;
-                        softmax_block(s, nk);
                         // `dst` is still zero: each block of the result is written once.
-                        values.gemm(dst, head_dim, s, nk, rows, Threads::Single)?;
+                        match values {
+                            // The softmax's last step, the scaling, is done as its rows are
+                            // rounded for the product.
+                            Packed::Bf16(values) => {
+                                softmax_unscaled(s, nk, inverses);
+                                let s = &*s;
+                                let row = |i: usize, lanes: &mut [u32]| {
+                                    round_scaled_row(&s[i * nk..][..nk], inverses[i], lanes)
+                                };
+                                values.gemm_rows(dst, head_dim, rows, Threads::Single, row)?;
+                            }
+                            Packed::F32(_) => {
+                                softmax_block(s, nk);
+                                values.gemm(dst, head_dim, s, nk, rows, Threads::Single)?;
+                            }
+                        }
                     }
                     None => {
                         gemm(
