@@ -426,8 +426,15 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
     // to minute, so the stages are set against the mean of the two.
     let python = find_python(args.python.as_deref());
     let before = gemm_peak(&python, args.no_peer)?;
-    let fp32 = time_pair(&model, [&img1, &img2], (h, w), args.repeat, args.swapped)?;
-    let bf16 = lower.as_ref().map(|m| time_pair(m, [&img1, &img2], (h, w), args.repeat, args.swapped)).transpose()?;
+    // The precisions take turns, a pass each, so that the machine's drift falls on both alike.
+    let mut fp32 = PairTimes::default();
+    let mut bf16 = lower.as_ref().map(|_| PairTimes::default());
+    for _ in 0..args.repeat.max(1) {
+        time_pair(&model, [&img1, &img2], (h, w), args.swapped, &mut fp32)?;
+        if let Some((m, times)) = lower.as_ref().zip(bf16.as_mut()) {
+            time_pair(m, [&img1, &img2], (h, w), args.swapped, times)?;
+        }
+    }
     let after = gemm_peak(&python, args.no_peer)?;
     let peak = before.zip(after).map(|(b, a)| (b + a) / 2.0);
     if let Some(p) = peak {
@@ -461,6 +468,7 @@ fn dust3r(args: Dust3rArgs) -> anyhow::Result<()> {
 
 /// A pair's stage times (encoder, decoder, heads) over the repeats, the swapped pass's, and the
 /// last outputs with the encodings they came from (and the swapped pass's, when it ran).
+#[derive(Default)]
 struct PairTimes {
     stages: Vec<[f64; 3]>,
     swapped: Vec<f64>,
@@ -473,38 +481,29 @@ fn time_pair(
     model: &sp_dust3r_core::dust3r::Dust3r,
     [img1, img2]: [&[f32]; 2],
     (h, w): (usize, usize),
-    repeat: usize,
     swapped: bool,
-) -> anyhow::Result<PairTimes> {
-    let mut times = PairTimes {
-        stages: Vec::new(),
-        swapped: Vec::new(),
-        last: Default::default(),
-        encoded: None,
-        last_swapped: None,
-    };
-    for _ in 0..repeat.max(1) {
+    times: &mut PairTimes,
+) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let e1 = model.encode(img1, h, w)?;
+    let e2 = model.encode(img2, h, w)?;
+    let enc = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let [b1, b2] = model.decode(&e1, &e2)?;
+    let dec = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let p1 = model.head(0, &e1, &b1)?;
+    let p2 = model.head(1, &e2, &b2)?;
+    let heads = t.elapsed().as_secs_f64();
+    times.last = (p1, p2);
+    times.stages.push([enc, dec, heads]);
+    if swapped {
         let t = Instant::now();
-        let e1 = model.encode(img1, h, w)?;
-        let e2 = model.encode(img2, h, w)?;
-        let enc = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let [b1, b2] = model.decode(&e1, &e2)?;
-        let dec = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let p1 = model.head(0, &e1, &b1)?;
-        let p2 = model.head(1, &e2, &b2)?;
-        let heads = t.elapsed().as_secs_f64();
-        times.last = (p1, p2);
-        times.stages.push([enc, dec, heads]);
-        if swapped {
-            let t = Instant::now();
-            times.last_swapped = Some(model.predict(&e2, &e1)?);
-            times.swapped.push(t.elapsed().as_secs_f64());
-        }
-        times.encoded = Some([e1, e2]);
+        times.last_swapped = Some(model.predict(&e2, &e1)?);
+        times.swapped.push(t.elapsed().as_secs_f64());
     }
-    Ok(times)
+    times.encoded = Some([e1, e2]);
+    Ok(())
 }
 
 /// What a timing is of: the precision, the input side and the stages' GFLOP.
