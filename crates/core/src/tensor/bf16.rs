@@ -7,6 +7,7 @@
 
 use rayon::prelude::*;
 
+use super::kept::Kept;
 use super::matmul::Threads;
 use super::packed::{for_each_block, whole_tile, SendPtr, KC};
 use super::simd::{multiversion, Level};
@@ -138,6 +139,11 @@ impl Bf16Kernel {
             let amx = Bf16Kernel::supported().contains(&Bf16Kernel::Amx) && !amx_off;
             amx.then_some(Bf16Kernel::Amx).or_else(|| Bf16Kernel::supported().first().copied())
         })
+    }
+
+    /// [`Bf16Kernel::best`], or the error of a bf16 product asked where none runs.
+    fn required() -> Result<Bf16Kernel, TensorError> {
+        Bf16Kernel::best().ok_or(TensorError::Shape { op: "gemm_bf16", what: "no bf16 kernel".into() })
     }
 
     /// Whether this kernel is expected to be slower than float32 on a CPU of this vendor: the
@@ -407,7 +413,7 @@ pub fn gemm_bf16(
     b: &PackedBf16,
     threads: Threads,
 ) -> Result<(), TensorError> {
-    let kernel = Bf16Kernel::best().ok_or(TensorError::Shape { op: "gemm_bf16", what: "no bf16 kernel".into() })?;
+    let kernel = Bf16Kernel::required()?;
     gemm_bf16_on(kernel, c, ldc, a, lda, m, b, threads)
 }
 
@@ -442,7 +448,7 @@ impl PackedBf16 {
         threads: Threads,
         row: impl Fn(usize, &mut [u32]) + Sync,
     ) -> Result<(), TensorError> {
-        let kernel = Bf16Kernel::best().ok_or(TensorError::Shape { op: "gemm_bf16", what: "no bf16 kernel".into() })?;
+        let kernel = Bf16Kernel::required()?;
         product(kernel, c, ldc, m, self, threads, row)
     }
 }
@@ -500,23 +506,22 @@ fn product(
     Ok(())
 }
 
-/// The rounded left operand of a product: a buffer the thread keeps for its next product, so
-/// that the many short products (attention's, per head and block) neither allocate nor clear
-/// their operand afresh. Buffers above [`Rounded::KEPT`] are not kept.
-struct Rounded(Vec<u32>, usize);
+/// The rounded left operand of a product, in a buffer the thread keeps (see [`Kept`]) up to
+/// [`Rounded::KEPT`] lanes: attention's many short products per head and block neither allocate
+/// nor clear their operand afresh.
+struct Rounded(Kept<Vec<u32>>, usize);
+
+thread_local! {
+    static SPARE_LANES: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+}
 
 impl Rounded {
     /// The largest buffer a thread keeps, in lanes (8 MiB).
     const KEPT: usize = 2 << 20;
 
-    thread_local! {
-        static SPARE: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
-    }
-
-    /// A buffer of at least `len` lanes of any value: the thread's spare one (a product inside
-    /// another on this thread finds none and allocates its own).
+    /// A buffer of at least `len` lanes of any value.
     fn take(len: usize) -> Rounded {
-        let mut lanes = Self::SPARE.with(|spare| spare.take());
+        let mut lanes = Kept::take(&SPARE_LANES, |lanes| lanes.capacity() <= Self::KEPT);
         // Grown, never shortened: a short product between two long ones clears nothing.
         if lanes.len() < len {
             lanes.resize(len, 0);
@@ -527,16 +532,6 @@ impl Rounded {
     /// Its `len` lanes.
     fn lanes(&mut self) -> &mut [u32] {
         &mut self.0[..self.1]
-    }
-}
-
-impl Drop for Rounded {
-    fn drop(&mut self) {
-        if self.0.capacity() <= Self::KEPT {
-            let lanes = std::mem::take(&mut self.0);
-            // During the thread's exit the spare may be gone: then the buffer is freed.
-            let _ = Self::SPARE.try_with(|spare| spare.set(lanes));
-        }
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod bf16;
 mod conv;
+mod kept;
 mod map;
 mod matmul;
 mod ops;

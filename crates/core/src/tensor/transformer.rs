@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use super::bf16::{round_scaled_row, Packed, Precision};
+use super::kept::Kept;
 use super::matmul::{gemm, MatRef, Threads};
 use super::ops::{softmax_block, softmax_unscaled};
 use super::simd::{multiversion, sum_lanes};
@@ -300,38 +301,20 @@ struct Buffers {
     inverses: Vec<f32>,
 }
 
-/// [`Buffers`] the thread keeps for its next heads: rayon starts the work of a call's heads
-/// afresh many times, and each start allocated and cleared a megabyte of scores.
-struct Workspace(Buffers);
-
-impl Workspace {
-    /// The largest scores a thread keeps, in values (16 MiB).
-    const KEPT: usize = 4 << 20;
-
+/// The thread's [`Buffers`] (see [`Kept`]), with room for a block's scores against `keys` keys
+/// (of any value: every product writes its block's scores before they are read). Rayon starts
+/// the work of a call's heads afresh many times, and each start allocated and cleared a megabyte
+/// of scores; scores up to 16 MiB are kept.
+fn workspace(keys: usize) -> Kept<Buffers> {
     thread_local! {
         static SPARE: std::cell::Cell<Buffers> = std::cell::Cell::new(Buffers::default());
     }
-
-    /// The thread's spare buffers, with room for a block's scores against `keys` keys (of any
-    /// value: every product writes its block's scores before they are read).
-    fn take(keys: usize) -> Workspace {
-        let mut buffers = Self::SPARE.with(|spare| spare.take());
-        if buffers.scores.len() < ATTENTION_BLOCK * keys {
-            buffers.scores.resize(ATTENTION_BLOCK * keys, 0.0);
-        }
-        buffers.inverses.resize(ATTENTION_BLOCK, 0.0);
-        Workspace(buffers)
+    let mut buffers = Kept::take(&SPARE, |b| b.scores.capacity() <= 4 << 20);
+    if buffers.scores.len() < ATTENTION_BLOCK * keys {
+        buffers.scores.resize(ATTENTION_BLOCK * keys, 0.0);
     }
-}
-
-impl Drop for Workspace {
-    fn drop(&mut self) {
-        if self.0.scores.capacity() <= Self::KEPT {
-            let buffers = std::mem::take(&mut self.0);
-            // During the thread's exit the spare may be gone: then the buffers are freed.
-            let _ = Self::SPARE.try_with(|spare| spare.set(buffers));
-        }
-    }
+    buffers.inverses.resize(ATTENTION_BLOCK, 0.0);
+    buffers
 }
 
 /// `softmax(q k^T * scale) v` per head; returns `q.tokens x (heads * head_dim)`, heads in order.
@@ -354,9 +337,9 @@ pub fn attention(
     // Head-major result, so each head is one contiguous task.
     let mut per_head = vec![0.0; heads * nq * head_dim];
     per_head.par_chunks_mut((nq * head_dim).max(1)).enumerate().try_for_each_init(
-        || Workspace::take(nk),
+        || workspace(nk),
         |ws, (h, out)| {
-            let Buffers { scores, q_scaled, inverses } = &mut ws.0;
+            let Buffers { scores, q_scaled, inverses } = &mut **ws;
             let (qh, kh, vh) = (q.head(h, head_dim)?, k.head(h, head_dim)?, v.head(h, head_dim)?);
             // Where short products run packed, the head's keys and values are packed once for
             // all its query blocks.
